@@ -1,0 +1,1 @@
+"""tackroom: an agent harness built from replaceable workers on one engine bus."""

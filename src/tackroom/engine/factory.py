@@ -1,0 +1,44 @@
+"""Open an engine from its URL: ``embedded:[PATH]`` (default) or, later, ``nats://host:port``."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from opentelemetry.sdk.trace import TracerProvider
+
+from tackroom.engine.protocol import Engine
+
+__all__ = ["DEFAULT_EMBEDDED_PATH", "UnsupportedEngineURL", "open_engine", "parse_embedded_url"]
+
+DEFAULT_EMBEDDED_PATH = Path(".tackroom") / "engine.db"
+
+
+class UnsupportedEngineURL(ValueError):
+    """The engine URL names a scheme no backend serves."""
+
+
+def parse_embedded_url(url: str) -> Path | None:
+    """``embedded:`` → default path; ``embedded:PATH`` → PATH; ``embedded::memory:`` → None."""
+    rest = url.removeprefix("embedded:")
+    if rest.startswith("//"):
+        rest = rest[2:]
+    if rest == ":memory:":
+        return None
+    return Path(rest) if rest else DEFAULT_EMBEDDED_PATH
+
+
+def open_engine(
+    url: str = "embedded:",
+    *,
+    tracer_provider: TracerProvider | None = None,
+    worker_name: str = "engine",
+) -> Engine:
+    """Build (not start) the engine the URL names. ``tracer_provider=None`` turns tracing off."""
+    if url.startswith("embedded:"):
+        from tackroom.engine.embedded import EmbeddedEngine
+
+        return EmbeddedEngine(path=parse_embedded_url(url), tracer_provider=tracer_provider)
+    scheme = url.split(":", 1)[0]
+    raise UnsupportedEngineURL(
+        f"engine URL {url!r}: scheme {scheme!r} is not served (known: embedded:)"
+    )
