@@ -17,6 +17,7 @@ __all__ = [
     "FunctionError",
     "FunctionNotFound",
     "InvalidPayload",
+    "InvalidSchedule",
     "InvalidUpdate",
     "InvocationError",
     "InvocationTimeout",
@@ -141,6 +142,12 @@ class InvalidUpdate(EngineError):
     code = "invalid_update"
 
 
+class InvalidSchedule(EngineError):
+    """A cron schedule does not parse."""
+
+    code = "invalid_schedule"
+
+
 class ChannelClosed(EngineError):
     """A frame was sent on a channel that is already closed or aborted."""
 
@@ -185,7 +192,14 @@ def error_from_wire(wire: dict[str, Any]) -> EngineError:
         )
     simple: dict[str, type[EngineError]] = {
         cls.__name__: cls
-        for cls in (InvalidPayload, InvalidUpdate, ChannelClosed, EngineClosed, EngineLocked)
+        for cls in (
+            InvalidPayload,
+            InvalidSchedule,
+            InvalidUpdate,
+            ChannelClosed,
+            EngineClosed,
+            EngineLocked,
+        )
     }
     if isinstance(kind, str) and kind in simple:
         return simple[kind](message)
