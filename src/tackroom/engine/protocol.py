@@ -63,9 +63,7 @@ class Invocation:
             await self._extend(seconds)
 
 
-_current_invocation: ContextVar[Invocation | None] = ContextVar(
-    "tackroom_invocation", default=None
-)
+_current_invocation: ContextVar[Invocation | None] = ContextVar("tackroom_invocation", default=None)
 
 
 def current_invocation() -> Invocation | None:

@@ -125,9 +125,9 @@ class EngineTracer:
         span = self._tracer.start_span(f"{kind} {function_id}", context=ctx, kind=span_kind)
         span.set_attribute("tackroom.function_id", function_id)
         span.set_attribute("tackroom.invocation.kind", kind)
-        for baggage_key, value in baggage.get_all(ctx).items():
+        for baggage_key, baggage_value in baggage.get_all(ctx).items():
             if baggage_key in ("session.id", "message.id"):
-                span.set_attribute(baggage_key, str(value))
+                span.set_attribute(baggage_key, str(baggage_value))
         if attributes:
             for attr_key, attr_value in attributes.items():
                 span.set_attribute(attr_key, attr_value)

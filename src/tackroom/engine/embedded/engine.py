@@ -1,0 +1,474 @@
+"""The embedded engine: in-process asyncio, durable in one SQLite file."""
+
+from __future__ import annotations
+
+import asyncio
+import fcntl
+import os
+import time
+from datetime import UTC, datetime
+from pathlib import Path
+from types import TracebackType
+from typing import Any
+
+from opentelemetry.sdk.trace import TracerProvider
+
+from tackroom.engine.cron import CronSchedule
+from tackroom.engine.embedded.queues import QueueDispatcher
+from tackroom.engine.embedded.store import NewMessage, Store
+from tackroom.engine.embedded.subscriptions import StreamSubscription, SubscriptionHub
+from tackroom.engine.errors import (
+    EngineClosed,
+    EngineLocked,
+    InvocationError,
+    InvocationTimeout,
+    RevisionConflict,
+)
+from tackroom.engine.functions import FunctionRegistry, LocalRegistration, describe_failure
+from tackroom.engine.jsonvalue import to_json_value
+from tackroom.engine.local_channels import ChannelTable, LocalChannel, LocalChannelWriter
+from tackroom.engine.ops import apply_ops
+from tackroom.engine.protocol import (
+    DEFAULT_TIMEOUT,
+    ChannelRef,
+    DeadLetter,
+    FunctionInfo,
+    Handler,
+    InvocationKind,
+    QueueConfig,
+    StateEntry,
+    StreamRecord,
+    StreamRetention,
+    UpdateOp,
+    WorkerInfo,
+)
+from tackroom.engine.tracing import EngineTracer
+
+__all__ = ["TRIGGER_QUEUE", "EmbeddedEngine"]
+
+TRIGGER_QUEUE = "__triggers"
+DEDUPE_WINDOW = 120.0
+
+
+class EmbeddedEngine:
+    """``Engine`` over asyncio and SQLite. ``path=None`` keeps everything in memory."""
+
+    def __init__(
+        self, *, path: Path | None = None, tracer_provider: TracerProvider | None = None
+    ) -> None:
+        self._path = path
+        self._tracer = None if tracer_provider is None else EngineTracer(tracer_provider)
+        self._registry = FunctionRegistry(tracer=self._tracer)
+        self._channels = ChannelTable()
+        self._hub = SubscriptionHub()
+        self._store: Store | None = None
+        self._dispatcher: QueueDispatcher | None = None
+        self._lock_fd: int | None = None
+        self._open = False
+        self._state_triggers: dict[str, list[LocalRegistration]] = {}
+        self._stream_triggers: dict[str, list[LocalRegistration]] = {}
+        self._cron_tasks: dict[str, asyncio.Task[None]] = {}
+        self._retention: dict[str, StreamRetention] = {}
+        self._heads: dict[tuple[str, str], int] = {}
+
+    # -- lifecycle ------------------------------------------------------------------------------
+    async def start(self) -> None:
+        if self._open:
+            return
+        if self._path is not None:
+            self._lock_fd = _lock_file(self._path)
+        self._store = Store(self._path)
+        self._dispatcher = QueueDispatcher(self._store, self._registry)
+        self._registry.on_change = self._dispatcher.wake
+        self._dispatcher.start()
+        self._open = True
+
+    async def close(self) -> None:
+        if not self._open:
+            return
+        self._open = False
+        crons = list(self._cron_tasks.values())
+        for task in crons:
+            task.cancel()
+        await asyncio.gather(*crons, return_exceptions=True)
+        self._cron_tasks.clear()
+        await self._hub.close_all()
+        await self._channels.close_all()
+        if self._dispatcher is not None:
+            await self._dispatcher.close()
+        if self._store is not None:
+            self._store.close()
+        if self._lock_fd is not None:
+            os.close(self._lock_fd)
+            self._lock_fd = None
+
+    async def __aenter__(self) -> EmbeddedEngine:
+        await self.start()
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.close()
+
+    def _live_store(self) -> Store:
+        if not self._open or self._store is None:
+            raise EngineClosed("the engine is not running")
+        return self._store
+
+    def _wake(self) -> None:
+        if self._dispatcher is not None:
+            self._dispatcher.wake()
+
+    # -- functions ------------------------------------------------------------------------------
+    async def register_function(
+        self,
+        function_id: str,
+        handler: Handler,
+        *,
+        description: str = "",
+        request_schema: dict[str, Any] | None = None,
+        response_schema: dict[str, Any] | None = None,
+        worker: str = "anonymous",
+    ) -> LocalRegistration:
+        if not function_id or not isinstance(function_id, str):
+            raise ValueError("function_id must be a non-empty string")
+        registration = LocalRegistration(
+            function_id=function_id,
+            handler=handler,
+            worker=worker,
+            description=description,
+            request_schema=request_schema,
+            response_schema=response_schema,
+            on_unregister=self._unregister_function,
+        )
+        self._registry.add(registration)
+        return registration
+
+    async def _unregister_function(self, registration: LocalRegistration) -> None:
+        self._registry.remove(registration)
+
+    async def trigger(
+        self, function_id: str, payload: Any = None, *, timeout: float = DEFAULT_TIMEOUT
+    ) -> Any:
+        if not self._open:
+            raise EngineClosed("the engine is not running")
+        payload = to_json_value(payload)
+        registration = self._registry.pick(function_id)
+        deadline = asyncio.timeout(timeout)
+        try:
+            async with deadline:
+                return await self._registry.call(registration, payload)
+        except TimeoutError as exc:
+            if deadline.expired():
+                raise InvocationTimeout(function_id, timeout) from None
+            code, message = describe_failure(exc)
+            raise InvocationError(function_id, code, message) from exc
+        except Exception as exc:
+            code, message = describe_failure(exc)
+            raise InvocationError(function_id, code, message) from exc
+
+    async def list_functions(self) -> list[FunctionInfo]:
+        return self._registry.functions()
+
+    async def list_workers(self) -> list[WorkerInfo]:
+        return self._registry.workers()
+
+    # -- queues -------------------------------------------------------------------------------
+    async def configure_queue(self, queue: str, config: QueueConfig) -> None:
+        if self._dispatcher is None:
+            raise EngineClosed("the engine is not running")
+        self._dispatcher.configure(queue, config)
+
+    async def enqueue(
+        self,
+        function_id: str,
+        payload: Any = None,
+        *,
+        queue: str = "default",
+        group: str | None = None,
+        dedupe_key: str | None = None,
+    ) -> str:
+        payload = to_json_value(payload)
+        return self._enqueue(
+            NewMessage(
+                queue, function_id, "queue", payload, group, self._capture(payload), dedupe_key
+            )
+        )
+
+    def _enqueue(self, message: NewMessage) -> str:
+        store = self._live_store()
+        with store.transaction():
+            message_id = store.insert_message(message, now=_now(), dedupe_window=DEDUPE_WINDOW)
+        self._wake()
+        return message_id
+
+    def _capture(self, payload: Any) -> dict[str, str] | None:
+        return None if self._tracer is None else self._tracer.capture(payload)
+
+    async def list_dead_letters(self, queue: str) -> list[DeadLetter]:
+        return self._live_store().dead_letters(queue)
+
+    async def redrive(self, queue: str, *, message_ids: list[str] | None = None) -> int:
+        store = self._live_store()
+        with store.transaction():
+            count = store.redrive(queue, message_ids, now=_now())
+        self._wake()
+        return count
+
+    # -- state --------------------------------------------------------------------------------
+    async def get_state(self, scope: str, key: str) -> StateEntry | None:
+        return self._live_store().get_state(scope, key)
+
+    async def set_state(
+        self, scope: str, key: str, value: Any, *, expected_revision: int | None = None
+    ) -> StateEntry:
+        value = to_json_value(value, what="state value")
+        store = self._live_store()
+        triggers = self._state_triggers.get(scope)
+        with store.transaction():
+            old = store.get_state(scope, key) if triggers else None
+            if expected_revision is not None:
+                actual = old.revision if old is not None else store.current_revision(scope, key)
+                if actual != expected_revision:
+                    raise RevisionConflict(scope, key, expected_revision, actual)
+            revision = store.put_state(scope, key, value)
+            if triggers:
+                self._fire_state(triggers, scope, key, "set", old, value, revision)
+        if triggers:
+            self._wake()
+        return StateEntry(scope, key, value, revision)
+
+    async def update_state(self, scope: str, key: str, ops: list[UpdateOp]) -> StateEntry:
+        store = self._live_store()
+        triggers = self._state_triggers.get(scope)
+        with store.transaction():
+            old = store.get_state(scope, key)
+            value = apply_ops(None if old is None else old.value, ops)
+            revision = store.put_state(scope, key, value)
+            if triggers:
+                self._fire_state(triggers, scope, key, "update", old, value, revision)
+        if triggers:
+            self._wake()
+        return StateEntry(scope, key, value, revision)
+
+    async def delete_state(
+        self, scope: str, key: str, *, expected_revision: int | None = None
+    ) -> bool:
+        store = self._live_store()
+        triggers = self._state_triggers.get(scope)
+        with store.transaction():
+            old = store.get_state(scope, key)
+            actual = 0 if old is None else old.revision
+            if expected_revision is not None and actual != expected_revision:
+                raise RevisionConflict(scope, key, expected_revision, actual)
+            deleted = store.remove_state(scope, key)
+            if deleted and triggers:
+                self._fire_state(triggers, scope, key, "delete", old, None, 0)
+        if deleted and triggers:
+            self._wake()
+        return deleted
+
+    async def list_state(self, scope: str, *, prefix: str = "") -> list[StateEntry]:
+        return self._live_store().list_state(scope, prefix)
+
+    def _fire_state(
+        self,
+        triggers: list[LocalRegistration],
+        scope: str,
+        key: str,
+        event: str,
+        old: StateEntry | None,
+        new_value: Any,
+        revision: int,
+    ) -> None:
+        payload = {
+            "scope": scope,
+            "key": key,
+            "event": event,
+            "old_value": None if old is None else old.value,
+            "new_value": new_value,
+            "revision": revision,
+        }
+        self._fire(triggers, payload, "state_trigger", f"state:{scope}:{key}")
+
+    def _fire(
+        self,
+        triggers: list[LocalRegistration],
+        payload: dict[str, Any],
+        kind: InvocationKind,
+        group: str,
+    ) -> None:
+        """Insert one trigger delivery per registration, inside the caller's transaction."""
+        store = self._live_store()
+        headers = self._capture(None)
+        for trigger in triggers:
+            store.insert_message(
+                NewMessage(TRIGGER_QUEUE, trigger.function_id, kind, payload, group, headers),
+                now=_now(),
+                dedupe_window=DEDUPE_WINDOW,
+            )
+
+    # -- triggers -------------------------------------------------------------------------------
+    async def add_state_trigger(
+        self, scope: str, function_id: str, *, worker: str = "anonymous"
+    ) -> LocalRegistration:
+        return self._add_trigger(self._state_triggers, scope, function_id, worker)
+
+    async def add_stream_trigger(
+        self, stream: str, function_id: str, *, worker: str = "anonymous"
+    ) -> LocalRegistration:
+        return self._add_trigger(self._stream_triggers, stream, function_id, worker)
+
+    def _add_trigger(
+        self,
+        table: dict[str, list[LocalRegistration]],
+        source: str,
+        function_id: str,
+        worker: str,
+    ) -> LocalRegistration:
+        async def remove(registration: LocalRegistration) -> None:
+            entries = table.get(source, [])
+            if registration in entries:
+                entries.remove(registration)
+            if not entries:
+                table.pop(source, None)
+
+        registration = LocalRegistration(
+            function_id=function_id, handler=None, worker=worker, on_unregister=remove
+        )
+        table.setdefault(source, []).append(registration)
+        return registration
+
+    async def add_cron_trigger(
+        self, schedule: str, function_id: str, *, worker: str = "anonymous"
+    ) -> LocalRegistration:
+        if not self._open:
+            raise EngineClosed("the engine is not running")
+        cron = CronSchedule(schedule)
+
+        async def remove(registration: LocalRegistration) -> None:
+            task = self._cron_tasks.pop(registration.id, None)
+            if task is not None:
+                task.cancel()
+                await asyncio.gather(task, return_exceptions=True)
+
+        registration = LocalRegistration(
+            function_id=function_id, handler=None, worker=worker, on_unregister=remove
+        )
+        self._cron_tasks[registration.id] = asyncio.create_task(
+            self._run_cron(cron, function_id), name=f"tackroom-cron-{function_id}"
+        )
+        return registration
+
+    async def _run_cron(self, cron: CronSchedule, function_id: str) -> None:
+        while True:
+            now = datetime.now(UTC)
+            fire = cron.next_after(now)
+            await asyncio.sleep((fire - now).total_seconds())
+            fired_at = fire.isoformat()
+            self._enqueue(
+                NewMessage(
+                    TRIGGER_QUEUE,
+                    function_id,
+                    "cron",
+                    {"schedule": cron.expression, "fired_at": fired_at},
+                    None,
+                    self._capture(None),
+                    dedupe_key=f"cron:{function_id}:{cron.expression}:{fired_at}",
+                )
+            )
+
+    # -- streams ------------------------------------------------------------------------------
+    async def configure_stream(self, stream: str, retention: StreamRetention) -> None:
+        if retention.max_len is not None and retention.max_len < 1:
+            raise ValueError("max_len must be at least 1")
+        self._retention[stream] = retention
+
+    async def append(self, stream: str, group_id: str, data: Any) -> int:
+        data = to_json_value(data, what="stream record")
+        store = self._live_store()
+        head_key = (stream, group_id)
+        head = self._heads.get(head_key)
+        if head is None:
+            head = store.stream_head(stream, group_id)
+        now = _now()
+        record = StreamRecord(stream, group_id, head + 1, data, now)
+        retention = self._retention.get(stream)
+        triggers = self._stream_triggers.get(stream)
+        with store.transaction():
+            store.insert_record(record)
+            if retention is not None:
+                store.trim_stream(
+                    stream,
+                    group_id,
+                    below_seq=None
+                    if retention.max_len is None
+                    else record.seq - retention.max_len + 1,
+                    before_ts=None if retention.max_age is None else now - retention.max_age,
+                )
+            if triggers:
+                payload = {"stream": stream, "group_id": group_id, "seq": record.seq, "data": data}
+                self._fire(triggers, payload, "stream_trigger", f"stream:{stream}:{group_id}")
+        self._heads[head_key] = record.seq
+        self._hub.publish(record)
+        if triggers:
+            self._wake()
+        return record.seq
+
+    def _read_page(self, stream: str, group_id: str, after: int, limit: int) -> list[StreamRecord]:
+        retention = self._retention.get(stream)
+        max_age = None if retention is None else retention.max_age
+        return self._live_store().read_stream(
+            stream,
+            group_id,
+            after=after,
+            limit=limit,
+            min_ts=None if max_age is None else _now() - max_age,
+        )
+
+    async def read(
+        self, stream: str, group_id: str, *, after: int = 0, limit: int = 1000
+    ) -> list[StreamRecord]:
+        return self._read_page(stream, group_id, after, limit)
+
+    async def subscribe(self, stream: str, group_id: str, *, after: int = 0) -> StreamSubscription:
+        self._live_store()
+        key = (stream, group_id)
+        subscription = StreamSubscription(
+            self._hub,
+            key,
+            after=after,
+            read_page=lambda cursor, limit: self._read_page(stream, group_id, cursor, limit),
+        )
+        self._hub.add(key, subscription)
+        return subscription
+
+    # -- channels -------------------------------------------------------------------------------
+    async def open_channel(self, *, capacity: int = 64) -> LocalChannel:
+        self._live_store()
+        return self._channels.open(capacity=capacity)
+
+    def channel_writer(self, ref: ChannelRef) -> LocalChannelWriter:
+        return self._channels.writer(ref)
+
+
+def _now() -> float:
+    return time.time()
+
+
+def _lock_file(path: Path) -> int:
+    """Hold an exclusive lock beside the database so one process owns it."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd = os.open(f"{path}.lock", os.O_RDWR | os.O_CREAT, 0o600)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        os.close(fd)
+        raise EngineLocked(
+            f"another process owns the engine at {path}; reach it through its local endpoint"
+        ) from None
+    return fd
