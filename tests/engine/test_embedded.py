@@ -1,0 +1,85 @@
+"""What only the embedded backend promises: one owner per file, memory mode, clean shutdown."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tackroom.engine import EngineClosed, EngineLocked, QueueConfig, current_invocation
+from tackroom.engine.embedded import EmbeddedEngine
+
+
+async def test_a_second_owner_of_the_file_is_refused(tmp_path: Path) -> None:
+    path = tmp_path / "engine.db"
+    async with EmbeddedEngine(path=path):
+        with pytest.raises(EngineLocked, match="local endpoint"):
+            await EmbeddedEngine(path=path).start()
+    async with EmbeddedEngine(path=path) as again:
+        assert await again.get_state("s", "k") is None
+
+
+async def test_memory_engine_keeps_nothing() -> None:
+    async with EmbeddedEngine(path=None) as engine:
+        await engine.set_state("s", "k", 1)
+    async with EmbeddedEngine(path=None) as engine:
+        assert await engine.get_state("s", "k") is None
+
+
+async def test_calls_on_a_closed_engine_are_typed_errors(tmp_path: Path) -> None:
+    engine = EmbeddedEngine(path=tmp_path / "e.db")
+    with pytest.raises(EngineClosed):
+        await engine.trigger("x::y")
+    await engine.start()
+    await engine.close()
+    with pytest.raises(EngineClosed):
+        await engine.set_state("s", "k", 1)
+
+
+async def test_clean_shutdown_does_not_spend_a_delivery(tmp_path: Path) -> None:
+    """A delivery interrupted by close() is handed back uncounted, not treated as a failure."""
+    path = tmp_path / "engine.db"
+    started = asyncio.Event()
+    attempts: list[int] = []
+
+    async def slow(payload: Any) -> None:
+        invocation = current_invocation()
+        assert invocation is not None
+        attempts.append(invocation.attempt)
+        started.set()
+        await asyncio.sleep(60)
+
+    async with EmbeddedEngine(path=path) as engine:
+        await engine.configure_queue("q", QueueConfig(max_deliveries=1))
+        await engine.register_function("t::slow", slow)
+        await engine.enqueue("t::slow", {}, queue="q")
+        await asyncio.wait_for(started.wait(), 5)
+
+    started.clear()
+    async with EmbeddedEngine(path=path) as engine:
+        await engine.configure_queue("q", QueueConfig(max_deliveries=1))
+        await engine.register_function("t::slow", slow)
+        await asyncio.wait_for(started.wait(), 5)
+        assert await engine.list_dead_letters("q") == []
+    assert attempts == [1, 1]
+
+
+async def test_close_leaves_no_tasks_behind(tmp_path: Path) -> None:
+    before = asyncio.all_tasks()
+    engine = EmbeddedEngine(path=tmp_path / "e.db")
+    await engine.start()
+
+    async def tick(payload: Any) -> None:
+        return None
+
+    await engine.register_function("t::tick", tick)
+    await engine.add_cron_trigger("* * * * * *", "t::tick")
+    subscription = await engine.subscribe("s", "g")
+    reader = asyncio.create_task(anext(aiter(subscription)))
+    await asyncio.sleep(0)
+    await engine.close()
+    with pytest.raises(StopAsyncIteration):
+        await reader
+    assert asyncio.all_tasks() - before == set()
