@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import sqlite3
 from pathlib import Path
 from typing import Any
 
@@ -83,3 +84,19 @@ async def test_close_leaves_no_tasks_behind(tmp_path: Path) -> None:
     with pytest.raises(StopAsyncIteration):
         await reader
     assert asyncio.all_tasks() - before == set()
+
+
+async def test_files_are_private_to_the_owner(tmp_path: Path) -> None:
+    path = tmp_path / "state" / "engine.db"
+    async with EmbeddedEngine(path=path) as engine:
+        await engine.set_state("s", "k", {"secret": "value"})
+    assert path.parent.stat().st_mode & 0o777 == 0o700
+    assert path.stat().st_mode & 0o777 == 0o600
+
+
+async def test_a_failed_start_releases_the_file(tmp_path: Path) -> None:
+    path = tmp_path / "engine.db"
+    path.write_bytes(b"this is not a database" * 100)
+    for _ in range(2):  # the second try must fail the same way, not with EngineLocked
+        with pytest.raises(sqlite3.DatabaseError):
+            await EmbeddedEngine(path=path).start()

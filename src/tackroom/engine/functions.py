@@ -55,9 +55,8 @@ def describe_failure(exc: BaseException) -> tuple[str, str]:
     """The ``(code, message)`` a caller sees for a handler's exception."""
     if isinstance(exc, FunctionError):
         return exc.code, exc.message
-    if isinstance(exc, EngineError):
-        return exc.code, str(exc)
-    return "internal", f"{type(exc).__name__}: {exc}"
+    code = exc.code if isinstance(exc, EngineError) else "internal"
+    return code, f"{type(exc).__name__}: {exc}"
 
 
 class FunctionRegistry:

@@ -77,7 +77,11 @@ class EmbeddedEngine:
             return
         if self._path is not None:
             self._lock_fd = _lock_file(self._path)
-        self._store = Store(self._path)
+        try:
+            self._store = Store(self._path)
+        except BaseException:
+            self._unlock()
+            raise
         self._dispatcher = QueueDispatcher(self._store, self._registry)
         self._registry.on_change = self._dispatcher.wake
         self._dispatcher.start()
@@ -98,6 +102,9 @@ class EmbeddedEngine:
             await self._dispatcher.close()
         if self._store is not None:
             self._store.close()
+        self._unlock()
+
+    def _unlock(self) -> None:
         if self._lock_fd is not None:
             os.close(self._lock_fd)
             self._lock_fd = None
@@ -330,6 +337,8 @@ class EmbeddedEngine:
         function_id: str,
         worker: str,
     ) -> LocalRegistration:
+        self._live_store()
+
         async def remove(registration: LocalRegistration) -> None:
             entries = table.get(source, [])
             if registration in entries:
@@ -386,7 +395,14 @@ class EmbeddedEngine:
     async def configure_stream(self, stream: str, retention: StreamRetention) -> None:
         if retention.max_len is not None and retention.max_len < 1:
             raise ValueError("max_len must be at least 1")
+        store = self._live_store()
         self._retention[stream] = retention
+        with store.transaction():
+            store.apply_retention(
+                stream,
+                max_len=retention.max_len,
+                before_ts=None if retention.max_age is None else _now() - retention.max_age,
+            )
 
     async def append(self, stream: str, group_id: str, data: Any) -> int:
         data = to_json_value(data, what="stream record")
@@ -462,7 +478,7 @@ def _now() -> float:
 
 def _lock_file(path: Path) -> int:
     """Hold an exclusive lock beside the database so one process owns it."""
-    path.parent.mkdir(parents=True, exist_ok=True)
+    path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
     fd = os.open(f"{path}.lock", os.O_RDWR | os.O_CREAT, 0o600)
     try:
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)

@@ -114,14 +114,34 @@ class QueueDispatcher:
             self._store.purge_dedupe(now=now)
             self._last_purge = now
         served = self._registry.served()
-        for message in self._store.ready_messages(now=now, function_ids=served, limit=_BATCH):
-            config = self.config(message.queue)
-            if self._running.get(message.queue, 0) >= config.concurrency:
-                continue
-            if message.group is not None and (message.queue, message.group) in self._busy_groups:
-                continue
-            self._start(message, config, now)
+        while True:
+            batch = self._store.ready_messages(
+                now=now, function_ids=served, skip_queues=self._saturated(), limit=_BATCH
+            )
+            started = 0
+            for message in batch:
+                config = self.config(message.queue)
+                if self._running.get(message.queue, 0) >= config.concurrency:
+                    continue
+                if (
+                    message.group is not None
+                    and (message.queue, message.group) in self._busy_groups
+                ):
+                    continue
+                self._start(message, config, now)
+                started += 1
+            # A full batch may hide due messages of other queues behind ones that just filled
+            # their queue: look again without those, until a batch comes back short or idle.
+            if len(batch) < _BATCH or started == 0:
+                break
         return self._next_due(served)
+
+    def _saturated(self) -> set[str]:
+        return {
+            queue
+            for queue, running in self._running.items()
+            if running >= self.config(queue).concurrency
+        }
 
     def _next_due(self, served: set[str]) -> float | None:
         candidates = [d.deadline for d in self._inflight.values() if not d.settled]

@@ -7,6 +7,7 @@ Values are stored as JSON text.
 
 from __future__ import annotations
 
+import os
 import sqlite3
 import time
 import uuid
@@ -84,7 +85,10 @@ class QueuedMessage:
 class Store:
     def __init__(self, path: Path | None) -> None:
         if path is not None:
-            path.parent.mkdir(parents=True, exist_ok=True)
+            # Owner-only: state may hold anything a worker keeps. SQLite gives the -wal and
+            # -shm files the database file's mode.
+            path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+            os.close(os.open(path, os.O_RDWR | os.O_CREAT, 0o600))
         self._db = sqlite3.connect(
             ":memory:" if path is None else str(path),
             isolation_level=None,
@@ -197,20 +201,24 @@ class Store:
         return message_id
 
     def ready_messages(
-        self, *, now: float, function_ids: set[str], limit: int
+        self, *, now: float, function_ids: set[str], skip_queues: set[str], limit: int
     ) -> list[QueuedMessage]:
-        """Deliverable messages, oldest first: due, not leased, not dead, head of their group."""
+        """Deliverable messages, oldest first: due, not leased, not dead, head of their group.
+
+        Only messages of ``function_ids`` (served here) and not of ``skip_queues`` (full).
+        """
         if not function_ids:
             return []
         marks = ",".join("?" * len(function_ids))
+        skip = ",".join("?" * len(skip_queues))
         rows = self._db.execute(
             "SELECT seq, id, queue, function_id, kind, payload, grp, headers, attempts"
             " FROM messages m WHERE dead=0 AND leased=0 AND available_at<=?"
-            f" AND function_id IN ({marks})"
+            f" AND function_id IN ({marks}) AND queue NOT IN ({skip})"
             " AND (grp IS NULL OR seq=(SELECT MIN(seq) FROM messages g"
             "      WHERE g.queue=m.queue AND g.grp=m.grp AND g.dead=0))"
             " ORDER BY seq LIMIT ?",
-            (now, *function_ids, limit),
+            (now, *function_ids, *skip_queues, limit),
         ).fetchall()
         return [
             QueuedMessage(
@@ -324,6 +332,17 @@ class Store:
                 "DELETE FROM streams WHERE stream=? AND grp=? AND ts<?",
                 (stream, group_id, before_ts),
             )
+
+    def apply_retention(self, stream: str, *, max_len: int | None, before_ts: float | None) -> None:
+        """Trim every group of ``stream`` to its last ``max_len`` records and ``before_ts``."""
+        if max_len is not None:
+            self._db.execute(
+                "DELETE FROM streams WHERE stream=? AND seq<=(SELECT h.seq FROM stream_heads h"
+                " WHERE h.stream=streams.stream AND h.grp=streams.grp)-?",
+                (stream, max_len),
+            )
+        if before_ts is not None:
+            self._db.execute("DELETE FROM streams WHERE stream=? AND ts<?", (stream, before_ts))
 
     def read_stream(
         self, stream: str, group_id: str, *, after: int, limit: int, min_ts: float | None

@@ -5,7 +5,9 @@ from __future__ import annotations
 import asyncio
 from collections import deque
 from collections.abc import Callable
+from dataclasses import replace
 
+from tackroom.engine.jsonvalue import to_json_value as copy_json
 from tackroom.engine.protocol import StreamRecord
 
 __all__ = ["StreamSubscription", "SubscriptionHub"]
@@ -99,8 +101,9 @@ class SubscriptionHub:
                 del self._subs[key]
 
     def publish(self, record: StreamRecord) -> None:
-        for sub in self._subs.get((record.stream, record.group_id), ()):
-            sub.push(record)
+        """Push ``record`` to each live subscriber, each with its own copy of the data."""
+        for index, sub in enumerate(self._subs.get((record.stream, record.group_id), ())):
+            sub.push(record if index == 0 else replace(record, data=copy_json(record.data)))
 
     async def close_all(self) -> None:
         for subs in list(self._subs.values()):
