@@ -1,0 +1,1 @@
+"""The ``tackroom`` command line."""

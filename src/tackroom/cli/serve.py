@@ -1,0 +1,67 @@
+"""``tackroom serve`` (the boot list) and ``tackroom worker run NAME`` (one worker)."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import signal
+import sys
+from pathlib import Path
+
+from tackroom.runtime.config import load_config
+from tackroom.runtime.host import Host
+
+__all__ = ["add_parsers"]
+
+
+def add_parsers(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    serve = commands.add_parser(
+        "serve",
+        help="host the config's boot list (and the local endpoint on an embedded engine)",
+    )
+    _host_options(serve)
+    serve.set_defaults(run=_run_serve)
+
+    worker = commands.add_parser("worker", help="worker commands")
+    worker_commands = worker.add_subparsers(dest="worker_command", required=True, metavar="CMD")
+    run = worker_commands.add_parser("run", help="host one worker on the engine")
+    run.add_argument("name", help="the worker's name (an entry point of tackroom.workers)")
+    _host_options(run)
+    run.set_defaults(run=_run_worker)
+
+
+def _host_options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--config", type=Path, help="config file (default: ./tackroom.yaml)")
+    parser.add_argument("--engine", help="engine URL, overriding the config's engine:")
+
+
+def _run_serve(args: argparse.Namespace) -> int:
+    config = load_config(args.config)
+    host = Host.from_config(config, engine_url=args.engine, serve_endpoint=True)
+    return asyncio.run(_host_until_signalled(host))
+
+
+def _run_worker(args: argparse.Namespace) -> int:
+    config = load_config(args.config)
+    host = Host.from_config(config, workers=[args.name], engine_url=args.engine)
+    return asyncio.run(_host_until_signalled(host))
+
+
+async def _host_until_signalled(host: Host) -> int:
+    loop = asyncio.get_running_loop()
+    signals = (signal.SIGINT, signal.SIGTERM)
+    for signum in signals:
+        loop.add_signal_handler(signum, host.request_stop)
+    try:
+        async with host:
+            ready = ["tackroom ready"]
+            if host.endpoint is not None:
+                ready.append(f"socket={host.endpoint.path}")
+            ready.append(f"workers={','.join(host.worker_names)}")
+            print(" ".join(ready), flush=True)
+            await host.wait()
+    finally:
+        for signum in signals:
+            loop.remove_signal_handler(signum)
+    print("tackroom stopped", file=sys.stderr, flush=True)
+    return 0

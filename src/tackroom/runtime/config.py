@@ -1,0 +1,225 @@
+"""``tackroom.yaml``: which engine, which workers, their config sections, tracing, the endpoint.
+
+Relative paths in a file (the embedded engine's database, the endpoint socket) are relative to
+the file's directory; without a file they are relative to the working directory. Every error is
+a ``ConfigError`` naming the file, the dotted field and, when known, the line.
+"""
+
+from __future__ import annotations
+
+import difflib
+from pathlib import Path
+from typing import Any, Literal, TypeVar
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, field_validator
+
+from tackroom.engine.factory import parse_embedded_url
+from tackroom.engine.tracing import TracingConfig
+from tackroom.runtime.errors import ConfigError
+from tackroom.runtime.worker import WorkerSpec
+
+__all__ = [
+    "DEFAULT_CONFIG_PATH",
+    "DEFAULT_ENGINE_URL",
+    "DEFAULT_SOCKET_PATH",
+    "SCHEMA_VERSION",
+    "EndpointSettings",
+    "HarnessConfig",
+    "TracingSettings",
+    "load_config",
+]
+
+SCHEMA_VERSION = 1
+DEFAULT_CONFIG_PATH = Path("tackroom.yaml")
+DEFAULT_ENGINE_URL = "embedded:.tackroom/engine.db"
+DEFAULT_SOCKET_PATH = Path(".tackroom") / "tackroom.sock"
+DEFAULT_MAX_FRAME_BYTES = 4 * 1024 * 1024
+
+ConfigT = TypeVar("ConfigT", bound=BaseModel)
+
+
+class _Section(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class TracingSettings(_Section):
+    exporter: Literal["none", "console", "otlp"] = "none"
+    endpoint: str | None = None
+    service_name: str = "tackroom"
+
+    def to_tracing_config(self) -> TracingConfig:
+        return TracingConfig(
+            exporter=self.exporter, endpoint=self.endpoint, service_name=self.service_name
+        )
+
+
+class EndpointSettings(_Section):
+    socket: Path = DEFAULT_SOCKET_PATH
+    max_frame_bytes: int = Field(default=DEFAULT_MAX_FRAME_BYTES, ge=1024)
+
+
+class HarnessConfig(_Section):
+    schema_version: int
+    engine: str = DEFAULT_ENGINE_URL
+    tracing: TracingSettings = TracingSettings()
+    workers: list[str] = Field(default_factory=lambda: ["engine"])
+    endpoint: EndpointSettings = EndpointSettings()
+    worker_config: dict[str, dict[str, Any] | None] = Field(default_factory=dict)
+
+    _path: Path | None = PrivateAttr(default=None)
+    _node: yaml.Node | None = PrivateAttr(default=None)
+
+    @field_validator("schema_version")
+    @classmethod
+    def _known_version(cls, value: int) -> int:
+        if value != SCHEMA_VERSION:
+            raise ValueError(
+                f"unsupported schema_version {value} (this tackroom reads {SCHEMA_VERSION})"
+            )
+        return value
+
+    @classmethod
+    def defaults(cls) -> HarnessConfig:
+        return cls(schema_version=SCHEMA_VERSION)
+
+    @property
+    def path(self) -> Path | None:
+        """The file this config was read from (``None``: built-in defaults)."""
+        return self._path
+
+    def resolved(self, base: Path) -> HarnessConfig:
+        """A copy whose relative paths are made absolute against ``base`` (private attrs kept)."""
+        engine = self.engine
+        if engine.startswith("embedded:"):
+            db = parse_embedded_url(engine)
+            if db is not None:
+                engine = f"embedded:{(base / db).resolve()}"
+        endpoint = self.endpoint.model_copy(
+            update={"socket": (base / self.endpoint.socket).resolve()}
+        )
+        return self.model_copy(update={"engine": engine, "endpoint": endpoint})
+
+    def worker_settings(self, spec: WorkerSpec[ConfigT]) -> ConfigT:
+        """Validate the worker's section of ``worker_config`` (absent: ``{}``)."""
+        raw = self.worker_config.get(spec.name) or {}
+        try:
+            return spec.config_model.model_validate(raw)
+        except ValidationError as exc:
+            raise _config_error(
+                exc,
+                path=self._path,
+                node=self._node,
+                model=spec.config_model,
+                prefix=("worker_config", spec.name),
+            ) from None
+
+    def check_worker_sections(self, known: list[str]) -> None:
+        """Every ``worker_config`` section must name a worker that exists."""
+        for name in self.worker_config:
+            if name not in known:
+                close = difflib.get_close_matches(name, known, n=3)
+                hint = f"; did you mean {', '.join(close)}?" if close else ""
+                raise ConfigError(
+                    self._path,
+                    f"no worker named {name!r}{hint}",
+                    field=f"worker_config.{name}",
+                    line=_line_of(self._node, ("worker_config", name), key=True),
+                )
+
+
+def load_config(path: Path | None = None) -> HarnessConfig:
+    """Read ``path`` (default ``tackroom.yaml``; built-in defaults when that file is absent)."""
+    if path is None:
+        if not DEFAULT_CONFIG_PATH.exists():
+            return HarnessConfig.defaults().resolved(Path.cwd())
+        path = DEFAULT_CONFIG_PATH
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise ConfigError(path, f"cannot read config file: {exc.strerror or exc}") from exc
+    loader = yaml.SafeLoader(text)
+    try:
+        node = loader.get_single_node()
+        raw = loader.construct_document(node) if node is not None else None
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        problem = getattr(exc, "problem", None) or str(exc)
+        line = mark.line + 1 if mark is not None else None
+        raise ConfigError(path, f"invalid YAML: {problem}", line=line) from exc
+    finally:
+        loader.dispose()
+    if raw is None:
+        raw = {}
+    if not isinstance(raw, dict):
+        raise ConfigError(path, f"expected a mapping at the top, got {type(raw).__name__}", line=1)
+    try:
+        config = HarnessConfig.model_validate(raw)
+    except ValidationError as exc:
+        raise _config_error(exc, path=path, node=node, model=HarnessConfig) from None
+    config._path, config._node = path, node
+    return config.resolved(path.parent.resolve())
+
+
+def _config_error(
+    exc: ValidationError,
+    *,
+    path: Path | None,
+    node: yaml.Node | None,
+    model: type[BaseModel],
+    prefix: tuple[str, ...] = (),
+) -> ConfigError:
+    error = exc.errors(include_url=False)[0]
+    loc = tuple(str(part) for part in error["loc"])
+    field = ".".join(prefix + loc) or None
+    if error["type"] == "extra_forbidden":
+        known = _known_keys(model, loc[:-1])
+        close = difflib.get_close_matches(loc[-1], known, n=1)
+        if not known:
+            reason = "unknown key (this section takes no keys)"
+        elif close:
+            reason = f"unknown key; did you mean {close[0]!r}? (known: {', '.join(known)})"
+        else:
+            reason = f"unknown key (known: {', '.join(known)})"
+        line = _line_of(node, prefix + loc, key=True)
+    else:
+        reason = str(error["msg"]).removeprefix("Value error, ")
+        line = _line_of(node, prefix + loc, key=False)
+    more = len(exc.errors()) - 1
+    if more:
+        reason += f" (and {more} more error{'s' if more > 1 else ''})"
+    return ConfigError(path, reason, field=field, line=line)
+
+
+def _known_keys(model: type[BaseModel], loc: tuple[str, ...]) -> list[str]:
+    """The keys the model at ``loc`` (a path of field names) accepts."""
+    current: type[BaseModel] = model
+    for part in loc:
+        annotation = current.model_fields[part].annotation if part in current.model_fields else None
+        if not (isinstance(annotation, type) and issubclass(annotation, BaseModel)):
+            return []
+        current = annotation
+    return list(current.model_fields)
+
+
+def _line_of(node: yaml.Node | None, loc: tuple[str, ...], *, key: bool) -> int | None:
+    """The 1-based line of ``loc`` in the composed YAML (its key's line if ``key``)."""
+    if node is None:
+        return None
+    line = node.start_mark.line + 1
+    for index, part in enumerate(loc):
+        last = index == len(loc) - 1
+        if isinstance(node, yaml.MappingNode):
+            for key_node, value_node in node.value:
+                if isinstance(key_node, yaml.ScalarNode) and key_node.value == part:
+                    line = (key_node if last and key else value_node).start_mark.line + 1
+                    node = value_node
+                    break
+            else:
+                return line
+        elif isinstance(node, yaml.SequenceNode) and part.isdigit() and int(part) < len(node.value):
+            node = node.value[int(part)]
+            line = node.start_mark.line + 1
+        else:
+            return line
+    return line

@@ -1,0 +1,171 @@
+"""The host: one engine, the booted workers, and (when serving) the local endpoint.
+
+Start order is engine, then each worker in boot-list order, then the endpoint; ``start`` returns
+only when every worker's ``start`` has returned, so its registrations are live. Shutdown runs in
+reverse: endpoint, then each worker newest first (unregister, then cancel and await its tasks),
+then the engine. A worker that fails to start rolls back everything started before it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import functools
+import logging
+from collections.abc import Sequence
+from types import TracebackType
+from typing import Any
+
+from opentelemetry.sdk.trace import TracerProvider
+
+from tackroom.engine.factory import open_engine
+from tackroom.engine.protocol import Engine
+from tackroom.engine.tracing import build_tracer_provider
+from tackroom.runtime.config import HarnessConfig
+from tackroom.runtime.endpoint import LocalEndpoint
+from tackroom.runtime.errors import ConfigError, WorkerCrashed, WorkerStartError
+from tackroom.runtime.registry import available_workers, load_worker
+from tackroom.runtime.worker import WorkerContext, WorkerSpec
+
+__all__ = ["Host"]
+
+_log = logging.getLogger("tackroom.runtime")
+
+
+class Host:
+    """Hosts ``workers`` on ``engine``; owns the engine's lifetime (starts and closes it)."""
+
+    def __init__(
+        self,
+        *,
+        engine: Engine,
+        workers: Sequence[WorkerSpec[Any]],
+        config: HarnessConfig | None = None,
+        endpoint: LocalEndpoint | None = None,
+        tracer_provider: TracerProvider | None = None,
+    ) -> None:
+        config = config if config is not None else HarnessConfig.defaults()
+        names = [spec.name for spec in workers]
+        for name in names:
+            if names.count(name) > 1:
+                raise ConfigError(config.path, f"worker {name!r} is listed twice", field="workers")
+        self.engine = engine
+        self.endpoint = endpoint
+        self._plan = [(spec, config.worker_settings(spec)) for spec in workers]
+        self._cleanup = contextlib.AsyncExitStack()
+        if tracer_provider is not None:
+            self._cleanup.callback(tracer_provider.shutdown)
+        self._stop = asyncio.Event()
+        self._crash: WorkerCrashed | None = None
+        self._state = "new"
+
+    @classmethod
+    def from_config(
+        cls,
+        config: HarnessConfig,
+        *,
+        workers: Sequence[str] | None = None,
+        engine_url: str | None = None,
+        serve_endpoint: bool = False,
+    ) -> Host:
+        """Build a host for ``workers`` (default: the config's boot list) on the config's engine.
+
+        ``serve_endpoint`` opens the local endpoint when the engine is embedded (a NATS engine is
+        already reachable by other processes).
+        """
+        config.check_worker_sections(available_workers())
+        specs = [load_worker(name) for name in (config.workers if workers is None else workers)]
+        url = engine_url or config.engine
+        provider = build_tracer_provider(config.tracing.to_tracing_config())
+        try:
+            engine = open_engine(url, tracer_provider=provider)
+            endpoint = (
+                LocalEndpoint(
+                    engine,
+                    path=config.endpoint.socket,
+                    max_frame_bytes=config.endpoint.max_frame_bytes,
+                )
+                if serve_endpoint and url.startswith("embedded:")
+                else None
+            )
+            return cls(
+                engine=engine,
+                workers=specs,
+                config=config,
+                endpoint=endpoint,
+                tracer_provider=provider,
+            )
+        except BaseException:
+            if provider is not None:
+                provider.shutdown()
+            raise
+
+    @property
+    def worker_names(self) -> list[str]:
+        return [spec.name for spec, _ in self._plan]
+
+    async def __aenter__(self) -> Host:
+        await self.start()
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        await self.close()
+
+    async def start(self) -> None:
+        if self._state != "new":
+            raise RuntimeError(f"host is {self._state}; a host starts once")
+        self._state = "starting"
+        stack = self._cleanup
+        try:
+            if self.endpoint is not None:
+                self.endpoint.prepare_directory()
+            await self.engine.start()
+            stack.push_async_callback(self.engine.close)
+            for spec, settings in self._plan:
+                ctx = WorkerContext[Any](
+                    engine=self.engine,
+                    name=spec.name,
+                    config=settings,
+                    on_task_error=functools.partial(self._task_failed, spec.name),
+                )
+                stack.push_async_callback(ctx.close)
+                try:
+                    await spec.start(ctx)
+                except Exception as exc:
+                    raise WorkerStartError(spec.name, exc) from exc
+                _log.info("worker %s started", spec.name)
+            if self.endpoint is not None:
+                stack.push_async_callback(self.endpoint.close)
+                await self.endpoint.start()
+        except BaseException:
+            await self.close()
+            raise
+        self._state = "running"
+
+    def request_stop(self) -> None:
+        """Make :meth:`wait` return (signal handlers call this)."""
+        self._stop.set()
+
+    async def wait(self) -> None:
+        """Wait for :meth:`request_stop` or a failed worker task (then raise ``WorkerCrashed``)."""
+        await self._stop.wait()
+        if self._crash is not None:
+            raise self._crash
+
+    async def close(self) -> None:
+        """Undo everything ``start`` did, newest first; safe to call more than once."""
+        if self._state == "closed":
+            return
+        self._state = "closed"
+        await self._cleanup.aclose()
+
+    def _task_failed(self, worker: str, task: asyncio.Task[Any], exc: BaseException) -> None:
+        _log.error("worker %s: task %r failed", worker, task.get_name(), exc_info=exc)
+        if self._crash is None:
+            self._crash = WorkerCrashed(worker, task.get_name(), exc)
+        self._stop.set()

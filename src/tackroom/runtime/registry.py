@@ -1,0 +1,58 @@
+"""Find workers by name: the built-in table first, then the ``tackroom.workers`` entry points.
+
+The built-in table lets a source checkout run its own workers without reinstalling the package
+after a new entry point is added; an installed entry point of the same name wins over it.
+"""
+
+from __future__ import annotations
+
+import difflib
+import functools
+import importlib
+from importlib.metadata import entry_points
+from typing import Any
+
+from tackroom.runtime.errors import UnknownWorker, WorkerLoadError
+from tackroom.runtime.worker import WorkerSpec
+
+__all__ = ["BUILTIN_WORKERS", "ENTRY_POINT_GROUP", "available_workers", "load_worker"]
+
+ENTRY_POINT_GROUP = "tackroom.workers"
+
+BUILTIN_WORKERS: dict[str, str] = {
+    "engine": "tackroom.engine.builtin:WORKER",
+}
+
+
+def _targets() -> dict[str, str]:
+    targets = dict(BUILTIN_WORKERS)
+    for point in entry_points(group=ENTRY_POINT_GROUP):
+        targets[point.name] = point.value
+    return targets
+
+
+def available_workers() -> list[str]:
+    """Every worker name that can be booted, sorted."""
+    return sorted(_targets())
+
+
+def load_worker(name: str) -> WorkerSpec[Any]:
+    """Import the worker registered as ``name``; raise ``UnknownWorker`` with close names."""
+    targets = _targets()
+    target = targets.get(name)
+    if target is None:
+        known = sorted(targets)
+        raise UnknownWorker(
+            name, suggestions=difflib.get_close_matches(name, known, n=3), known=known
+        )
+    module_name, _, attr = target.partition(":")
+    try:
+        module = importlib.import_module(module_name)
+        spec = functools.reduce(getattr, attr.split("."), module) if attr else module
+    except Exception as exc:
+        raise WorkerLoadError(f"worker {name!r}: cannot load {target}: {exc}") from exc
+    if not isinstance(spec, WorkerSpec):
+        raise WorkerLoadError(f"worker {name!r}: {target} is not a WorkerSpec")
+    if spec.name != name:
+        raise WorkerLoadError(f"worker {name!r}: {target} is registered as {spec.name!r}")
+    return spec

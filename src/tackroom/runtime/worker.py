@@ -1,0 +1,150 @@
+"""What a worker is (``WorkerSpec``) and what it gets from its host (``WorkerContext``).
+
+A worker module exposes one ``WorkerSpec`` and lists it in the ``tackroom.workers`` entry point
+group. Its ``start(ctx)`` registers functions and triggers through ``ctx`` and returns; the host
+counts the worker as live once ``start`` has returned. Long-running work goes in tasks spawned
+with ``ctx.spawn``, which the host cancels and awaits at shutdown.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Awaitable, Callable, Coroutine
+from dataclasses import dataclass
+from typing import Any, Generic, TypeVar
+
+from pydantic import BaseModel, ConfigDict
+
+from tackroom.engine.protocol import Engine, Handler, Registration
+from tackroom.runtime.tasks import TaskErrorHandler, TaskSet
+from tackroom.runtime.typed import ModelHandler, typed_handler
+
+__all__ = ["WorkerConfig", "WorkerContext", "WorkerSpec"]
+
+ConfigT = TypeVar("ConfigT", bound=BaseModel)
+RequestT = TypeVar("RequestT", bound=BaseModel)
+T = TypeVar("T")
+
+_log = logging.getLogger("tackroom.runtime")
+
+
+class WorkerConfig(BaseModel):
+    """Convenient base of a worker's config section: unknown keys are an error, values frozen."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class WorkerSpec(Generic[ConfigT]):
+    """The one entry point of a worker module."""
+
+    name: str
+    description: str
+    config_model: type[ConfigT]
+    start: Callable[[WorkerContext[ConfigT]], Awaitable[None]]
+
+
+class WorkerContext(Generic[ConfigT]):
+    """A worker's handle on the bus, its config, and the tasks it owns.
+
+    Everything registered through the context is tagged ``worker=name`` and unregistered by the
+    host at shutdown; registrations made directly on ``ctx.engine`` are the worker's own to undo.
+    """
+
+    def __init__(
+        self,
+        *,
+        engine: Engine,
+        name: str,
+        config: ConfigT,
+        on_task_error: TaskErrorHandler | None = None,
+    ) -> None:
+        self.engine = engine
+        self.name = name
+        self.config = config
+        self._registrations: list[Registration] = []
+        self._tasks = TaskSet(owner=f"worker {name}", on_error=on_task_error)
+
+    @property
+    def registrations(self) -> list[Registration]:
+        return list(self._registrations)
+
+    def _track(self, registration: Registration) -> Registration:
+        self._registrations.append(registration)
+        return registration
+
+    async def register_function(
+        self,
+        function_id: str,
+        handler: Handler,
+        *,
+        description: str = "",
+        request_schema: dict[str, Any] | None = None,
+        response_schema: dict[str, Any] | None = None,
+    ) -> Registration:
+        return self._track(
+            await self.engine.register_function(
+                function_id,
+                handler,
+                description=description,
+                request_schema=request_schema,
+                response_schema=response_schema,
+                worker=self.name,
+            )
+        )
+
+    async def register_typed_function(
+        self,
+        function_id: str,
+        handler: ModelHandler[RequestT],
+        *,
+        request_model: type[RequestT],
+        response_type: Any,
+        description: str = "",
+    ) -> Registration:
+        """Register a handler taking a validated ``request_model`` and returning ``response_type``.
+
+        Both JSON schemas are published in the catalog; a payload that does not validate fails
+        with ``FunctionError("invalid_request", <pydantic's reason>)``.
+        """
+        typed = typed_handler(handler, request_model=request_model, response_type=response_type)
+        return await self.register_function(
+            function_id,
+            typed.handler,
+            description=description,
+            request_schema=typed.request_schema,
+            response_schema=typed.response_schema,
+        )
+
+    async def add_state_trigger(self, scope: str, function_id: str) -> Registration:
+        return self._track(
+            await self.engine.add_state_trigger(scope, function_id, worker=self.name)
+        )
+
+    async def add_stream_trigger(self, stream: str, function_id: str) -> Registration:
+        return self._track(
+            await self.engine.add_stream_trigger(stream, function_id, worker=self.name)
+        )
+
+    async def add_cron_trigger(self, schedule: str, function_id: str) -> Registration:
+        return self._track(
+            await self.engine.add_cron_trigger(schedule, function_id, worker=self.name)
+        )
+
+    def spawn(self, coro: Coroutine[Any, Any, T], *, name: str | None = None) -> asyncio.Task[T]:
+        """Run ``coro`` as a background task the host cancels and awaits at shutdown.
+
+        A task that fails stops the host (``WorkerCrashed``), as in a task group.
+        """
+        return self._tasks.spawn(coro, name=name)
+
+    async def close(self) -> None:
+        """Unregister everything (newest first), then cancel and await the worker's tasks."""
+        while self._registrations:
+            registration = self._registrations.pop()
+            try:
+                await registration.unregister()
+            except Exception:
+                _log.exception("worker %s: unregistering %r failed", self.name, registration.id)
+        await self._tasks.cancel_all()

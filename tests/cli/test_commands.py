@@ -1,0 +1,60 @@
+"""The command line in process: the demo, usage and config errors, exit codes."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from tackroom.cli.main import main
+
+
+@pytest.fixture
+def in_tmp(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    monkeypatch.chdir(tmp_path)
+    return tmp_path
+
+
+def test_demo_exits_zero_and_tells_the_story(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["demo"]) == 0
+    out = capsys.readouterr().out
+    for expected in (
+        "greet::hello",
+        "FunctionNotFound, suggestions ['greet::hello']",
+        "group ada: delivered in order [1, 2, 3]",
+        "expected revision 1, found 2",
+        "resumes with [2, 3]",
+        "profiles/ada set",
+        "shut down cleanly",
+    ):
+        assert expected in out
+
+
+def test_a_config_error_exits_2_naming_file_and_line(
+    in_tmp: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    (in_tmp / "tackroom.yaml").write_text("schema_version: 1\nworkerz: [engine]\n")
+    assert main(["serve"]) == 2
+    err = capsys.readouterr().err
+    assert "tackroom.yaml:2: workerz: unknown key; did you mean 'workers'?" in err
+
+
+def test_an_unknown_worker_exits_2_with_suggestions(
+    in_tmp: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["worker", "run", "engien", "--engine", "embedded::memory:"]) == 2
+    assert "unknown worker 'engien'; did you mean engine?" in capsys.readouterr().err
+
+
+def test_an_unsupported_engine_url_exits_2(
+    in_tmp: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["serve", "--engine", "redis://localhost"]) == 2
+    assert "scheme 'redis' is not served" in capsys.readouterr().err
+
+
+def test_usage_errors_exit_2(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as caught:
+        main(["call"])
+    assert caught.value.code == 2
+    assert "function_id" in capsys.readouterr().err
