@@ -80,7 +80,6 @@ class LocalChannel:
             self._ended = True
         else:
             self._abort_reason = abort_reason
-            self._frames.clear()
         self._readable.set()
         self._writable.set()
         self._table.forget(self._ref.channel_id)
