@@ -1,0 +1,30 @@
+"""Test helpers for code built on the tackroom engine (also used by the conformance suite).
+
+- :func:`running_engine` / :func:`memory_engine`: a started engine, closed on exit;
+- :class:`SpanRecorder`: an in-memory tracer provider to assert on spans;
+- :class:`RecordingHandler`: a handler that records its calls (payload, invocation, baggage);
+- :func:`wait_until`, :func:`next_item`, :func:`take`: deadline-based waiting, no racy sleeps.
+"""
+
+from __future__ import annotations
+
+from tackroom.testing.engines import FAST_QUEUE, MEMORY_URL, memory_engine, running_engine
+from tackroom.testing.handlers import Call, RecordingHandler, Responder
+from tackroom.testing.spans import SpanRecorder
+from tackroom.testing.waiting import DEFAULT_WAIT, WaitTimeout, next_item, take, wait_until
+
+__all__ = [
+    "DEFAULT_WAIT",
+    "FAST_QUEUE",
+    "MEMORY_URL",
+    "Call",
+    "RecordingHandler",
+    "Responder",
+    "SpanRecorder",
+    "WaitTimeout",
+    "memory_engine",
+    "next_item",
+    "running_engine",
+    "take",
+    "wait_until",
+]

@@ -1,0 +1,198 @@
+"""Tracing: one span per invocation, propagated across queues and triggers, with baggage."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+from opentelemetry import baggage, context
+from opentelemetry.sdk.trace import ReadableSpan
+
+from tackroom.engine import Engine
+from tackroom.testing import FAST_QUEUE, RecordingHandler, SpanRecorder, running_engine
+
+
+@contextmanager
+def _baggage(**entries: str) -> Iterator[None]:
+    ctx = context.get_current()
+    for key, value in entries.items():
+        ctx = baggage.set_baggage(key, value, context=ctx)
+    token = context.attach(ctx)
+    try:
+        yield
+    finally:
+        context.detach(token)
+
+
+def _parent_span_id(span: ReadableSpan) -> int | None:
+    return span.parent.span_id if span.parent is not None else None
+
+
+async def test_trigger_span_name_and_function_id_attribute(
+    traced_engine: Engine, span_recorder: SpanRecorder
+) -> None:
+    handler = RecordingHandler()
+    await traced_engine.register_function("trace::leaf", handler)
+
+    await traced_engine.trigger("trace::leaf", {}, timeout=5)
+
+    span = await span_recorder.wait_for_span("trigger trace::leaf")
+    assert span.attributes is not None
+    assert span.attributes["tackroom.function_id"] == "trace::leaf"
+    assert handler.calls[0].span_id == span.context.span_id  # the handler ran inside it
+
+
+async def test_trigger_span_is_a_child_of_the_callers_span(
+    traced_engine: Engine, span_recorder: SpanRecorder
+) -> None:
+    await traced_engine.register_function("trace::leaf", RecordingHandler())
+
+    with span_recorder.tracer().start_as_current_span("caller") as caller:
+        await traced_engine.trigger("trace::leaf", {}, timeout=5)
+
+    span = await span_recorder.wait_for_span("trigger trace::leaf")
+    assert span.context.trace_id == caller.get_span_context().trace_id
+    assert _parent_span_id(span) == caller.get_span_context().span_id
+
+
+async def test_nested_trigger_is_a_child_span_in_the_same_trace(
+    traced_engine: Engine, span_recorder: SpanRecorder
+) -> None:
+    async def outer(payload: Any) -> Any:
+        return await traced_engine.trigger("trace::inner", payload, timeout=5)
+
+    await traced_engine.register_function("trace::inner", RecordingHandler())
+    await traced_engine.register_function("trace::outer", outer)
+
+    await traced_engine.trigger("trace::outer", {}, timeout=5)
+
+    outer_span = await span_recorder.wait_for_span("trigger trace::outer")
+    inner_span = await span_recorder.wait_for_span("trigger trace::inner")
+    assert inner_span.context.trace_id == outer_span.context.trace_id
+    assert _parent_span_id(inner_span) == outer_span.context.span_id
+
+
+async def test_queue_delivery_is_a_child_of_the_producer(
+    traced_engine: Engine, span_recorder: SpanRecorder
+) -> None:
+    await traced_engine.configure_queue("jobs", FAST_QUEUE)
+    handler = RecordingHandler()
+    await traced_engine.register_function("trace::job", handler)
+
+    with span_recorder.tracer().start_as_current_span("producer") as producer:
+        await traced_engine.enqueue("trace::job", {}, queue="jobs")
+
+    span = await span_recorder.wait_for_span("queue trace::job")
+    assert span.context.trace_id == producer.get_span_context().trace_id
+    assert _parent_span_id(span) == producer.get_span_context().span_id
+    assert span.attributes is not None
+    assert span.attributes["tackroom.function_id"] == "trace::job"
+    [call] = await handler.wait_for_calls(1)
+    assert call.trace_id == producer.get_span_context().trace_id
+
+
+async def test_state_trigger_delivery_shares_the_writers_trace(
+    traced_engine: Engine, span_recorder: SpanRecorder
+) -> None:
+    await traced_engine.register_function("trace::on_state", RecordingHandler())
+    await traced_engine.add_state_trigger("docs", "trace::on_state")
+
+    with span_recorder.tracer().start_as_current_span("writer") as writer:
+        await traced_engine.set_state("docs", "d1", {"v": 1})
+
+    span = await span_recorder.wait_for_span("state_trigger trace::on_state")
+    assert span.context.trace_id == writer.get_span_context().trace_id
+    assert _parent_span_id(span) == writer.get_span_context().span_id
+
+
+async def test_stream_trigger_delivery_shares_the_appenders_trace(
+    traced_engine: Engine, span_recorder: SpanRecorder
+) -> None:
+    await traced_engine.register_function("trace::on_record", RecordingHandler())
+    await traced_engine.add_stream_trigger("chat", "trace::on_record")
+
+    with span_recorder.tracer().start_as_current_span("appender") as appender:
+        await traced_engine.append("chat", "s1", {"text": "hi"})
+
+    span = await span_recorder.wait_for_span("stream_trigger trace::on_record")
+    assert span.context.trace_id == appender.get_span_context().trace_id
+    assert _parent_span_id(span) == appender.get_span_context().span_id
+
+
+async def test_cron_invocation_runs_in_a_span(
+    traced_engine: Engine, span_recorder: SpanRecorder
+) -> None:
+    await traced_engine.register_function("trace::tick", RecordingHandler())
+    registration = await traced_engine.add_cron_trigger("* * * * * *", "trace::tick")
+    try:
+        span = await span_recorder.wait_for_span("cron trace::tick")
+    finally:
+        await registration.unregister()
+    assert span.attributes is not None
+    assert span.attributes["tackroom.function_id"] == "trace::tick"
+
+
+async def test_session_id_becomes_span_attribute_and_baggage(
+    traced_engine: Engine, span_recorder: SpanRecorder
+) -> None:
+    handler = RecordingHandler()
+    await traced_engine.register_function("trace::chat", handler)
+
+    await traced_engine.trigger("trace::chat", {"session_id": "s-42"}, timeout=5)
+
+    span = await span_recorder.wait_for_span("trigger trace::chat")
+    assert span.attributes is not None
+    assert span.attributes["session.id"] == "s-42"
+    assert handler.calls[0].baggage.get("session.id") == "s-42"
+
+
+async def test_caller_baggage_is_merged_with_payload_baggage_on_trigger(
+    traced_engine: Engine, span_recorder: SpanRecorder
+) -> None:
+    async def read_baggage(payload: Any) -> Any:
+        return {
+            "tenant": baggage.get_baggage("tenant"),
+            "session.id": baggage.get_baggage("session.id"),
+        }
+
+    await traced_engine.register_function("trace::bag", read_baggage)
+
+    with _baggage(tenant="acme"):
+        seen = await traced_engine.trigger("trace::bag", {"session_id": "s-7"}, timeout=5)
+
+    assert seen == {"tenant": "acme", "session.id": "s-7"}
+
+
+async def test_caller_baggage_is_merged_with_payload_baggage_across_a_queue(
+    traced_engine: Engine, span_recorder: SpanRecorder
+) -> None:
+    handler = RecordingHandler()
+    await traced_engine.register_function("trace::bagq", handler)
+
+    with _baggage(tenant="acme"):
+        await traced_engine.enqueue("trace::bagq", {"session_id": "s-9", "message_id": "m-1"})
+
+    [call] = await handler.wait_for_calls(1)
+    assert call.baggage.get("tenant") == "acme"
+    assert call.baggage.get("session.id") == "s-9"
+    assert call.baggage.get("message.id") == "m-1"
+    span = await span_recorder.wait_for_span("queue trace::bagq")
+    assert span.attributes is not None
+    assert span.attributes["session.id"] == "s-9"
+    assert span.attributes["message.id"] == "m-1"
+
+
+async def test_tracing_off_emits_no_spans_and_everything_works(engine_url: str) -> None:
+    async with running_engine(engine_url, tracer_provider=None) as engine:
+        handler = RecordingHandler()
+        await engine.register_function("plain::fn", handler)
+        await engine.add_state_trigger("docs", "plain::fn")
+
+        assert await engine.trigger("plain::fn", {"session_id": "s-1"}, timeout=5) is None
+        await engine.enqueue("plain::fn", {"session_id": "s-1"})
+        await engine.set_state("docs", "d1", {"v": 1})
+        calls = await handler.wait_for_calls(3)
+
+    assert sorted(str(c.kind) for c in calls) == ["queue", "state_trigger", "trigger"]
+    assert not any(c.span_id for c in calls), "a span was active although tracing is off"
