@@ -1,0 +1,173 @@
+"""Shared message types: what sessions store, providers read and write, and UIs render.
+
+Every model carries ``schema_version``; messages are discriminated by ``role``, content blocks by
+``type``. Timestamps are seconds since the epoch (UTC).
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
+
+__all__ = [
+    "SCHEMA_VERSION",
+    "AgentMessage",
+    "AssistantMessage",
+    "ContentBlock",
+    "CustomMessage",
+    "ErrorKind",
+    "FunctionCallBlock",
+    "FunctionResultBlock",
+    "FunctionResultMessage",
+    "ImageBlock",
+    "ResultBlock",
+    "StopReason",
+    "TextBlock",
+    "ThinkingBlock",
+    "Usage",
+    "UserMessage",
+    "message_adapter",
+    "messages_adapter",
+    "text_of",
+]
+
+SCHEMA_VERSION = 1
+
+StopReason = Literal["end", "length", "function_call", "aborted", "error", "budget_exceeded"]
+"""Why an assistant message ended. ``function_call``: it asks for calls to be run."""
+
+ErrorKind = Literal["auth", "rate_limited", "context_overflow", "transient", "permanent"]
+"""What kind of failure ended a message with ``stop_reason == "error"``; decides retries."""
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=False)
+
+
+class TextBlock(_Model):
+    type: Literal["text"] = "text"
+    text: str
+
+
+class ImageBlock(_Model):
+    type: Literal["image"] = "image"
+    mime: str
+    data: str = Field(description="base64-encoded bytes")
+
+
+class ThinkingBlock(_Model):
+    type: Literal["thinking"] = "thinking"
+    text: str
+    signature: str | None = Field(
+        default=None, description="provider signature that must be sent back verbatim"
+    )
+
+
+class FunctionCallBlock(_Model):
+    type: Literal["function_call"] = "function_call"
+    id: str
+    function_id: str
+    arguments: dict[str, Any] = Field(default_factory=dict)
+
+
+ResultBlock = Annotated[TextBlock | ImageBlock, Field(discriminator="type")]
+
+
+class FunctionResultBlock(_Model):
+    type: Literal["function_result"] = "function_result"
+    function_call_id: str
+    content: list[ResultBlock] = Field(default_factory=list)
+    is_error: bool = False
+
+
+ContentBlock = Annotated[
+    TextBlock | ImageBlock | ThinkingBlock | FunctionCallBlock | FunctionResultBlock,
+    Field(discriminator="type"),
+]
+
+
+class Usage(_Model):
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cache_read_tokens: int = 0
+    cache_write_tokens: int = 0
+    cost_usd: float = 0.0
+
+    def __add__(self, other: Usage) -> Usage:
+        return Usage(
+            input_tokens=self.input_tokens + other.input_tokens,
+            output_tokens=self.output_tokens + other.output_tokens,
+            cache_read_tokens=self.cache_read_tokens + other.cache_read_tokens,
+            cache_write_tokens=self.cache_write_tokens + other.cache_write_tokens,
+            cost_usd=self.cost_usd + other.cost_usd,
+        )
+
+
+def _now() -> float:
+    return time.time()
+
+
+class UserMessage(_Model):
+    schema_version: int = SCHEMA_VERSION
+    role: Literal["user"] = "user"
+    content: list[ContentBlock]
+    timestamp: float = Field(default_factory=_now)
+
+    @classmethod
+    def text(cls, text: str) -> UserMessage:
+        return cls(content=[TextBlock(text=text)])
+
+
+class AssistantMessage(_Model):
+    schema_version: int = SCHEMA_VERSION
+    role: Literal["assistant"] = "assistant"
+    content: list[ContentBlock] = Field(default_factory=list)
+    stop_reason: StopReason = "end"
+    error_message: str | None = None
+    error_kind: ErrorKind | None = None
+    usage: Usage = Field(default_factory=Usage)
+    provider: str = ""
+    model: str = ""
+    timestamp: float = Field(default_factory=_now)
+
+    def function_calls(self) -> list[FunctionCallBlock]:
+        return [block for block in self.content if isinstance(block, FunctionCallBlock)]
+
+
+class FunctionResultMessage(_Model):
+    schema_version: int = SCHEMA_VERSION
+    role: Literal["function_result"] = "function_result"
+    function_call_id: str
+    function_id: str
+    content: list[ResultBlock] = Field(default_factory=list)
+    is_error: bool = False
+    details: Any = None
+    timestamp: float = Field(default_factory=_now)
+
+
+class CustomMessage(_Model):
+    """An application's own entry (a note, a marker); ``display`` says whether UIs show it."""
+
+    schema_version: int = SCHEMA_VERSION
+    role: Literal["custom"] = "custom"
+    custom_type: str
+    content: list[ContentBlock] = Field(default_factory=list)
+    display: bool = True
+    details: Any = None
+    timestamp: float = Field(default_factory=_now)
+
+
+AgentMessage = Annotated[
+    UserMessage | AssistantMessage | FunctionResultMessage | CustomMessage,
+    Field(discriminator="role"),
+]
+
+message_adapter: TypeAdapter[AgentMessage] = TypeAdapter(AgentMessage)
+messages_adapter: TypeAdapter[list[AgentMessage]] = TypeAdapter(list[AgentMessage])
+
+
+def text_of(content: list[Any]) -> str:
+    """The text blocks of ``content`` joined (what a terminal shows)."""
+    return "".join(block.text for block in content if isinstance(block, TextBlock))

@@ -1,0 +1,190 @@
+"""The provider contract: what ``provider::<name>::stream`` and ``::complete`` take and send.
+
+A provider worker registers ``provider::<name>::stream``: it receives a :class:`ProviderRequest`
+whose ``writer`` is a channel reference, sends :data:`ProviderEvent` frames on that channel (JSON,
+``model_dump(mode="json")``), ends with exactly one terminal frame — ``done`` (the finished
+:class:`AssistantMessage`) or ``error`` — and then closes the channel. The function's own result
+is ``{"schema_version": 1, "ok": true}`` once the stream is finished. ``provider::<name>::complete``
+takes the same request without ``writer`` and returns the finished message as JSON.
+
+Tools are named for the model by :func:`tool_name_for` (``fs::read`` → ``fs__read``); providers
+see tool names only, the orchestrator maps them back to function ids.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
+
+from tackroom.contracts.messages import (
+    SCHEMA_VERSION,
+    AgentMessage,
+    AssistantMessage,
+    ErrorKind,
+    StopReason,
+    Usage,
+)
+
+__all__ = [
+    "DoneEvent",
+    "ErrorEvent",
+    "FunctionCallDelta",
+    "ProviderEvent",
+    "ProviderRequest",
+    "StartEvent",
+    "StopEvent",
+    "TextDelta",
+    "ThinkingDelta",
+    "ToolNames",
+    "ToolSpec",
+    "UsageEvent",
+    "complete_function",
+    "provider_event_adapter",
+    "stream_function",
+    "tool_name_for",
+]
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+def stream_function(provider: str) -> str:
+    return f"provider::{provider}::stream"
+
+
+def complete_function(provider: str) -> str:
+    return f"provider::{provider}::complete"
+
+
+class ToolSpec(_Model):
+    """One function offered to the model as a native tool."""
+
+    name: str = Field(pattern=r"^[a-zA-Z0-9_-]{1,64}$")
+    description: str = ""
+    parameters: dict[str, Any] = Field(default_factory=lambda: {"type": "object", "properties": {}})
+
+
+class ProviderRequest(_Model):
+    schema_version: int = SCHEMA_VERSION
+    model: str
+    system_prompt: str = ""
+    messages: list[AgentMessage]
+    tools: list[ToolSpec] = Field(default_factory=list)
+    max_output_tokens: int | None = None
+    temperature: float | None = None
+    writer: dict[str, Any] | None = Field(
+        default=None, description="ChannelRef.to_json() of the channel to stream frames to"
+    )
+    session_id: str | None = None
+
+
+class StartEvent(_Model):
+    type: Literal["start"] = "start"
+    provider: str = ""
+    model: str = ""
+
+
+class TextDelta(_Model):
+    type: Literal["text_delta"] = "text_delta"
+    delta: str
+
+
+class ThinkingDelta(_Model):
+    type: Literal["thinking_delta"] = "thinking_delta"
+    delta: str
+    signature: str | None = None
+
+
+class FunctionCallDelta(_Model):
+    """A piece of the ``index``-th tool call: ``id`` and ``name`` come first, then arguments."""
+
+    type: Literal["function_call_delta"] = "function_call_delta"
+    index: int
+    id: str | None = None
+    name: str | None = None
+    arguments_delta: str = ""
+
+
+class UsageEvent(_Model):
+    type: Literal["usage"] = "usage"
+    usage: Usage
+
+
+class StopEvent(_Model):
+    type: Literal["stop"] = "stop"
+    stop_reason: StopReason
+
+
+class DoneEvent(_Model):
+    """Terminal: the finished message (tool calls carry the *tool names* the model used)."""
+
+    type: Literal["done"] = "done"
+    message: AssistantMessage
+
+
+class ErrorEvent(_Model):
+    """Terminal: the stream failed; ``kind`` decides whether the caller may retry."""
+
+    type: Literal["error"] = "error"
+    kind: ErrorKind
+    message: str
+    retry_after: float | None = None
+
+
+ProviderEvent = Annotated[
+    StartEvent
+    | TextDelta
+    | ThinkingDelta
+    | FunctionCallDelta
+    | UsageEvent
+    | StopEvent
+    | DoneEvent
+    | ErrorEvent,
+    Field(discriminator="type"),
+]
+
+provider_event_adapter: TypeAdapter[ProviderEvent] = TypeAdapter(ProviderEvent)
+
+_INVALID = re.compile(r"[^a-zA-Z0-9_-]")
+
+
+def tool_name_for(function_id: str) -> str:
+    """A model-safe tool name for a function id: ``::`` becomes ``__``, other symbols ``_``."""
+    name = _INVALID.sub("_", function_id.replace("::", "__"))
+    return name[:64] or "tool"
+
+
+class ToolNames:
+    """A two-way map between function ids and the tool names offered for them in one run.
+
+    Names that would collide get a numeric suffix, so the map is always one-to-one.
+    """
+
+    def __init__(self, function_ids: Iterable[str]) -> None:
+        self._by_name: dict[str, str] = {}
+        self._by_function: dict[str, str] = {}
+        for function_id in function_ids:
+            if function_id in self._by_function:
+                continue
+            base = tool_name_for(function_id)
+            name, n = base, 1
+            while name in self._by_name:
+                n += 1
+                suffix = f"_{n}"
+                name = base[: 64 - len(suffix)] + suffix
+            self._by_name[name] = function_id
+            self._by_function[function_id] = name
+
+    def name(self, function_id: str) -> str:
+        return self._by_function[function_id]
+
+    def function_id(self, name: str) -> str | None:
+        return self._by_name.get(name)
+
+    def items(self) -> list[tuple[str, str]]:
+        """``(function_id, tool name)`` pairs in offer order."""
+        return list(self._by_function.items())

@@ -1,0 +1,74 @@
+"""The tool-call contract between the orchestrator and any function offered to a model.
+
+- The orchestrator calls a function with the model's (schema-validated) arguments plus one
+  reserved field, ``_call`` (:class:`CallContext`): the session and call it serves, so a tool can
+  find its per-session workspace. Tools strip it with :func:`split_call`.
+- A function declares how it may be run in its published request schema under ``x-tackroom``
+  (:class:`ToolTraits`): ``idempotent`` (safe to retry after a crash mid-call) and ``parallel``
+  (may run beside other calls of the same batch). The catalog carries schemas on every backend,
+  so the orchestrator reads traits from ``engine::functions::list`` — no side channel.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict
+
+__all__ = [
+    "CALL_CONTEXT_KEY",
+    "TRAITS_KEY",
+    "CallContext",
+    "ToolTraits",
+    "model_schema",
+    "split_call",
+    "traits_of",
+    "with_traits",
+]
+
+CALL_CONTEXT_KEY = "_call"
+TRAITS_KEY = "x-tackroom"
+
+
+class CallContext(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+
+    schema_version: int = 1
+    session_id: str
+    function_call_id: str
+    message_id: str | None = None
+
+
+class ToolTraits(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+
+    idempotent: bool = False
+    parallel: bool = False
+
+
+def with_traits(schema: dict[str, Any], traits: ToolTraits) -> dict[str, Any]:
+    """``schema`` with ``traits`` recorded under ``x-tackroom``."""
+    return {**schema, TRAITS_KEY: traits.model_dump()}
+
+
+def model_schema(
+    model: type[BaseModel], *, idempotent: bool = False, parallel: bool = False
+) -> dict[str, Any]:
+    """The JSON schema of ``model`` as a tool's request schema, with its traits."""
+    return with_traits(
+        model.model_json_schema(), ToolTraits(idempotent=idempotent, parallel=parallel)
+    )
+
+
+def traits_of(schema: dict[str, Any] | None) -> ToolTraits:
+    raw = (schema or {}).get(TRAITS_KEY)
+    return ToolTraits.model_validate(raw) if isinstance(raw, dict) else ToolTraits()
+
+
+def split_call(payload: Any) -> tuple[dict[str, Any], CallContext | None]:
+    """The model's arguments and the orchestrator's call context, from a tool's payload."""
+    if not isinstance(payload, dict):
+        return {}, None
+    arguments = {key: value for key, value in payload.items() if key != CALL_CONTEXT_KEY}
+    raw = payload.get(CALL_CONTEXT_KEY)
+    return arguments, CallContext.model_validate(raw) if isinstance(raw, dict) else None
