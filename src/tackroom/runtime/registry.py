@@ -21,6 +21,11 @@ ENTRY_POINT_GROUP = "tackroom.workers"
 
 BUILTIN_WORKERS: dict[str, str] = {
     "engine": "tackroom.engine.builtin:WORKER",
+    "sessions": "tackroom.workers.sessions.worker:WORKER",
+    "orchestrator": "tackroom.workers.orchestrator.worker:WORKER",
+    "scripted": "tackroom.testing.scripted.worker:WORKER",
+    "files": "tackroom.workers.files.worker:WORKER",
+    "utilities": "tackroom.workers.utilities.worker:WORKER",
 }
 
 
