@@ -1,0 +1,183 @@
+"""The orchestrator's public face: function ids, payloads, the turn states and the event stream."""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from tackroom.contracts.messages import AgentMessage, Usage
+
+__all__ = [
+    "APPROVALS_SCOPE",
+    "EVENTS_STREAM",
+    "RUN_ABORT",
+    "RUN_START",
+    "TERMINAL_STATES",
+    "TURN_END_STREAM",
+    "TURN_GET_STATE",
+    "TURN_ON_APPROVAL",
+    "TURN_STEP",
+    "TURN_STEP_QUEUE",
+    "AgentEvent",
+    "ApprovalDecision",
+    "Mode",
+    "ParkedCall",
+    "RunAbortRequest",
+    "RunAbortResponse",
+    "RunStartRequest",
+    "RunStartResponse",
+    "TurnError",
+    "TurnState",
+    "TurnStateRequest",
+    "TurnStateView",
+]
+
+RUN_START = "run::start"
+RUN_ABORT = "run::abort"
+TURN_GET_STATE = "turn::get_state"
+TURN_STEP = "turn::step"
+TURN_ON_APPROVAL = "turn::on_approval"
+TURN_STEP_QUEUE = "turn-step"
+
+EVENTS_STREAM = "agent::events"
+TURN_END_STREAM = "agent::turn_end"
+APPROVALS_SCOPE = "approvals"
+"""Key ``<session_id>/<function_call_id>``; value :class:`ApprovalDecision`."""
+
+TurnState = Literal[
+    "provisioning",
+    "assistant_streaming",
+    "function_execute",
+    "function_awaiting_approval",
+    "steering_check",
+    "stopped",
+    "failed",
+]
+TERMINAL_STATES: frozenset[str] = frozenset({"stopped", "failed"})
+
+Mode = Literal["plan", "ask", "agent"]
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class RunStartRequest(_Model):
+    schema_version: int = 1
+    session_id: str = Field(min_length=1, max_length=200, pattern=r"^[A-Za-z0-9_.:@-]+$")
+    message_id: str | None = None
+    provider: str
+    model: str
+    mode: Mode = "agent"
+    messages: list[AgentMessage] = Field(default_factory=list)
+    max_turns: int = Field(default=8, ge=1, le=1000)
+    system_prompt: str | None = Field(
+        default=None, description="replaces the assembled system prompt verbatim"
+    )
+    tools: list[str] = Field(
+        default_factory=list,
+        description="function ids or globs (fs::*) offered to the model as tools",
+    )
+    if_busy: Literal["refuse", "queue"] = Field(
+        default="refuse",
+        description="when a run is in flight: refuse, or queue the messages as a follow-up",
+    )
+
+
+class RunStartResponse(_Model):
+    schema_version: int = 1
+    session_id: str
+    started: bool
+    run_id: str | None = None
+    queued: bool = False
+    reason: str | None = None
+
+
+class RunAbortRequest(_Model):
+    session_id: str
+    reason: str = "aborted by the user"
+
+
+class RunAbortResponse(_Model):
+    session_id: str
+    aborted: bool
+    state: TurnState | None = None
+
+
+class TurnStateRequest(_Model):
+    session_id: str
+
+
+class TurnError(_Model):
+    kind: str
+    message: str
+
+
+class ParkedCall(_Model):
+    function_call_id: str
+    function_id: str
+    arguments: dict[str, Any]
+
+
+class TurnStateView(_Model):
+    schema_version: int = 1
+    session_id: str
+    run_id: str
+    state: TurnState
+    step: int
+    turn_count: int
+    max_turns: int
+    stop_reason: str | None = None
+    error: TurnError | None = None
+    awaiting_approval: list[ParkedCall] = Field(default_factory=list)
+    usage: Usage = Field(default_factory=Usage)
+
+
+class ApprovalDecision(_Model):
+    """What the approvals worker writes at ``approvals/<session_id>/<function_call_id>``."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    decision: Literal["allow", "deny", "aborted"]
+    reason: str | None = None
+
+
+EventType = Literal[
+    "turn_state_changed",
+    "message_update",
+    "message_complete",
+    "function_execution_start",
+    "function_execution_end",
+    "approval_requested",
+    "turn_end",
+    "agent_end",
+    "error",
+]
+
+
+class AgentEvent(_Model):
+    """One frame of ``agent::events`` (group = session id; the stream gives the sequence).
+
+    ``event_id`` is deterministic per run and step, so a UI can drop a repeat caused by a crash
+    between emitting and committing a step. ``data`` depends on ``type``:
+
+    - ``turn_state_changed``: ``{"from", "to", "turn_count"}``
+    - ``message_update``: ``{"message_id", "kind": "text"|"thinking"|"function_call", "delta"}``
+      (consecutive deltas coalesced)
+    - ``message_complete``: ``{"message_id", "message"}``
+    - ``function_execution_start``: ``{"function_call_id", "function_id", "arguments"}``
+    - ``function_execution_end``: ``{"function_call_id", "function_id", "result", "is_error",
+      "duration_ms"}``
+    - ``approval_requested``: ``{"function_call_id", "function_id", "arguments", "reason"}``
+    - ``turn_end``: ``{"turn_count", "message_id", "function_results"}``
+    - ``agent_end``: ``{"state", "stop_reason", "usage"}``
+    - ``error``: ``{"kind", "message"}``
+    """
+
+    schema_version: int = 1
+    type: EventType
+    session_id: str
+    run_id: str
+    event_id: str
+    data: dict[str, Any] = Field(default_factory=dict)

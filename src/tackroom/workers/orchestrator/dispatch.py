@@ -1,0 +1,256 @@
+"""Running a batch of function calls: the gate, the per-call ledger, dispatch.
+
+Every call passes one gate (:meth:`Dispatcher.gate`). With a policy function configured the gate
+asks it (5 s by default) and fails closed: no answer, an error or a reply it cannot read is a
+denial with ``denied_by: gate_unavailable``. With none configured the harness runs "thin" and
+allows. Calls a human approved skip the gate.
+
+The ledger (scope ``turn-ledger``, key ``<session>/<run>/<call>``) is written ``started`` before a
+call runs and ``done`` with its result after, so after a crash a done call is not run again, a
+started call of an idempotent function is retried, and a started call of any other function is
+reported to the model as "outcome unknown" — never silently repeated.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from pydantic import ValidationError
+
+from tackroom.contracts.messages import FunctionResultMessage, TextBlock
+from tackroom.contracts.tools import CALL_CONTEXT_KEY, CallContext
+from tackroom.engine.errors import (
+    EngineError,
+    FunctionNotFound,
+    InvocationError,
+    InvocationTimeout,
+    RevisionConflict,
+)
+from tackroom.engine.protocol import Engine
+from tackroom.workers.orchestrator.planning import error_result
+from tackroom.workers.orchestrator.record import CallState, ToolOffer, TurnRecord
+from tackroom.workers.orchestrator.transition import CallsSettled
+
+__all__ = ["LEDGER_SCOPE", "Dispatcher", "GateDecision"]
+
+LEDGER_SCOPE = "turn-ledger"
+
+Emit = Callable[[str, str, dict[str, Any]], Awaitable[None]]
+"""``emit(event_type, event_key, data)``."""
+
+
+@dataclass(frozen=True, slots=True)
+class GateDecision:
+    decision: Literal["allow", "deny", "needs_approval"]
+    reason: str = ""
+    details: dict[str, Any] | None = None
+
+
+class Dispatcher:
+    def __init__(
+        self,
+        engine: Engine,
+        *,
+        policy_function: str | None,
+        policy_timeout: float,
+        call_timeout: float,
+    ) -> None:
+        self._engine = engine
+        self._policy_function = policy_function
+        self._policy_timeout = policy_timeout
+        self._call_timeout = call_timeout
+
+    async def run_batch(self, record: TurnRecord, emit: Emit) -> CallsSettled:
+        """Gate and run every open call; parallel-safe ones together, the rest in order."""
+        results: dict[str, FunctionResultMessage] = {}
+        parked: dict[str, str] = {}
+        runnable: list[tuple[CallState, ToolOffer]] = []
+        for call in record.calls:
+            if call.status not in ("pending", "approved"):
+                continue
+            tool = record.tool(call.tool_name)
+            if tool is None:
+                results[call.id] = error_result(call, f"tool {call.tool_name!r} is not offered")
+                continue
+            if call.status == "pending":
+                decision = await self.gate(record, call)
+                if decision.decision == "deny":
+                    results[call.id] = _denial(call, decision)
+                    continue
+                if decision.decision == "needs_approval":
+                    parked[call.id] = decision.reason or "needs approval"
+                    continue
+            runnable.append((call, tool))
+
+        async def run(call: CallState, tool: ToolOffer) -> None:
+            results[call.id] = await self._run_once(record, call, tool, emit)
+
+        parallel = [(c, t) for c, t in runnable if t.traits.parallel]
+        if parallel:
+            async with asyncio.TaskGroup() as group:
+                for call, tool in parallel:
+                    group.create_task(run(call, tool))
+        for call, tool in runnable:
+            if not tool.traits.parallel:
+                await run(call, tool)
+        return CallsSettled(results=results, parked=parked)
+
+    async def gate(self, record: TurnRecord, call: CallState) -> GateDecision:
+        if self._policy_function is None:
+            return GateDecision("allow", "no policy configured")
+        request = {
+            "function_id": call.function_id,
+            "args": call.arguments,
+            "session_id": record.session_id,
+        }
+        try:
+            reply = await self._engine.trigger(
+                self._policy_function, request, timeout=self._policy_timeout
+            )
+            decision = reply.get("decision") if isinstance(reply, dict) else None
+            if decision not in ("allow", "deny", "needs_approval"):
+                raise ValueError(f"unreadable policy reply: {str(reply)[:200]}")
+        except (EngineError, ValueError) as exc:
+            return GateDecision(
+                "deny",
+                f"the policy check failed, so the call is denied: {exc}",
+                {"denied_by": "gate_unavailable"},
+            )
+        assert isinstance(reply, dict)
+        details = {key: reply[key] for key in ("rule_id", "matched_constraint") if reply.get(key)}
+        return GateDecision(
+            decision, str(reply.get("reason") or ""), {"denied_by": "permissions", **details}
+        )
+
+    async def _run_once(
+        self, record: TurnRecord, call: CallState, tool: ToolOffer, emit: Emit
+    ) -> FunctionResultMessage:
+        key = f"{record.session_id}/{record.run_id}/{call.id}"
+        entry = await self._engine.get_state(LEDGER_SCOPE, key)
+        if entry is None:
+            try:
+                entry = await self._engine.set_state(
+                    LEDGER_SCOPE, key, {"status": "started"}, expected_revision=0
+                )
+            except RevisionConflict:
+                entry = await self._engine.get_state(LEDGER_SCOPE, key)
+            else:
+                return await self._invoke_and_record(record, call, tool, key, entry.revision, emit)
+        assert entry is not None
+        if entry.value.get("status") == "done":
+            return FunctionResultMessage.model_validate(entry.value["result"])
+        if tool.traits.idempotent:
+            return await self._invoke_and_record(record, call, tool, key, entry.revision, emit)
+        unknown = error_result(
+            call,
+            f"The outcome of this call is unknown: {tool.function_id} started but the harness"
+            " stopped before it reported. It is not idempotent, so it was not run again; check"
+            " its effects before retrying.",
+            details={"error": "outcome_unknown"},
+        )
+        await self._engine.set_state(
+            LEDGER_SCOPE, key, {"status": "done", "result": unknown.model_dump(mode="json")}
+        )
+        return unknown
+
+    async def _invoke_and_record(
+        self,
+        record: TurnRecord,
+        call: CallState,
+        tool: ToolOffer,
+        key: str,
+        revision: int,
+        emit: Emit,
+    ) -> FunctionResultMessage:
+        await emit(
+            "function_execution_start",
+            f"{call.id}:start",
+            {
+                "function_call_id": call.id,
+                "function_id": tool.function_id,
+                "arguments": call.arguments,
+            },
+        )
+        started = time.perf_counter()
+        result = await self._invoke(record, call, tool)
+        duration_ms = round((time.perf_counter() - started) * 1000, 3)
+        await self._engine.set_state(
+            LEDGER_SCOPE, key, {"status": "done", "result": result.model_dump(mode="json")}
+        )
+        await emit(
+            "function_execution_end",
+            f"{call.id}:end",
+            {
+                "function_call_id": call.id,
+                "function_id": tool.function_id,
+                "result": result.model_dump(mode="json"),
+                "is_error": result.is_error,
+                "duration_ms": duration_ms,
+            },
+        )
+        return result
+
+    async def _invoke(
+        self, record: TurnRecord, call: CallState, tool: ToolOffer
+    ) -> FunctionResultMessage:
+        context = CallContext(
+            session_id=record.session_id, function_call_id=call.id, message_id=record.message_id
+        )
+        payload = {**call.arguments, CALL_CONTEXT_KEY: context.model_dump()}
+        try:
+            value = await self._engine.trigger(
+                tool.function_id, payload, timeout=self._call_timeout
+            )
+        except FunctionNotFound as exc:
+            return error_result(call, str(exc), details={"error": "function_not_found"})
+        except InvocationTimeout as exc:
+            return error_result(call, str(exc), details={"error": "timeout"})
+        except InvocationError as exc:
+            return error_result(
+                call,
+                f"{tool.function_id} failed [{exc.remote_code}]: {exc.message}",
+                details={"error": exc.remote_code},
+            )
+        return _as_result(call, tool, value)
+
+
+def _as_result(call: CallState, tool: ToolOffer, value: Any) -> FunctionResultMessage:
+    """A function's return value as the result the model reads.
+
+    A value shaped like a result (``{"content": [...], ...}``) passes through; anything else is
+    shown to the model as JSON text and kept whole in ``details``.
+    """
+    if isinstance(value, dict) and isinstance(value.get("content"), list):
+        try:
+            return FunctionResultMessage(
+                function_call_id=call.id,
+                function_id=tool.function_id,
+                content=value["content"],
+                is_error=bool(value.get("is_error", False)),
+                details=value.get("details"),
+            )
+        except ValidationError:
+            pass
+    text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
+    return FunctionResultMessage(
+        function_call_id=call.id,
+        function_id=tool.function_id,
+        content=[TextBlock(text=text)],
+        details=value,
+    )
+
+
+def _denial(call: CallState, decision: GateDecision) -> FunctionResultMessage:
+    details = {
+        "schema_version": 1,
+        "status": "denied",
+        "function_id": call.function_id,
+        "reason": decision.reason,
+        **(decision.details or {}),
+    }
+    return error_result(call, f"[PERMISSION_DENIED] {decision.reason}", details=details)

@@ -1,0 +1,198 @@
+"""The driver: runs a session's turn from a ``turn-step`` delivery, one committed step at a time.
+
+A delivery of ``turn::step {session_id, run_id}`` (queue ``turn-step``, group = session, so one
+delivery per session runs at a time) loads the turn record, performs the current state's work,
+feeds the outcome to the pure :func:`transition`, executes its effects (session appends with
+deterministic entry ids, events) and commits the new record with compare-and-set. It goes on
+while the next state has work, and stops when the turn parks for approval or ends. Every commit
+is a checkpoint: a crash redelivers the unacknowledged message, which resumes from the last
+committed step. A stale delivery (another run, a finished or parked turn with nothing new) and a
+lost compare-and-set change nothing.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from tackroom.contracts.messages import UserMessage, message_adapter
+from tackroom.engine.errors import RevisionConflict
+from tackroom.engine.protocol import Engine, current_invocation
+from tackroom.workers.orchestrator.contracts import (
+    APPROVALS_SCOPE,
+    ApprovalDecision,
+    EventType,
+)
+from tackroom.workers.orchestrator.dispatch import Dispatcher
+from tackroom.workers.orchestrator.events import EventEmitter
+from tackroom.workers.orchestrator.provision import Provisioner
+from tackroom.workers.orchestrator.record import TURNS_SCOPE, TurnRecord
+from tackroom.workers.orchestrator.sessions import SessionsClient
+from tackroom.workers.orchestrator.streaming import ModelCaller
+from tackroom.workers.orchestrator.transition import (
+    AbortRequested,
+    AppendEntries,
+    ApprovalsRead,
+    AssistantCompleted,
+    EmitEvent,
+    InboxDrained,
+    StepEvent,
+    StepFailed,
+    Transition,
+    TransitionError,
+    transition,
+)
+
+__all__ = ["ABORT_SCOPE", "Driver"]
+
+ABORT_SCOPE = "turn-abort"
+"""Key = session id, value ``{"run_id", "reason"}``: a request to abort that run."""
+
+_log = logging.getLogger("tackroom.orchestrator")
+
+_PARKED_OR_DONE = frozenset({"function_awaiting_approval", "stopped", "failed"})
+
+
+class Driver:
+    def __init__(
+        self,
+        engine: Engine,
+        *,
+        sessions: SessionsClient,
+        provisioner: Provisioner,
+        model: ModelCaller,
+        dispatcher: Dispatcher,
+        visibility_extension: float,
+    ) -> None:
+        self._engine = engine
+        self._sessions = sessions
+        self._provisioner = provisioner
+        self._model = model
+        self._dispatcher = dispatcher
+        self._events = EventEmitter(engine)
+        self._extension = visibility_extension
+
+    async def drive(self, session_id: str, run_id: str) -> None:
+        """Advance the run as far as it goes without waiting for a person."""
+        parked_pass = True
+        while True:
+            entry = await self._engine.get_state(TURNS_SCOPE, session_id)
+            if entry is None:
+                return
+            record = TurnRecord.model_validate(entry.value)
+            if record.run_id != run_id or record.terminal:
+                return
+            if record.state == "function_awaiting_approval" and not parked_pass:
+                return
+            parked_pass = False
+            invocation = current_invocation()
+            if invocation is not None:
+                await invocation.extend_visibility(self._extension)
+            step = await self._step(record)
+            if step is None or not step.changed:
+                return
+            if not await self._commit(step, entry.revision):
+                return
+            if step.record.state in _PARKED_OR_DONE:
+                return
+
+    async def _step(self, record: TurnRecord) -> Transition | None:
+        try:
+            event = await self._abort_requested(record) or await self._work(record)
+            return transition(record, event)
+        except TransitionError as exc:
+            return transition(record, StepFailed("transition_error", str(exc)))
+        except Exception as exc:
+            # An unexpected error fails the turn with a visible reason; the delivery is then
+            # acknowledged, so the queue stops retrying a step that cannot succeed.
+            _log.exception("turn %s failed in %s", record.run_id, record.state)
+            return transition(
+                record,
+                StepFailed("unexpected_error", f"in {record.state}: {type(exc).__name__}: {exc}"),
+            )
+
+    async def _abort_requested(self, record: TurnRecord) -> StepEvent | None:
+        entry = await self._engine.get_state(ABORT_SCOPE, record.session_id)
+        if entry is not None and entry.value.get("run_id") == record.run_id:
+            return AbortRequested(str(entry.value.get("reason") or "aborted"))
+        return None
+
+    async def _work(self, record: TurnRecord) -> StepEvent:
+        async def emit(type: str, key: str, data: dict[str, Any]) -> None:
+            await self._emit(record, type, f"{record.run_id}:{key}", data)  # type: ignore[arg-type]
+
+        match record.state:
+            case "provisioning":
+                return await self._provisioner.provision(record)
+            case "assistant_streaming":
+                messages = await self._sessions.messages(record.session_id)
+                return AssistantCompleted(await self._model.call(record, messages, emit))
+            case "function_execute":
+                return await self._dispatcher.run_batch(record, emit)
+            case "function_awaiting_approval":
+                return ApprovalsRead(await self._read_approvals(record))
+            case "steering_check":
+                return InboxDrained(await self._drain_inbox(record))
+        raise TransitionError(f"no work in state {record.state}")
+
+    async def _read_approvals(self, record: TurnRecord) -> dict[str, ApprovalDecision]:
+        decisions: dict[str, ApprovalDecision] = {}
+        for call in record.calls:
+            if call.status != "parked":
+                continue
+            entry = await self._engine.get_state(APPROVALS_SCOPE, f"{record.session_id}/{call.id}")
+            if entry is not None and isinstance(entry.value, dict):
+                decisions[call.id] = ApprovalDecision.model_validate(entry.value)
+        return decisions
+
+    async def _drain_inbox(self, record: TurnRecord) -> list[Any]:
+        for name in ("steering", "followup"):
+            items = await self._sessions.drain(record.session_id, name)
+            if items:
+                return [_as_message(item) for item in items]
+        return []
+
+    async def _commit(self, step: Transition, revision: int) -> bool:
+        record = step.record
+        for index, effect in enumerate(step.effects):
+            if isinstance(effect, AppendEntries):
+                await self._sessions.append(record.session_id, effect.entries)
+            elif isinstance(effect, EmitEvent):
+                await self._emit(
+                    record, effect.type, f"{record.run_id}:{record.step}:{index}", effect.data
+                )
+        try:
+            await self._engine.set_state(
+                TURNS_SCOPE,
+                record.session_id,
+                record.model_dump(mode="json"),
+                expected_revision=revision,
+            )
+        except RevisionConflict:
+            _log.info(
+                "turn %s step %d lost a compare-and-set; another delivery advanced it",
+                record.run_id,
+                record.step,
+            )
+            return False
+        return True
+
+    async def _emit(
+        self, record: TurnRecord, type: EventType, event_id: str, data: dict[str, Any]
+    ) -> None:
+        await self._events.emit(
+            session_id=record.session_id,
+            run_id=record.run_id,
+            event_id=event_id,
+            type=type,
+            data=data,
+        )
+
+
+def _as_message(item: Any) -> Any:
+    """An inbox item: a full message, or plain text / ``{"text": ...}`` for a user message."""
+    if isinstance(item, str):
+        return UserMessage.text(item)
+    if isinstance(item, dict) and "role" not in item and isinstance(item.get("text"), str):
+        return UserMessage.text(item["text"])
+    return message_adapter.validate_python(item)

@@ -1,0 +1,100 @@
+"""Pure helpers of the turn: planning a batch of calls, results the model reads, signatures."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from jsonschema import Draft202012Validator
+from jsonschema.exceptions import SchemaError
+
+from tackroom.contracts.messages import AssistantMessage, FunctionResultMessage, TextBlock
+from tackroom.workers.orchestrator.record import CallState, ToolOffer
+
+__all__ = [
+    "call_signature",
+    "error_result",
+    "plan_calls",
+    "text_result",
+    "validation_error",
+]
+
+
+def text_result(
+    call: CallState, text: str, *, is_error: bool = False, details: Any = None
+) -> FunctionResultMessage:
+    return FunctionResultMessage(
+        function_call_id=call.id,
+        function_id=call.function_id or call.tool_name,
+        content=[TextBlock(text=text)],
+        is_error=is_error,
+        details=details,
+    )
+
+
+def error_result(call: CallState, text: str, *, details: Any = None) -> FunctionResultMessage:
+    return text_result(call, text, is_error=True, details=details)
+
+
+def validation_error(arguments: dict[str, Any], schema: dict[str, Any]) -> str | None:
+    """The exact reason ``arguments`` do not satisfy ``schema``, or ``None`` when they do."""
+    if not schema:
+        return None
+    try:
+        validator = Draft202012Validator(schema)
+        errors = sorted(validator.iter_errors(arguments), key=lambda e: list(e.absolute_path))
+    except SchemaError as exc:
+        return f"the function's own schema is invalid: {exc.message}"
+    if not errors:
+        return None
+    reasons = []
+    for error in errors[:5]:
+        where = "/".join(str(part) for part in error.absolute_path) or "(arguments)"
+        reasons.append(f"{where}: {error.message}")
+    return "; ".join(reasons)
+
+
+def call_signature(function_id: str, arguments: dict[str, Any]) -> str:
+    return f"{function_id} {json.dumps(arguments, sort_keys=True, separators=(',', ':'))}"
+
+
+def plan_calls(message: AssistantMessage, tools: list[ToolOffer]) -> list[CallState]:
+    """One call per ``function_call`` block; calls the model cannot make are settled at once.
+
+    The model names tools; each is mapped back to its function id. An unknown tool, or arguments
+    that break the function's schema, becomes an error result with the exact reason, so the model
+    can correct itself on its next call.
+    """
+    by_name = {tool.name: tool for tool in tools}
+    calls: list[CallState] = []
+    for block in message.function_calls():
+        tool = by_name.get(block.function_id)
+        call = CallState(
+            id=block.id,
+            tool_name=block.function_id,
+            function_id=None if tool is None else tool.function_id,
+            arguments=dict(block.arguments),
+        )
+        if tool is None:
+            offered = ", ".join(sorted(by_name)) or "none"
+            call.status = "done"
+            call.result = error_result(
+                call,
+                f"unknown tool {block.function_id!r}; the tools offered are: {offered}",
+                details={"error": "unknown_tool"},
+            )
+        else:
+            reason = validation_error(call.arguments, _model_facing(tool.parameters))
+            if reason is not None:
+                call.status = "done"
+                call.result = error_result(
+                    call,
+                    f"invalid arguments for {tool.name}: {reason}",
+                    details={"error": "invalid_arguments", "reason": reason},
+                )
+        calls.append(call)
+    return calls
+
+
+def _model_facing(schema: dict[str, Any]) -> dict[str, Any]:
+    return {key: value for key, value in schema.items() if not key.startswith("x-")}

@@ -1,0 +1,107 @@
+"""The durable turn record (scope ``turns``, key = session id), committed with compare-and-set."""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from tackroom.contracts.messages import AssistantMessage, FunctionResultMessage, Usage
+from tackroom.contracts.tools import ToolTraits
+from tackroom.workers.orchestrator.contracts import (
+    Mode,
+    ParkedCall,
+    TurnError,
+    TurnState,
+    TurnStateView,
+)
+
+__all__ = ["TURNS_SCOPE", "CallState", "CallStatus", "ToolOffer", "TurnRecord"]
+
+TURNS_SCOPE = "turns"
+
+CallStatus = Literal["pending", "parked", "approved", "done"]
+"""``pending``: to pass the gate; ``approved``: a human allowed it, run without the gate."""
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class ToolOffer(_Model):
+    """A function offered to the model in this run, under a model-safe tool ``name``."""
+
+    name: str
+    function_id: str
+    description: str = ""
+    parameters: dict[str, Any] = Field(default_factory=dict)
+    traits: ToolTraits = Field(default_factory=ToolTraits)
+
+
+class CallState(_Model):
+    id: str
+    tool_name: str
+    function_id: str | None
+    arguments: dict[str, Any]
+    status: CallStatus = "pending"
+    park_reason: str | None = None
+    result: FunctionResultMessage | None = None
+
+
+class TurnRecord(_Model):
+    schema_version: int = 1
+    session_id: str
+    run_id: str
+    message_id: str | None = None
+    state: TurnState = "provisioning"
+    step: int = 0
+    turn_count: int = 0
+    max_turns: int = 8
+    provider: str
+    model: str
+    mode: Mode = "agent"
+    system_prompt_override: str | None = None
+    system_prompt: str = ""
+    tool_patterns: list[str] = Field(default_factory=list)
+    tools: list[ToolOffer] = Field(default_factory=list)
+    last_assistant: AssistantMessage | None = None
+    calls: list[CallState] = Field(default_factory=list)
+    call_counts: dict[str, int] = Field(
+        default_factory=dict, description="times each (function, arguments) was called"
+    )
+    usage: Usage = Field(default_factory=Usage)
+    stop_reason: str | None = None
+    error: TurnError | None = None
+
+    @property
+    def terminal(self) -> bool:
+        return self.state in ("stopped", "failed")
+
+    def entry_id(self, suffix: str) -> str:
+        """A deterministic session entry id, so a re-run step never duplicates an entry."""
+        return f"{self.run_id}-{suffix}"
+
+    def tool(self, name: str) -> ToolOffer | None:
+        return next((tool for tool in self.tools if tool.name == name), None)
+
+    def view(self) -> TurnStateView:
+        return TurnStateView(
+            session_id=self.session_id,
+            run_id=self.run_id,
+            state=self.state,
+            step=self.step,
+            turn_count=self.turn_count,
+            max_turns=self.max_turns,
+            stop_reason=self.stop_reason,
+            error=self.error,
+            awaiting_approval=[
+                ParkedCall(
+                    function_call_id=call.id,
+                    function_id=call.function_id or call.tool_name,
+                    arguments=call.arguments,
+                )
+                for call in self.calls
+                if call.status == "parked"
+            ],
+            usage=self.usage,
+        )

@@ -1,0 +1,189 @@
+"""One model call: stream the provider's frames over a channel, coalesce deltas into events.
+
+Consecutive deltas of one kind become one ``message_update`` event, flushed when the kind
+changes, every ``coalesce_seconds``, at ``coalesce_chars``, and at the end — so a UI sees tokens
+promptly without one stored event per token. The call ends with the provider's terminal frame;
+any failure (no provider, a broken stream, a timeout) becomes an assistant message with
+``stop_reason == "error"`` and a visible reason, never a hung turn.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from pydantic import ValidationError
+
+from tackroom.contracts.messages import AgentMessage, AssistantMessage, ErrorKind, TextBlock
+from tackroom.contracts.provider import ProviderRequest, ToolSpec, stream_function
+from tackroom.engine.errors import EngineError, FunctionNotFound, InvocationTimeout
+from tackroom.engine.protocol import Channel, Engine
+from tackroom.workers.orchestrator.record import TurnRecord
+
+__all__ = ["ModelCaller"]
+
+Emit = Callable[[str, str, dict[str, Any]], Awaitable[None]]
+
+_DELTA_KINDS = {
+    "text_delta": "text",
+    "thinking_delta": "thinking",
+    "function_call_delta": "function_call",
+}
+_CLOSE_GRACE = 5.0
+
+
+class _Coalescer:
+    def __init__(self, emit: Emit, message_id: str, *, seconds: float, chars: int) -> None:
+        self._emit = emit
+        self._message_id = message_id
+        self._seconds = seconds
+        self._chars = chars
+        self._kind: str | None = None
+        self._parts: list[str] = []
+        self._size = 0
+        self._since = 0.0
+        self._count = 0
+
+    async def add(self, kind: str, delta: str) -> None:
+        if kind != self._kind:
+            await self.flush()
+            self._kind = kind
+            self._since = time.monotonic()
+        self._parts.append(delta)
+        self._size += len(delta)
+        if self._size >= self._chars or time.monotonic() - self._since >= self._seconds:
+            await self.flush()
+
+    async def flush(self) -> None:
+        if not self._parts or self._kind is None:
+            return
+        delta, self._parts, self._size = "".join(self._parts), [], 0
+        self._count += 1
+        self._since = time.monotonic()
+        await self._emit(
+            "message_update",
+            f"{self._message_id}:u{self._count}",
+            {"message_id": self._message_id, "kind": self._kind, "delta": delta},
+        )
+
+
+class ModelCaller:
+    def __init__(
+        self,
+        engine: Engine,
+        *,
+        timeout: float,
+        coalesce_seconds: float,
+        coalesce_chars: int,
+        channel_capacity: int = 256,
+    ) -> None:
+        self._engine = engine
+        self._timeout = timeout
+        self._seconds = coalesce_seconds
+        self._chars = coalesce_chars
+        self._capacity = channel_capacity
+
+    async def call(
+        self, record: TurnRecord, messages: list[AgentMessage], emit: Emit
+    ) -> AssistantMessage:
+        message_id = record.entry_id(f"t{record.turn_count + 1}-a")
+        channel = await self._engine.open_channel(capacity=self._capacity)
+        request = ProviderRequest(
+            model=record.model,
+            system_prompt=record.system_prompt,
+            messages=messages,
+            tools=[
+                ToolSpec(
+                    name=tool.name,
+                    description=tool.description,
+                    parameters={k: v for k, v in tool.parameters.items() if not k.startswith("x-")},
+                )
+                for tool in record.tools
+            ],
+            writer=channel.ref.to_json(),
+            session_id=record.session_id,
+        )
+        coalescer = _Coalescer(emit, message_id, seconds=self._seconds, chars=self._chars)
+        async with asyncio.TaskGroup() as group:
+            reader = group.create_task(self._read(channel, coalescer))
+            failure = await self._invoke(record.provider, request)
+            if failure is not None:
+                await _close_after(reader, channel, grace=0.0 if reader.done() else 0.2)
+            else:
+                await _close_after(reader, channel, grace=_CLOSE_GRACE)
+        message = reader.result()
+        if message is None:
+            kind, text = failure or ("transient", "the provider ended the stream without a message")
+            message = _error_message(kind, text)
+        message.provider = message.provider or record.provider
+        message.model = message.model or record.model
+        return message
+
+    async def _invoke(
+        self, provider: str, request: ProviderRequest
+    ) -> tuple[ErrorKind, str] | None:
+        function_id = stream_function(provider)
+        try:
+            await self._engine.trigger(
+                function_id, request.model_dump(mode="json"), timeout=self._timeout
+            )
+        except FunctionNotFound as exc:
+            return "permanent", f"no provider worker serves {function_id}: {exc}"
+        except InvocationTimeout:
+            return "transient", f"the model call timed out after {self._timeout:g}s"
+        except EngineError as exc:
+            return "transient", f"the model call failed: {exc}"
+        return None
+
+    async def _read(self, channel: Channel, coalescer: _Coalescer) -> AssistantMessage | None:
+        final: AssistantMessage | None = None
+        async for frame in channel:
+            kind = frame.get("type") if isinstance(frame, dict) else None
+            if kind in _DELTA_KINDS:
+                delta = (
+                    frame.get("delta")
+                    if kind != "function_call_delta"
+                    else frame.get("arguments_delta", "")
+                )
+                await coalescer.add(_DELTA_KINDS[kind], str(delta or ""))
+            elif kind == "done":
+                await coalescer.flush()
+                try:
+                    final = AssistantMessage.model_validate(frame["message"])
+                except (ValidationError, KeyError) as exc:
+                    final = _error_message(
+                        "permanent", f"the provider sent a malformed message: {exc}"
+                    )
+            elif kind == "error":
+                await coalescer.flush()
+                final = _error_message(
+                    frame.get("kind", "permanent"), str(frame.get("message", "provider error"))
+                )
+        await coalescer.flush()
+        return final
+
+
+async def _close_after(reader: asyncio.Task[Any], channel: Channel, *, grace: float) -> None:
+    """Let the reader drain what was sent; close the channel if the provider never did."""
+    if not reader.done():
+        await asyncio.wait({reader}, timeout=grace)
+    if not reader.done():
+        await channel.aclose()
+
+
+def _error_message(kind: Any, text: str) -> AssistantMessage:
+    valid: tuple[ErrorKind, ...] = (
+        "auth",
+        "rate_limited",
+        "context_overflow",
+        "transient",
+        "permanent",
+    )
+    return AssistantMessage(
+        content=[TextBlock(text=text)],
+        stop_reason="error",
+        error_kind=kind if kind in valid else "permanent",
+        error_message=text,
+    )

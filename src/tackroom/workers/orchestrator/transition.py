@@ -1,0 +1,382 @@
+"""The turn state machine as a pure function: ``transition(record, event) -> Transition``.
+
+No I/O and no event loop: the driver performs each state's work (provision, call the model, run
+the calls, read approvals, drain the inbox), turns the outcome into one of the events below, and
+executes the returned effects (append session entries, emit events) before committing the new
+record with compare-and-set.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from tackroom.contracts.messages import (
+    AgentMessage,
+    AssistantMessage,
+    CustomMessage,
+    FunctionResultMessage,
+    TextBlock,
+)
+from tackroom.workers.orchestrator.contracts import ApprovalDecision, EventType, TurnError
+from tackroom.workers.orchestrator.planning import call_signature, error_result, plan_calls
+from tackroom.workers.orchestrator.record import CallState, ToolOffer, TurnRecord
+
+__all__ = [
+    "LOOP_LIMIT",
+    "AbortRequested",
+    "AppendEntries",
+    "ApprovalsRead",
+    "AssistantCompleted",
+    "CallsSettled",
+    "Effect",
+    "EmitEvent",
+    "InboxDrained",
+    "Provisioned",
+    "StepEvent",
+    "StepFailed",
+    "Transition",
+    "TransitionError",
+    "transition",
+]
+
+LOOP_LIMIT = 3
+"""The same call (function and arguments) more than this many times in a run stops it."""
+
+_STOPPING = frozenset({"error", "aborted", "budget_exceeded"})
+
+
+# -- events: what a state's work produced ---------------------------------------------------------
+@dataclass(frozen=True, slots=True)
+class Provisioned:
+    system_prompt: str
+    tools: list[ToolOffer]
+
+
+@dataclass(frozen=True, slots=True)
+class AssistantCompleted:
+    message: AssistantMessage
+
+
+@dataclass(frozen=True, slots=True)
+class CallsSettled:
+    results: dict[str, FunctionResultMessage] = field(default_factory=dict)
+    parked: dict[str, str] = field(default_factory=dict)
+    """Call id → why it needs approval."""
+
+
+@dataclass(frozen=True, slots=True)
+class ApprovalsRead:
+    decisions: dict[str, ApprovalDecision]
+
+
+@dataclass(frozen=True, slots=True)
+class InboxDrained:
+    messages: list[AgentMessage]
+
+
+@dataclass(frozen=True, slots=True)
+class AbortRequested:
+    reason: str
+
+
+@dataclass(frozen=True, slots=True)
+class StepFailed:
+    kind: str
+    message: str
+
+
+StepEvent = (
+    Provisioned
+    | AssistantCompleted
+    | CallsSettled
+    | ApprovalsRead
+    | InboxDrained
+    | AbortRequested
+    | StepFailed
+)
+
+
+# -- effects: what the driver must do before committing ----------------------------------------
+@dataclass(frozen=True, slots=True)
+class AppendEntries:
+    entries: list[tuple[str, AgentMessage]]
+
+
+@dataclass(frozen=True, slots=True)
+class EmitEvent:
+    type: EventType
+    data: dict[str, Any]
+
+
+Effect = AppendEntries | EmitEvent
+
+
+@dataclass(slots=True)
+class Transition:
+    record: TurnRecord
+    effects: list[Effect]
+    changed: bool = True
+
+
+class TransitionError(Exception):
+    """An event that the record's state cannot take: a bug or a corrupted record."""
+
+
+_ACCEPTS: dict[type[Any], frozenset[str]] = {
+    Provisioned: frozenset({"provisioning"}),
+    AssistantCompleted: frozenset({"assistant_streaming"}),
+    CallsSettled: frozenset({"function_execute"}),
+    ApprovalsRead: frozenset({"function_awaiting_approval"}),
+    InboxDrained: frozenset({"steering_check"}),
+}
+
+
+def transition(record: TurnRecord, event: StepEvent) -> Transition:
+    if record.terminal:
+        raise TransitionError(f"turn {record.run_id} is {record.state}; it takes no events")
+    accepted = _ACCEPTS.get(type(event))
+    if accepted is not None and record.state not in accepted:
+        raise TransitionError(f"{type(event).__name__} does not apply in state {record.state}")
+    new = record.model_copy(deep=True)
+    effects: list[Effect] = []
+    changed = _apply(new, event, effects)
+    if not changed:
+        return Transition(record, [], changed=False)
+    new.step += 1
+    if new.state != record.state:
+        effects.insert(
+            0,
+            EmitEvent(
+                "turn_state_changed",
+                {"from": record.state, "to": new.state, "turn_count": new.turn_count},
+            ),
+        )
+    return Transition(new, effects)
+
+
+def _apply(r: TurnRecord, event: StepEvent, effects: list[Effect]) -> bool:
+    match event:
+        case Provisioned(system_prompt=prompt, tools=tools):
+            r.system_prompt = prompt
+            r.tools = list(tools)
+            r.state = "assistant_streaming"
+        case AssistantCompleted(message=message):
+            _assistant_completed(r, message, effects)
+        case CallsSettled(results=results, parked=parked):
+            _calls_settled(r, results, parked, effects)
+        case ApprovalsRead(decisions=decisions):
+            return _approvals_read(r, decisions)
+        case InboxDrained(messages=messages):
+            _steer(r, messages, effects)
+        case AbortRequested(reason=reason):
+            _abort(r, reason, effects)
+        case StepFailed(kind=kind, message=message):
+            r.error = TurnError(kind=kind, message=message)
+            r.stop_reason = "error"
+            effects.append(EmitEvent("error", {"kind": kind, "message": message}))
+            _finish(r, "failed", effects)
+    return True
+
+
+def _assistant_completed(r: TurnRecord, message: AssistantMessage, effects: list[Effect]) -> None:
+    r.turn_count += 1
+    r.usage = r.usage + message.usage
+    r.last_assistant = message
+    message_id = r.entry_id(f"t{r.turn_count}-a")
+    effects.append(AppendEntries([(message_id, message)]))
+    effects.append(
+        EmitEvent("message_complete", {"message_id": message_id, "message": _dump(message)})
+    )
+    if message.stop_reason in _STOPPING:
+        r.stop_reason = message.stop_reason
+        if message.stop_reason == "error":
+            r.error = TurnError(
+                kind=message.error_kind or "permanent",
+                message=message.error_message or "the model call failed",
+            )
+        _turn_end(r, message_id, [], effects)
+        _finish(r, "stopped", effects)
+        return
+    r.calls = plan_calls(message, r.tools)
+    if not r.calls:
+        _turn_end(r, message_id, [], effects)
+        r.state = "steering_check"
+        return
+    for call in r.calls:
+        if call.function_id is not None:
+            signature = call_signature(call.function_id, call.arguments)
+            r.call_counts[signature] = r.call_counts.get(signature, 0) + 1
+        if call.result is not None:
+            effects.append(_execution_end(call, call.result, duration_ms=0))
+    r.state = "function_execute"
+
+
+def _calls_settled(
+    r: TurnRecord,
+    results: dict[str, FunctionResultMessage],
+    parked: dict[str, str],
+    effects: list[Effect],
+) -> None:
+    for call in r.calls:
+        if call.id in results and call.status != "done":
+            call.status, call.result, call.park_reason = "done", results[call.id], None
+        elif call.id in parked and call.status == "pending":
+            call.status, call.park_reason = "parked", parked[call.id]
+            effects.append(
+                EmitEvent(
+                    "approval_requested",
+                    {
+                        "function_call_id": call.id,
+                        "function_id": call.function_id,
+                        "arguments": call.arguments,
+                        "reason": parked[call.id],
+                    },
+                )
+            )
+    if any(call.status == "parked" for call in r.calls):
+        r.state = "function_awaiting_approval"
+        return
+    unsettled = [call.id for call in r.calls if call.status != "done"]
+    if unsettled:
+        raise TransitionError(f"calls {unsettled} were neither settled nor parked")
+    _settle_batch(r, effects)
+
+
+def _settle_batch(r: TurnRecord, effects: list[Effect]) -> None:
+    results = [call.result for call in r.calls if call.result is not None]
+    effects.append(
+        AppendEntries([(r.entry_id(f"fr-{result.function_call_id}"), result) for result in results])
+    )
+    _turn_end(r, r.entry_id(f"t{r.turn_count}-a"), results, effects)
+    r.state = "steering_check"
+
+
+def _approvals_read(r: TurnRecord, decisions: dict[str, ApprovalDecision]) -> bool:
+    changed = False
+    for call in r.calls:
+        decision = decisions.get(call.id)
+        if call.status != "parked" or decision is None:
+            continue
+        changed = True
+        if decision.decision == "allow":
+            call.status = "approved"
+            continue
+        verb = "denied by the user" if decision.decision == "deny" else "aborted"
+        call.status = "done"
+        call.result = error_result(
+            call,
+            f"Permission {verb}" + (f": {decision.reason}" if decision.reason else ""),
+            details={
+                "status": "denied",
+                "denied_by": "user",
+                "decision": decision.decision,
+                "reason": decision.reason,
+            },
+        )
+    if changed and not any(call.status == "parked" for call in r.calls):
+        r.state = "function_execute"
+    return changed
+
+
+def _steer(r: TurnRecord, messages: list[AgentMessage], effects: list[Effect]) -> None:
+    if messages:
+        effects.append(
+            AppendEntries(
+                [(r.entry_id(f"t{r.turn_count}-in{i}"), m) for i, m in enumerate(messages)]
+            )
+        )
+    repeated = max(r.call_counts.values(), default=0)
+    if repeated > LOOP_LIMIT:
+        _stop_with_note(
+            r,
+            "loop_detected",
+            f"Stopped: the model made the same call with the same arguments {repeated} times.",
+            effects,
+        )
+        return
+    if not messages and not r.calls:
+        r.stop_reason = "end"
+        _finish(r, "stopped", effects)
+        return
+    if r.turn_count >= r.max_turns:
+        _stop_with_note(r, "max_turns", f"Stopped: max_turns ({r.max_turns}) reached.", effects)
+        return
+    r.calls = []
+    r.state = "assistant_streaming"
+
+
+def _abort(r: TurnRecord, reason: str, effects: list[Effect]) -> None:
+    open_calls = [call for call in r.calls if call.status != "done"]
+    for call in open_calls:
+        call.status = "done"
+        call.result = error_result(
+            call,
+            f"Function call aborted: {reason}",
+            details={"status": "denied", "denied_by": "user", "decision": "aborted"},
+        )
+    if r.calls and r.state in ("function_execute", "function_awaiting_approval"):
+        effects.append(
+            AppendEntries(
+                [(r.entry_id(f"fr-{c.id}"), c.result) for c in r.calls if c.result is not None]
+            )
+        )
+    _stop_with_note(r, "aborted", f"Aborted: {reason}", effects)
+
+
+def _stop_with_note(r: TurnRecord, stop_reason: str, text: str, effects: list[Effect]) -> None:
+    note = CustomMessage(custom_type="turn_stopped", content=[TextBlock(text=text)])
+    note_id = r.entry_id(f"stop-{stop_reason}")
+    effects.append(AppendEntries([(note_id, note)]))
+    effects.append(EmitEvent("message_complete", {"message_id": note_id, "message": _dump(note)}))
+    r.stop_reason = stop_reason
+    _finish(r, "stopped", effects)
+
+
+def _turn_end(
+    r: TurnRecord,
+    message_id: str,
+    results: list[FunctionResultMessage],
+    effects: list[Effect],
+) -> None:
+    effects.append(
+        EmitEvent(
+            "turn_end",
+            {
+                "turn_count": r.turn_count,
+                "message_id": message_id,
+                "function_results": [_dump(result) for result in results],
+            },
+        )
+    )
+
+
+def _finish(r: TurnRecord, state: str, effects: list[Effect]) -> None:
+    r.state = "failed" if state == "failed" else "stopped"
+    r.calls = [call for call in r.calls if call.status == "done"]
+    effects.append(
+        EmitEvent(
+            "agent_end",
+            {"state": r.state, "stop_reason": r.stop_reason, "usage": r.usage.model_dump()},
+        )
+    )
+
+
+def _execution_end(
+    call: CallState, result: FunctionResultMessage, *, duration_ms: float
+) -> EmitEvent:
+    return EmitEvent(
+        "function_execution_end",
+        {
+            "function_call_id": call.id,
+            "function_id": call.function_id or call.tool_name,
+            "result": _dump(result),
+            "is_error": result.is_error,
+            "duration_ms": duration_ms,
+        },
+    )
+
+
+def _dump(message: Any) -> dict[str, Any]:
+    dumped: dict[str, Any] = message.model_dump(mode="json")
+    return dumped

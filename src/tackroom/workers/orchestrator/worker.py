@@ -1,0 +1,233 @@
+"""The orchestrator worker: ``run::start``, ``run::abort``, ``turn::get_state`` and the driver."""
+
+from __future__ import annotations
+
+import logging
+import os
+import uuid
+from typing import Any
+
+from tackroom.engine.errors import FunctionError, RevisionConflict
+from tackroom.engine.protocol import QueueConfig
+from tackroom.runtime.worker import WorkerConfig, WorkerContext, WorkerSpec
+from tackroom.workers.orchestrator.contracts import (
+    APPROVALS_SCOPE,
+    RUN_ABORT,
+    RUN_START,
+    TURN_GET_STATE,
+    TURN_ON_APPROVAL,
+    TURN_STEP,
+    TURN_STEP_QUEUE,
+    RunAbortRequest,
+    RunAbortResponse,
+    RunStartRequest,
+    RunStartResponse,
+    TurnStateRequest,
+    TurnStateView,
+)
+from tackroom.workers.orchestrator.dispatch import Dispatcher
+from tackroom.workers.orchestrator.driver import ABORT_SCOPE, Driver
+from tackroom.workers.orchestrator.provision import Provisioner
+from tackroom.workers.orchestrator.record import TURNS_SCOPE, TurnRecord
+from tackroom.workers.orchestrator.sessions import SessionsClient
+from tackroom.workers.orchestrator.streaming import ModelCaller
+
+__all__ = ["WORKER", "OrchestratorConfig"]
+
+_log = logging.getLogger("tackroom.orchestrator")
+
+
+class OrchestratorConfig(WorkerConfig):
+    policy_function: str | None = None
+    """e.g. ``policy::check_permissions``; ``None`` runs thin (every call allowed)."""
+    policy_timeout: float = 5.0
+    provider_timeout: float = 300.0
+    call_timeout: float = 120.0
+    coalesce_seconds: float = 0.05
+    coalesce_chars: int = 4096
+    cwd: str | None = None
+    step_visibility_timeout: float = 60.0
+    max_deliveries: int = 5
+
+
+class Orchestrator:
+    def __init__(self, ctx: WorkerContext[OrchestratorConfig]) -> None:
+        config = ctx.config
+        self._engine = ctx.engine
+        self._sessions = SessionsClient(ctx.engine)
+        self._driver = Driver(
+            ctx.engine,
+            sessions=self._sessions,
+            provisioner=Provisioner(ctx.engine, cwd=config.cwd or os.getcwd()),
+            model=ModelCaller(
+                ctx.engine,
+                timeout=config.provider_timeout,
+                coalesce_seconds=config.coalesce_seconds,
+                coalesce_chars=config.coalesce_chars,
+            ),
+            dispatcher=Dispatcher(
+                ctx.engine,
+                policy_function=config.policy_function,
+                policy_timeout=config.policy_timeout,
+                call_timeout=config.call_timeout,
+            ),
+            visibility_extension=config.step_visibility_timeout,
+        )
+
+    async def run_start(self, request: RunStartRequest) -> RunStartResponse:
+        sid = request.session_id
+        existing = await self._engine.get_state(TURNS_SCOPE, sid)
+        if existing is not None:
+            current = TurnRecord.model_validate(existing.value)
+            if not current.terminal:
+                return await self._busy(request, current)
+        run_id = request.message_id or f"run-{uuid.uuid4().hex[:12]}"
+        await self._sessions.ensure(sid)
+        record = TurnRecord(
+            session_id=sid,
+            run_id=run_id,
+            message_id=request.message_id,
+            provider=request.provider,
+            model=request.model,
+            mode=request.mode,
+            max_turns=request.max_turns,
+            system_prompt_override=request.system_prompt,
+            tool_patterns=request.tools,
+        )
+        try:
+            await self._engine.set_state(
+                TURNS_SCOPE,
+                sid,
+                record.model_dump(mode="json"),
+                expected_revision=0 if existing is None else existing.revision,
+            )
+        except RevisionConflict:
+            latest = await self._engine.get_state(TURNS_SCOPE, sid)
+            if latest is not None:
+                return await self._busy(request, TurnRecord.model_validate(latest.value))
+            raise
+        await self._sessions.append(
+            sid, [(f"{run_id}-m{i}", message) for i, message in enumerate(request.messages)]
+        )
+        await self._wake(sid, run_id)
+        return RunStartResponse(session_id=sid, started=True, run_id=run_id)
+
+    async def _busy(self, request: RunStartRequest, current: TurnRecord) -> RunStartResponse:
+        reason = f"session_busy: run {current.run_id} is in state {current.state}"
+        if request.if_busy == "queue":
+            for message in request.messages:
+                await self._sessions.push(
+                    request.session_id, "followup", message.model_dump(mode="json")
+                )
+            return RunStartResponse(
+                session_id=request.session_id,
+                started=False,
+                queued=True,
+                run_id=current.run_id,
+                reason=reason,
+            )
+        return RunStartResponse(session_id=request.session_id, started=False, reason=reason)
+
+    async def _wake(self, session_id: str, run_id: str) -> None:
+        await self._engine.enqueue(
+            TURN_STEP,
+            {"session_id": session_id, "run_id": run_id},
+            queue=TURN_STEP_QUEUE,
+            group=session_id,
+        )
+
+    async def run_abort(self, request: RunAbortRequest) -> RunAbortResponse:
+        entry = await self._engine.get_state(TURNS_SCOPE, request.session_id)
+        if entry is None:
+            return RunAbortResponse(session_id=request.session_id, aborted=False)
+        record = TurnRecord.model_validate(entry.value)
+        if record.terminal:
+            return RunAbortResponse(
+                session_id=request.session_id, aborted=False, state=record.state
+            )
+        await self._engine.set_state(
+            ABORT_SCOPE, request.session_id, {"run_id": record.run_id, "reason": request.reason}
+        )
+        await self._wake(request.session_id, record.run_id)
+        return RunAbortResponse(session_id=request.session_id, aborted=True, state=record.state)
+
+    async def get_state(self, request: TurnStateRequest) -> TurnStateView | None:
+        entry = await self._engine.get_state(TURNS_SCOPE, request.session_id)
+        return None if entry is None else TurnRecord.model_validate(entry.value).view()
+
+    async def step(self, payload: Any) -> None:
+        if not isinstance(payload, dict) or not isinstance(payload.get("session_id"), str):
+            raise FunctionError("invalid_request", "turn::step takes {session_id, run_id}")
+        await self._driver.drive(payload["session_id"], str(payload.get("run_id", "")))
+
+    async def on_approval(self, payload: Any) -> None:
+        """State trigger on ``approvals``: wake the run that parked the call (one drive pass)."""
+        key = str(payload.get("key", "")) if isinstance(payload, dict) else ""
+        session_id = key.split("/", 1)[0]
+        if not session_id or payload.get("new_value") is None:
+            return
+        entry = await self._engine.get_state(TURNS_SCOPE, session_id)
+        if entry is None:
+            return
+        record = TurnRecord.model_validate(entry.value)
+        if record.state == "function_awaiting_approval":
+            await self._wake(session_id, record.run_id)
+
+    async def recover(self) -> None:
+        """Wake every run left mid-step (a crash between commit and enqueue); drives are idempotent.
+
+        Waking a run twice is harmless: a stale drive changes nothing.
+        """
+        for entry in await self._engine.list_state(TURNS_SCOPE):
+            record = TurnRecord.model_validate(entry.value)
+            if not record.terminal and record.state != "function_awaiting_approval":
+                await self._wake(record.session_id, record.run_id)
+
+
+async def start(ctx: WorkerContext[OrchestratorConfig]) -> None:
+    orchestrator = Orchestrator(ctx)
+    await ctx.engine.configure_queue(
+        TURN_STEP_QUEUE,
+        QueueConfig(
+            max_deliveries=ctx.config.max_deliveries,
+            visibility_timeout=ctx.config.step_visibility_timeout,
+            backoff_initial=0.2,
+            backoff_max=10.0,
+            concurrency=256,
+        ),
+    )
+    await ctx.register_typed_function(
+        RUN_START,
+        orchestrator.run_start,
+        request_model=RunStartRequest,
+        response_type=RunStartResponse,
+        description="Start an agent run on a session (refused or queued if one is in flight).",
+    )
+    await ctx.register_typed_function(
+        RUN_ABORT,
+        orchestrator.run_abort,
+        request_model=RunAbortRequest,
+        response_type=RunAbortResponse,
+        description="Abort the run in flight on a session.",
+    )
+    await ctx.register_typed_function(
+        TURN_GET_STATE,
+        orchestrator.get_state,
+        request_model=TurnStateRequest,
+        response_type=TurnStateView | None,
+        description="The turn state of a session, or null.",
+    )
+    await ctx.register_function(TURN_STEP, orchestrator.step, description="Drive a session's turn.")
+    await ctx.register_function(
+        TURN_ON_APPROVAL, orchestrator.on_approval, description="Wake a turn parked for approval."
+    )
+    await ctx.add_state_trigger(APPROVALS_SCOPE, TURN_ON_APPROVAL)
+    await orchestrator.recover()
+
+
+WORKER = WorkerSpec(
+    name="orchestrator",
+    description="The durable agent turn: run::start, run::abort, turn::get_state.",
+    config_model=OrchestratorConfig,
+    start=start,
+)
