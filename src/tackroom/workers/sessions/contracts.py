@@ -1,0 +1,306 @@
+"""The public face of the ``sessions`` worker: function ids, payload models and error codes.
+
+Other workers import only this module. Every call goes through ``engine.trigger(id, payload)``;
+failures arrive as ``InvocationError`` whose ``remote_code`` is one of the ``*_ERROR`` codes below
+(or ``invalid_request`` when a payload does not validate, with pydantic's reason).
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, StringConstraints
+
+from tackroom.contracts.messages import AgentMessage
+
+__all__ = [
+    "APPEND",
+    "APPEND_BATCH",
+    "BROKEN_HISTORY_ERROR",
+    "CLONE",
+    "CONTENTION_ERROR",
+    "CREATE",
+    "ENSURE",
+    "ENTRY_NOT_FOUND_ERROR",
+    "FORK",
+    "GET",
+    "ID_PATTERN",
+    "INBOX_DRAIN",
+    "INBOX_PEEK",
+    "INBOX_PUSH",
+    "INVALID_CURSOR_ERROR",
+    "LIST",
+    "MAX_BATCH",
+    "MESSAGES",
+    "SCHEMA_VERSION",
+    "SESSION_EXISTS_ERROR",
+    "SESSION_NOT_FOUND_ERROR",
+    "TREE",
+    "AppendBatchRequest",
+    "AppendBatchResponse",
+    "AppendRequest",
+    "AppendResult",
+    "BatchItem",
+    "CloneRequest",
+    "CreateRequest",
+    "EnsureRequest",
+    "EnsureResponse",
+    "EntryId",
+    "EntryType",
+    "ForkRequest",
+    "GetRequest",
+    "InboxItems",
+    "InboxName",
+    "InboxPushRequest",
+    "InboxPushResponse",
+    "InboxRequest",
+    "ListRequest",
+    "ListResponse",
+    "MessagesRequest",
+    "MessagesResponse",
+    "Origin",
+    "PathMessage",
+    "SessionEntry",
+    "SessionId",
+    "SessionInfo",
+    "TreeNode",
+    "TreeRequest",
+    "TreeResponse",
+]
+
+SCHEMA_VERSION = 1
+
+CREATE = "session-tree::create"
+ENSURE = "session-tree::ensure"
+GET = "session-tree::get"
+APPEND = "session-tree::append"
+APPEND_BATCH = "session-tree::append_batch"
+MESSAGES = "session-tree::messages"
+FORK = "session-tree::fork"
+CLONE = "session-tree::clone"
+TREE = "session-tree::tree"
+LIST = "session-tree::list"
+INBOX_PUSH = "session-inbox::push"
+INBOX_PEEK = "session-inbox::peek"
+INBOX_DRAIN = "session-inbox::drain"
+
+SESSION_NOT_FOUND_ERROR = "session_not_found"
+"""No session has the id given (``session_id`` or ``source_session_id``)."""
+SESSION_EXISTS_ERROR = "session_exists"
+"""``create`` was given a ``session_id`` that is taken (``ensure`` is the idempotent form)."""
+ENTRY_NOT_FOUND_ERROR = "entry_not_found"
+"""A ``parent_id``, ``leaf_id`` or ``from_entry_id`` is not in the session's visible history."""
+INVALID_CURSOR_ERROR = "invalid_cursor"
+"""A ``list`` cursor that this worker did not hand out."""
+BROKEN_HISTORY_ERROR = "broken_history"
+"""Stored history points at an entry that is not stored (the state was edited by hand)."""
+CONTENTION_ERROR = "contention"
+"""A write lost its compare-and-set too many times in a row; safe to retry (it wrote nothing)."""
+
+ID_PATTERN = r"^[!-.0-~]{1,200}$"
+"""Session and entry ids: 1 to 200 printable ASCII characters but space and ``/`` (ids are parts
+of state keys, ``/`` separates them)."""
+MAX_BATCH = 256
+
+SessionId = Annotated[str, StringConstraints(pattern=ID_PATTERN)]
+EntryId = Annotated[str, StringConstraints(pattern=ID_PATTERN)]
+InboxName = Annotated[str, StringConstraints(pattern=r"^[!-.0-~]{1,64}$")]
+
+EntryType = Literal["message", "custom", "compaction"]
+"""``custom`` for a ``CustomMessage``, ``message`` for the others; ``compaction`` is reserved for
+the compaction worker (its summary rides in a ``CustomMessage``)."""
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+# -- records ---------------------------------------------------------------------------------
+
+
+class SessionEntry(_Model):
+    """One node of a session tree, stored as its own state value.
+
+    ``parent_session_id`` is set only when the parent lives in another session: the first
+    entries of a fork or clone hang off an entry of the history they share.
+    """
+
+    schema_version: int = SCHEMA_VERSION
+    entry_id: str
+    session_id: str
+    parent_id: str | None
+    parent_session_id: str | None = None
+    seq: int = Field(description="1, 2, 3... in append order within the session")
+    type: EntryType
+    message: AgentMessage
+    timestamp: float = Field(description="when the worker stored it (seconds since the epoch)")
+
+
+class Origin(_Model):
+    """Where a fork or clone shares history: ``from_entry_id`` of ``source_session_id``.
+
+    ``base_session_id`` is the session actually holding that entry (the source itself, or one of
+    the source's own ancestors when the fork point is in history the source shares).
+    """
+
+    kind: Literal["fork", "clone"]
+    source_session_id: str
+    from_entry_id: str | None
+    base_session_id: str | None
+
+
+class SessionInfo(_Model):
+    schema_version: int = SCHEMA_VERSION
+    session_id: str
+    created_at: float
+    updated_at: float
+    display_name: str | None = None
+    cwd: str | None = None
+    entry_count: int = Field(description="entries stored in this session (not shared history)")
+    leaf_id: str | None = Field(description="the active leaf: where an append chains by default")
+    leaf_session_id: str | None = Field(
+        description="the session holding the leaf (a fork's source until its first append)"
+    )
+    origin: Origin | None = None
+    last_message_preview: str | None = None
+
+
+# -- session-tree::* -------------------------------------------------------------------------
+
+
+class CreateRequest(_Model):
+    session_id: SessionId | None = None
+    display_name: str | None = None
+    cwd: str | None = None
+
+
+class EnsureRequest(_Model):
+    session_id: SessionId
+    display_name: str | None = None
+    cwd: str | None = None
+
+
+class EnsureResponse(_Model):
+    session: SessionInfo
+    created: bool
+
+
+class GetRequest(_Model):
+    session_id: SessionId
+
+
+class AppendRequest(_Model):
+    session_id: SessionId
+    entry_id: EntryId | None = Field(
+        default=None, description="idempotency key: appending an id twice stores it once"
+    )
+    parent_id: EntryId | None = Field(
+        default=None, description="absent: chain to the active leaf; an older entry: branch"
+    )
+    message: AgentMessage
+
+
+class AppendResult(_Model):
+    entry: SessionEntry
+    created: bool = Field(description="false when the entry id was already stored")
+
+
+class BatchItem(_Model):
+    entry_id: EntryId | None = None
+    message: AgentMessage
+
+
+class AppendBatchRequest(_Model):
+    session_id: SessionId
+    parent_id: EntryId | None = None
+    entries: list[BatchItem] = Field(min_length=1, max_length=MAX_BATCH)
+
+
+class AppendBatchResponse(_Model):
+    results: list[AppendResult]
+
+
+class MessagesRequest(_Model):
+    session_id: SessionId
+    leaf_id: EntryId | None = Field(default=None, description="default: the active leaf")
+
+
+class PathMessage(_Model):
+    entry_id: str
+    type: EntryType
+    message: AgentMessage
+
+
+class MessagesResponse(_Model):
+    session_id: str
+    leaf_id: str | None
+    messages: list[PathMessage] = Field(description="root to leaf, shared history included")
+
+
+class ForkRequest(_Model):
+    source_session_id: SessionId
+    from_entry_id: EntryId
+    session_id: SessionId | None = None
+    display_name: str | None = None
+    cwd: str | None = None
+
+
+class CloneRequest(_Model):
+    source_session_id: SessionId
+    session_id: SessionId | None = None
+    display_name: str | None = None
+    cwd: str | None = None
+
+
+class TreeRequest(_Model):
+    session_id: SessionId
+
+
+class TreeNode(_Model):
+    """A run of entries, each the only child of the one before; ``children`` branch off the last.
+
+    Runs keep the nesting as deep as the branching, not as long as the session.
+    """
+
+    entries: list[SessionEntry]
+    children: list[TreeNode] = Field(default_factory=list)
+
+
+class TreeResponse(_Model):
+    session_id: str
+    leaf_id: str | None
+    leaf_session_id: str | None
+    roots: list[TreeNode]
+
+
+class ListRequest(_Model):
+    limit: int = Field(default=50, ge=1, le=500)
+    cursor: str | None = None
+    order: Literal["asc", "desc"] = Field(default="desc", description="by creation time")
+
+
+class ListResponse(_Model):
+    sessions: list[SessionInfo]
+    next_cursor: str | None = Field(description="pass back as cursor; null on the last page")
+
+
+# -- session-inbox::* ------------------------------------------------------------------------
+
+
+class InboxPushRequest(_Model):
+    session_id: SessionId
+    name: InboxName = Field(description="the orchestrator reads 'steering' and 'followup'")
+    item: AgentMessage
+
+
+class InboxPushResponse(_Model):
+    count: int = Field(description="items waiting in this inbox after the push")
+
+
+class InboxRequest(_Model):
+    session_id: SessionId
+    name: InboxName
+
+
+class InboxItems(_Model):
+    items: list[AgentMessage]

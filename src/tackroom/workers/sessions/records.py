@@ -1,0 +1,141 @@
+"""What the sessions worker persists, where, and the narrow slice of the engine it needs.
+
+Scopes and keys (``sid`` a session id, ``eid`` an entry id):
+
+- ``sessions`` / ``sid`` → :class:`SessionMeta` (one small value per session, rewritten by
+  compare-and-set on every append);
+- ``session-entries`` / ``sid/eid`` → :class:`SessionEntry` (written once, never rewritten);
+- ``sessions-by-created`` / ``YYYYMMDD/created_us-sid`` → :class:`IndexRecord` (the list index);
+- ``sessions-by-created-days`` / ``YYYYMMDD`` → :class:`DayRecord` (which index days exist);
+- ``inbox`` / ``sid/name`` → ``{schema_version, items: [AgentMessage]}``.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any, Protocol
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from tackroom.contracts.messages import text_of
+from tackroom.engine.protocol import StateEntry, UpdateOp
+from tackroom.workers.sessions.contracts import (
+    SCHEMA_VERSION,
+    Origin,
+    SessionEntry,
+    SessionInfo,
+)
+
+__all__ = [
+    "DAYS_SCOPE",
+    "ENTRIES_SCOPE",
+    "INBOX_SCOPE",
+    "INDEX_SCOPE",
+    "SESSIONS_SCOPE",
+    "DayRecord",
+    "IndexRecord",
+    "SessionMeta",
+    "StateBackend",
+    "day_of",
+    "entry_key",
+    "index_key",
+    "session_prefix",
+]
+
+SESSIONS_SCOPE = "sessions"
+ENTRIES_SCOPE = "session-entries"
+INDEX_SCOPE = "sessions-by-created"
+DAYS_SCOPE = "sessions-by-created-days"
+INBOX_SCOPE = "inbox"
+
+_PREVIEW_CHARS = 120
+
+
+class StateBackend(Protocol):
+    """The engine's state methods, all the store uses (an ``Engine`` is one)."""
+
+    async def get_state(self, scope: str, key: str) -> StateEntry | None: ...
+
+    async def set_state(
+        self, scope: str, key: str, value: Any, *, expected_revision: int | None = None
+    ) -> StateEntry: ...
+
+    async def update_state(self, scope: str, key: str, ops: list[UpdateOp]) -> StateEntry: ...
+
+    async def delete_state(
+        self, scope: str, key: str, *, expected_revision: int | None = None
+    ) -> bool: ...
+
+    async def list_state(self, scope: str, *, prefix: str = "") -> list[StateEntry]: ...
+
+
+class _Record(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class SessionMeta(_Record):
+    """A session's metadata, plus the entries of its latest append (``pending``).
+
+    The append that commits an entry is the compare-and-set of this record; the entry's own
+    value is written just after. ``pending`` keeps the newest batch readable (and writable by
+    the next append) if the writer dies in between, so a committed entry is always either in
+    ``pending`` or stored, and ``pending`` never holds more than one batch.
+    """
+
+    schema_version: int = SCHEMA_VERSION
+    session_id: str
+    created_at: float
+    updated_at: float
+    display_name: str | None = None
+    cwd: str | None = None
+    entry_count: int = 0
+    next_seq: int = 1
+    leaf_id: str | None = None
+    leaf_session_id: str | None = None
+    origin: Origin | None = None
+    index_key: str
+    pending: list[SessionEntry] = Field(default_factory=list)
+
+    def info(self) -> SessionInfo:
+        preview = None
+        if self.pending:
+            text = text_of(self.pending[-1].message.content).strip()
+            preview = text[:_PREVIEW_CHARS] or None
+        return SessionInfo(
+            session_id=self.session_id,
+            created_at=self.created_at,
+            updated_at=self.updated_at,
+            display_name=self.display_name,
+            cwd=self.cwd,
+            entry_count=self.entry_count,
+            leaf_id=self.leaf_id,
+            leaf_session_id=self.leaf_session_id,
+            origin=self.origin,
+            last_message_preview=preview,
+        )
+
+
+class IndexRecord(_Record):
+    schema_version: int = SCHEMA_VERSION
+    session_id: str
+
+
+class DayRecord(_Record):
+    schema_version: int = SCHEMA_VERSION
+
+
+def entry_key(session_id: str, entry_id: str) -> str:
+    return f"{session_id}/{entry_id}"
+
+
+def session_prefix(session_id: str) -> str:
+    return f"{session_id}/"
+
+
+def day_of(created_at: float) -> str:
+    return time.strftime("%Y%m%d", time.gmtime(created_at))
+
+
+def index_key(session_id: str, created_at: float) -> str:
+    """Sorts by creation time within a day; the day prefix lets a page list one day at a time."""
+    return f"{day_of(created_at)}/{round(created_at * 1_000_000):017d}-{session_id}"

@@ -1,0 +1,338 @@
+"""Session trees on engine state: create, append, read paths, fork and clone without copying.
+
+Every entry is its own state value, written once; a session's metadata is one small value
+updated by compare-and-set, which is what makes an append atomic (see :class:`SessionMeta`).
+A fork or clone writes only its metadata: its history is the source's, reached by address.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import time
+import uuid
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from pydantic import BaseModel
+
+from tackroom.contracts.messages import AgentMessage, CustomMessage
+from tackroom.engine.errors import FunctionError, RevisionConflict
+from tackroom.workers.sessions.contracts import (
+    CONTENTION_ERROR,
+    ENTRY_NOT_FOUND_ERROR,
+    SESSION_EXISTS_ERROR,
+    SESSION_NOT_FOUND_ERROR,
+    AppendResult,
+    EntryType,
+    MessagesResponse,
+    Origin,
+    PathMessage,
+    SessionEntry,
+    SessionInfo,
+    TreeResponse,
+)
+from tackroom.workers.sessions.history import History, Known
+from tackroom.workers.sessions.listing import SessionIndex
+from tackroom.workers.sessions.paths import Address, address_of, build_tree
+from tackroom.workers.sessions.records import (
+    ENTRIES_SCOPE,
+    SESSIONS_SCOPE,
+    SessionMeta,
+    StateBackend,
+    entry_key,
+    index_key,
+)
+from tackroom.workers.sessions.retry import backoff
+
+__all__ = ["NewEntry", "SessionStore"]
+
+NewEntry = tuple[str | None, AgentMessage]
+"""``(entry_id or None, message)``: one entry to append."""
+
+
+def _dump(model: BaseModel) -> Any:
+    return model.model_dump(mode="json")
+
+
+def _type_of(message: AgentMessage) -> EntryType:
+    return "custom" if isinstance(message, CustomMessage) else "message"
+
+
+class SessionStore:
+    def __init__(
+        self,
+        backend: StateBackend,
+        *,
+        clock: Callable[[], float] = time.time,
+        new_id: Callable[[], str] = lambda: uuid.uuid4().hex,
+        max_attempts: int = 64,
+    ) -> None:
+        self._backend = backend
+        self._clock = clock
+        self._new_id = new_id
+        self._max_attempts = max_attempts
+        self.index = SessionIndex(backend)
+        self._history = History(backend)
+
+    # -- sessions ------------------------------------------------------------------------------
+    async def load(self, session_id: str) -> tuple[SessionMeta, int]:
+        """The session's metadata and its revision; ``session_not_found`` if there is none."""
+        stored = await self._backend.get_state(SESSIONS_SCOPE, session_id)
+        if stored is None:
+            raise FunctionError(SESSION_NOT_FOUND_ERROR, f"no session {session_id!r}")
+        return SessionMeta.model_validate(stored.value), stored.revision
+
+    async def get(self, session_id: str) -> SessionInfo:
+        meta, _ = await self.load(session_id)
+        return meta.info()
+
+    async def create(
+        self,
+        *,
+        session_id: str | None = None,
+        display_name: str | None = None,
+        cwd: str | None = None,
+        origin: Origin | None = None,
+        leaf: Address | None = None,
+    ) -> SessionInfo:
+        """A new session; ``session_exists`` if ``session_id`` is taken.
+
+        The list index is written first: if the process dies before the metadata, the index
+        holds a key no session claims, which the listing skips; a session is never unlisted.
+        """
+        now = self._clock()
+        session_id = session_id or self._new_id()
+        meta = SessionMeta(
+            session_id=session_id,
+            created_at=now,
+            updated_at=now,
+            display_name=display_name,
+            cwd=cwd,
+            origin=origin,
+            leaf_id=None if leaf is None else leaf[1],
+            leaf_session_id=None if leaf is None else leaf[0],
+            index_key=index_key(session_id, now),
+        )
+        await self.index.add(meta)
+        try:
+            await self._backend.set_state(
+                SESSIONS_SCOPE, session_id, _dump(meta), expected_revision=0
+            )
+        except RevisionConflict:
+            winner = await self._backend.get_state(SESSIONS_SCOPE, session_id)
+            if winner is None or winner.value.get("index_key") != meta.index_key:
+                await self.index.remove(meta.index_key)  # (a twin in the same µs keeps it)
+            raise FunctionError(
+                SESSION_EXISTS_ERROR, f"session {session_id!r} already exists"
+            ) from None
+        return meta.info()
+
+    async def ensure(
+        self, session_id: str, *, display_name: str | None = None, cwd: str | None = None
+    ) -> tuple[SessionInfo, bool]:
+        """The session, created if absent; ``True`` when this call created it."""
+        stored = await self._backend.get_state(SESSIONS_SCOPE, session_id)
+        if stored is not None:
+            return SessionMeta.model_validate(stored.value).info(), False
+        try:
+            info = await self.create(session_id=session_id, display_name=display_name, cwd=cwd)
+            return info, True
+        except FunctionError as exc:
+            if exc.code != SESSION_EXISTS_ERROR:
+                raise
+        return await self.get(session_id), False
+
+    async def fork(
+        self,
+        source_session_id: str,
+        from_entry_id: str,
+        *,
+        session_id: str | None = None,
+        display_name: str | None = None,
+        cwd: str | None = None,
+    ) -> SessionInfo:
+        """A session whose history is the source's path to ``from_entry_id``; writes no entry."""
+        source, _ = await self.load(source_session_id)
+        point = await self._history.locate(source, from_entry_id, known={})
+        if point is None:
+            raise _entry_not_found(source_session_id, from_entry_id, "from_entry_id")
+        await self._materialize(source.pending)
+        origin = Origin(
+            kind="fork",
+            source_session_id=source_session_id,
+            from_entry_id=from_entry_id,
+            base_session_id=point.session_id,
+        )
+        return await self.create(
+            session_id=session_id,
+            display_name=display_name,
+            cwd=cwd if cwd is not None else source.cwd,
+            origin=origin,
+            leaf=address_of(point),
+        )
+
+    async def clone(
+        self,
+        source_session_id: str,
+        *,
+        session_id: str | None = None,
+        display_name: str | None = None,
+        cwd: str | None = None,
+    ) -> SessionInfo:
+        """A session whose history is the source's whole active path; writes no entry."""
+        source, _ = await self.load(source_session_id)
+        await self._materialize(source.pending)
+        origin = Origin(
+            kind="clone",
+            source_session_id=source_session_id,
+            from_entry_id=source.leaf_id,
+            base_session_id=source.leaf_session_id,
+        )
+        leaf = None
+        if source.leaf_id is not None and source.leaf_session_id is not None:
+            leaf = (source.leaf_session_id, source.leaf_id)
+        return await self.create(
+            session_id=session_id,
+            display_name=display_name,
+            cwd=cwd if cwd is not None else source.cwd,
+            origin=origin,
+            leaf=leaf,
+        )
+
+    # -- entries -------------------------------------------------------------------------------
+    async def append(
+        self,
+        session_id: str,
+        items: Sequence[NewEntry],
+        *,
+        parent_id: str | None = None,
+        entry_type: EntryType | None = None,
+    ) -> list[AppendResult]:
+        """Append ``items`` as a chain under ``parent_id`` (default: the active leaf).
+
+        An item whose id is already stored is returned as it is (``created=False``) and the chain
+        continues from it; the new entries commit together in one compare-and-set of the
+        metadata, and the last new one becomes the active leaf.
+        """
+        for attempt in range(self._max_attempts):
+            meta, revision = await self.load(session_id)
+            parent = await self._resolve_parent(meta, parent_id)
+            now = self._clock()
+            seq = meta.next_seq
+            results: list[AppendResult] = []
+            fresh: list[SessionEntry] = []
+            for entry_id, message in items:
+                existing = None
+                if entry_id is not None:
+                    existing = next((e for e in fresh if e.entry_id == entry_id), None)
+                    existing = existing or await self._history.find_own(meta, entry_id)
+                if existing is None:
+                    entry = SessionEntry(
+                        entry_id=entry_id or self._new_id(),
+                        session_id=session_id,
+                        parent_id=None if parent is None else parent[1],
+                        parent_session_id=(
+                            parent[0] if parent is not None and parent[0] != session_id else None
+                        ),
+                        seq=seq,
+                        type=entry_type or _type_of(message),
+                        message=message,
+                        timestamp=now,
+                    )
+                    seq += 1
+                    fresh.append(entry)
+                    results.append(AppendResult(entry=entry, created=True))
+                else:
+                    entry = existing
+                    results.append(AppendResult(entry=entry, created=False))
+                parent = address_of(entry)
+            if not fresh:
+                return results
+            # The previous batch leaves ``pending`` now: make sure it is stored first.
+            await self._materialize(meta.pending)
+            updated = meta.model_copy(
+                update={
+                    "updated_at": now,
+                    "entry_count": meta.entry_count + len(fresh),
+                    "next_seq": seq,
+                    "leaf_id": fresh[-1].entry_id,
+                    "leaf_session_id": session_id,
+                    "pending": fresh,
+                }
+            )
+            try:
+                await self._backend.set_state(
+                    SESSIONS_SCOPE, session_id, _dump(updated), expected_revision=revision
+                )
+            except RevisionConflict:
+                await backoff(attempt)
+                continue
+            await self._materialize(fresh)
+            return results
+        raise FunctionError(
+            CONTENTION_ERROR,
+            f"session {session_id!r}: append lost {self._max_attempts} compare-and-sets in a row",
+        )
+
+    async def messages(self, session_id: str, *, leaf_id: str | None = None) -> MessagesResponse:
+        meta, _ = await self.load(session_id)
+        own = await self._history.own_entries(meta)
+        known: Known = {session_id: own}
+        start: Address | None = None
+        if leaf_id is not None:
+            leaf = await self._history.locate(meta, leaf_id, known=known)
+            if leaf is None:
+                raise _entry_not_found(session_id, leaf_id, "leaf_id")
+            start = address_of(leaf)
+        elif meta.leaf_id is not None:
+            start = (meta.leaf_session_id or session_id, meta.leaf_id)
+        path = await self._history.path(start, known)
+        path.reverse()
+        return MessagesResponse(
+            session_id=session_id,
+            leaf_id=None if start is None else start[1],
+            messages=[  # built from validated entries: no need to validate again
+                PathMessage.model_construct(entry_id=e.entry_id, type=e.type, message=e.message)
+                for e in path
+            ],
+        )
+
+    async def tree(self, session_id: str) -> TreeResponse:
+        meta, _ = await self.load(session_id)
+        own = await self._history.own_entries(meta)
+        shared = await self._history.shared_path(meta, {session_id: own})
+        return TreeResponse(
+            session_id=session_id,
+            leaf_id=meta.leaf_id,
+            leaf_session_id=meta.leaf_session_id,
+            roots=build_tree([*reversed(shared), *own.values()], session_id=session_id),
+        )
+
+    # -- internals -----------------------------------------------------------------------------
+    async def _resolve_parent(self, meta: SessionMeta, parent_id: str | None) -> Address | None:
+        if parent_id is None:
+            if meta.leaf_id is None:
+                return None
+            return (meta.leaf_session_id or meta.session_id, meta.leaf_id)
+        found = await self._history.locate(meta, parent_id, known={})
+        if found is None:
+            raise _entry_not_found(meta.session_id, parent_id, "parent_id")
+        return address_of(found)
+
+    async def _materialize(self, entries: Sequence[SessionEntry]) -> None:
+        for entry in entries:
+            # A conflict means it is stored already (by its writer, or by an append helping).
+            with contextlib.suppress(RevisionConflict):
+                await self._backend.set_state(
+                    ENTRIES_SCOPE,
+                    entry_key(entry.session_id, entry.entry_id),
+                    _dump(entry),
+                    expected_revision=0,
+                )
+
+
+def _entry_not_found(session_id: str, entry_id: str, role: str) -> FunctionError:
+    return FunctionError(
+        ENTRY_NOT_FOUND_ERROR,
+        f"{role} {entry_id!r} is not in the history of session {session_id!r}",
+    )
