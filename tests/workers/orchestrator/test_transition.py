@@ -275,3 +275,14 @@ def test_abort_answers_every_open_call() -> None:
     assert t.record.stop_reason == "aborted"
     assert appended(t) == ["r1-fr-c1", "r1-stop-aborted"]
     assert t.record.calls[0].result is not None
+
+
+def test_entry_ids_stay_valid_whatever_the_provider_call_id() -> None:
+    r = record()
+    assert r.entry_id("fr-call_1") == "r1-fr-call_1"
+    odd = r.entry_id("fr-a/b c")
+    assert odd.startswith("r1-h")
+    assert "/" not in odd
+    assert " " not in odd
+    assert odd == r.entry_id("fr-a/b c")
+    assert len(r.entry_id("fr-" + "x" * 300)) <= 200

@@ -66,7 +66,12 @@ class _Model(BaseModel):
 class RunStartRequest(_Model):
     schema_version: int = 1
     session_id: str = Field(min_length=1, max_length=200, pattern=r"^[A-Za-z0-9_.:@-]+$")
-    message_id: str | None = None
+    message_id: str | None = Field(
+        default=None,
+        max_length=120,
+        pattern=r"^[A-Za-z0-9_.:@-]+$",
+        description="the run's id (default: generated); entry and event ids derive from it",
+    )
     provider: str
     model: str
     mode: Mode = "agent"

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import hashlib
+import re
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -19,6 +21,7 @@ from tackroom.workers.orchestrator.contracts import (
 __all__ = ["TURNS_SCOPE", "CallState", "CallStatus", "ToolOffer", "TurnRecord"]
 
 TURNS_SCOPE = "turns"
+_ENTRY_ID = re.compile(r"[!-.0-~]+")
 
 CallStatus = Literal["pending", "parked", "approved", "done"]
 """``pending``: to pass the gate; ``approved``: a human allowed it, run without the gate."""
@@ -78,8 +81,15 @@ class TurnRecord(_Model):
         return self.state in ("stopped", "failed")
 
     def entry_id(self, suffix: str) -> str:
-        """A deterministic session entry id, so a re-run step never duplicates an entry."""
-        return f"{self.run_id}-{suffix}"
+        """A deterministic session entry id, so a re-run step never duplicates an entry.
+
+        Suffixes hold provider call ids, which may contain anything: those that would break the
+        session id rule (printable, no ``/``, ≤ 200 characters) are replaced by a digest.
+        """
+        entry = f"{self.run_id}-{suffix}"
+        if len(entry) <= 200 and _ENTRY_ID.fullmatch(entry):
+            return entry
+        return f"{self.run_id}-h{hashlib.sha256(suffix.encode()).hexdigest()[:32]}"
 
     def tool(self, name: str) -> ToolOffer | None:
         return next((tool for tool in self.tools if tool.name == name), None)
