@@ -3,13 +3,25 @@
 - :func:`running_engine` / :func:`memory_engine`: a started engine, closed on exit;
 - :class:`SpanRecorder`: an in-memory tracer provider to assert on spans;
 - :class:`RecordingHandler`: a handler that records its calls (payload, invocation, baggage);
-- :func:`wait_until`, :func:`next_item`, :func:`take`: deadline-based waiting, no racy sleeps.
+- :func:`wait_until`, :func:`next_item`, :func:`take`: deadline-based waiting, no racy sleeps;
+- :class:`ScriptedProvider`, :class:`Script`, :class:`ScriptTurn`: a provider that replays a
+  script through the provider stream protocol; :func:`collect_stream` reads a provider stream.
 """
 
 from __future__ import annotations
 
 from tackroom.testing.engines import FAST_QUEUE, MEMORY_URL, memory_engine, running_engine
 from tackroom.testing.handlers import Call, RecordingHandler, Responder
+from tackroom.testing.scripted import (
+    CollectedStream,
+    InvalidScript,
+    Script,
+    ScriptAssertionError,
+    ScriptedProvider,
+    ScriptTurn,
+    Violation,
+    collect_stream,
+)
 from tackroom.testing.spans import SpanRecorder
 from tackroom.testing.waiting import DEFAULT_WAIT, WaitTimeout, next_item, take, wait_until
 
@@ -18,10 +30,18 @@ __all__ = [
     "FAST_QUEUE",
     "MEMORY_URL",
     "Call",
+    "CollectedStream",
+    "InvalidScript",
     "RecordingHandler",
     "Responder",
+    "Script",
+    "ScriptAssertionError",
+    "ScriptTurn",
+    "ScriptedProvider",
     "SpanRecorder",
+    "Violation",
     "WaitTimeout",
+    "collect_stream",
     "memory_engine",
     "next_item",
     "running_engine",

@@ -1,0 +1,95 @@
+"""Which turn answers a call: one shared sequence, a fresh copy per session, or keyed sequences."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from tackroom.testing.scripted.frames import CompiledTurn
+
+__all__ = ["Cursors", "Exhausted", "NoSession"]
+
+
+@dataclass(frozen=True, slots=True)
+class Exhausted:
+    """The call's sequence has no turn left: this is call ``number`` of it."""
+
+    key: str | None
+    number: int
+    length: int
+
+
+@dataclass(frozen=True, slots=True)
+class NoSession:
+    """A per-session script was called without a session id."""
+
+
+class _Cursor:
+    __slots__ = ("position", "turns")
+
+    def __init__(self, turns: tuple[CompiledTurn, ...]) -> None:
+        self.turns = turns
+        self.position = 0
+
+
+class Cursors:
+    """Cursors over the default sequence and the keyed (``session:``) sequences.
+
+    A session with a keyed sequence always uses it. Other calls use the default sequence: one
+    shared cursor, or with ``per_session`` one fresh cursor per ``session_id``.
+    """
+
+    def __init__(
+        self,
+        default: tuple[CompiledTurn, ...],
+        keyed: Mapping[str, tuple[CompiledTurn, ...]],
+        *,
+        per_session: bool,
+    ) -> None:
+        self._default = default
+        self._keyed = dict(keyed)
+        self._per_session = per_session
+        self._cursors: dict[str | None, _Cursor] = {}
+        self._default_used = False
+
+    def take(self, session_id: str | None) -> CompiledTurn | Exhausted | NoSession:
+        """The next turn for a call of ``session_id`` (the cursor moves on)."""
+        key: str | None
+        if session_id is not None and session_id in self._keyed:
+            key, turns = session_id, self._keyed[session_id]
+        elif self._per_session:
+            if session_id is None:
+                return NoSession()
+            key, turns = session_id, self._default
+            self._default_used = True
+        else:
+            key, turns = None, self._default
+            self._default_used = True
+        cursor = self._cursors.get(key)
+        if cursor is None:
+            cursor = self._cursors[key] = _Cursor(turns)
+        if cursor.position >= len(cursor.turns):
+            return Exhausted(key, cursor.position + 1, len(cursor.turns))
+        cursor.position += 1
+        return cursor.turns[cursor.position - 1]
+
+    @property
+    def sessions_started(self) -> list[str]:
+        return [key for key in self._cursors if key is not None]
+
+    @property
+    def default_used(self) -> bool:
+        return self._default_used
+
+    def remaining(self) -> dict[str | None, int]:
+        """Turns not replayed, per cursor key (``None``: the shared or never-used default)."""
+        out: dict[str | None, int] = {}
+        for key, cursor in self._cursors.items():
+            if cursor.position < len(cursor.turns):
+                out[key] = len(cursor.turns) - cursor.position
+        for session_id, turns in self._keyed.items():
+            if session_id not in self._cursors:
+                out[session_id] = len(turns)
+        if self._default and not self._default_used:
+            out[None] = len(self._default)
+        return out

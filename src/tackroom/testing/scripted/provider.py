@@ -1,0 +1,350 @@
+"""The scripted provider: replays a :class:`Script` through the provider stream protocol.
+
+It serves ``provider::<name>::stream`` and ``provider::<name>::complete`` exactly as a real
+provider does (see :mod:`tackroom.contracts.provider`), answering each call with the next turn of
+its script, and ``provider::<name>::status`` (calls, violations, remaining turns) for tests that
+reach it over the bus. It is strict: a call after the script is exhausted, a request that fails a
+turn's ``expect``, or a malformed request is answered with an ``error`` frame (kind
+``permanent``) and recorded as a :class:`Violation`; :meth:`ScriptedProvider.assert_consumed`
+raises if any happened or if turns remain.
+
+Cursors: by default all calls share one sequence; with ``per_session=True`` each
+``session_id`` replays its own fresh copy of the default turns (100 concurrent sessions can run the
+same script); turns marked ``session: ID`` form that session's own sequence in either mode.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import Awaitable, Callable, Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, ValidationError
+
+from tackroom.contracts.messages import SCHEMA_VERSION
+from tackroom.contracts.provider import ProviderRequest, complete_function, stream_function
+from tackroom.engine.errors import ChannelClosed, FunctionError
+from tackroom.engine.protocol import ChannelRef, ChannelWriter, Engine, Registration
+from tackroom.runtime.typed import describe_validation_error
+from tackroom.runtime.worker import WorkerConfig, WorkerContext, WorkerSpec
+from tackroom.testing.scripted.cursors import Cursors, Exhausted, NoSession
+from tackroom.testing.scripted.expect import mismatches
+from tackroom.testing.scripted.frames import (
+    CompiledTurn,
+    compile_turn,
+    done_frame,
+    error_frame,
+    error_message,
+    finished_message,
+    start_frame,
+)
+from tackroom.testing.scripted.script import Script, ScriptTurn
+
+__all__ = ["ScriptAssertionError", "ScriptedProvider", "Violation", "status_function"]
+
+_OK = {"schema_version": SCHEMA_VERSION, "ok": True}
+Sleep = Callable[[float], Awaitable[None]]
+
+
+def status_function(provider: str) -> str:
+    return f"provider::{provider}::status"
+
+
+def _model_of(payload: Any) -> str:
+    model = payload.get("model") if isinstance(payload, dict) else None
+    return model if isinstance(model, str) else ""
+
+
+class ScriptAssertionError(AssertionError):
+    """The script was not replayed exactly: violations happened or turns remain."""
+
+
+@dataclass(frozen=True, slots=True)
+class Violation:
+    """A call the script did not allow. ``call`` counts every call the provider got (1-based);
+    ``step`` is the turn it reached in its sequence (``None``: none)."""
+
+    call: int
+    session_id: str | None
+    step: int | None
+    message: str
+
+
+class _NoConfig(WorkerConfig):
+    """A provider built in Python takes no config section."""
+
+
+class _Status(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    schema_version: int = SCHEMA_VERSION
+    calls: int
+    consumed: bool
+    violations: list[dict[str, Any]]
+    remaining: list[dict[str, Any]]
+
+
+class ScriptedProvider:
+    """A provider that answers from ``script``; register it on an engine or boot its worker.
+
+    ``script`` is a :class:`Script` or an iterable of turns. ``name`` is the provider name in the
+    function ids and in the messages' ``provider`` field. ``sleep`` replaces ``asyncio.sleep`` for
+    turn delays (a fake clock in tests).
+    """
+
+    def __init__(
+        self,
+        script: Script | Iterable[ScriptTurn | Mapping[str, Any]],
+        *,
+        per_session: bool = False,
+        name: str = "scripted",
+        record_requests: bool = True,
+        sleep: Sleep = asyncio.sleep,
+    ) -> None:
+        self.script = script if isinstance(script, Script) else Script(script)
+        self.name = name
+        self.per_session = per_session
+        self.record_requests = record_requests
+        self._sleep = sleep
+        self._cursors = Cursors(
+            self._compile(self.script.default_turns),
+            {sid: self._compile(self.script.for_session(sid)) for sid in self.script.sessions},
+            per_session=per_session,
+        )
+        self._engine: Engine | None = None
+        self._registrations: list[Registration] = []
+        self.calls = 0
+        self.requests: list[ProviderRequest] = []
+        self.violations: list[Violation] = []
+
+    def _compile(self, turns: tuple[ScriptTurn, ...]) -> tuple[CompiledTurn, ...]:
+        return tuple(
+            compile_turn(
+                turn,
+                step=step,
+                provider=self.name,
+                deltas=self.script.deltas,
+                argument_deltas=self.script.argument_deltas,
+            )
+            for step, turn in enumerate(turns, start=1)
+        )
+
+    # -- wiring ------------------------------------------------------------------------------
+    @property
+    def stream_function(self) -> str:
+        return stream_function(self.name)
+
+    @property
+    def complete_function(self) -> str:
+        return complete_function(self.name)
+
+    async def register(self, engine: Engine, *, worker: str | None = None) -> list[Registration]:
+        """Serve this provider's functions on ``engine`` (undo with :meth:`unregister`)."""
+        self._engine = engine
+        worker = worker or self.name
+        for function_id, handler, description in self._table():
+            self._registrations.append(
+                await engine.register_function(
+                    function_id, handler, description=description, worker=worker
+                )
+            )
+        return list(self._registrations)
+
+    async def unregister(self) -> None:
+        while self._registrations:
+            await self._registrations.pop().unregister()
+
+    def worker_spec(self) -> WorkerSpec[Any]:
+        """A :class:`WorkerSpec` that boots this provider in a ``Host`` (no config section)."""
+
+        async def start(ctx: WorkerContext[_NoConfig]) -> None:
+            await self.start_in(ctx)
+
+        return WorkerSpec(
+            name=self.name,
+            description=f"Scripted provider {self.name!r} built in Python.",
+            config_model=_NoConfig,
+            start=start,
+        )
+
+    async def start_in(self, ctx: WorkerContext[Any]) -> None:
+        """Register through a worker context (the host unregisters at shutdown)."""
+        self._engine = ctx.engine
+        for function_id, handler, description in self._table():
+            await ctx.register_function(function_id, handler, description=description)
+
+    def _table(self) -> list[tuple[str, Callable[[Any], Awaitable[Any]], str]]:
+        return [
+            (self.stream_function, self.handle_stream,
+             "Replay the next scripted turn as provider stream frames on the request's writer."),
+            (self.complete_function, self.handle_complete,
+             "Answer with the next scripted turn as a finished AssistantMessage."),
+            (status_function(self.name), self.handle_status,
+             "Calls served, strictness violations and turns remaining."),
+        ]  # fmt: skip
+
+    # -- strictness --------------------------------------------------------------------------
+    def remaining(self) -> dict[str | None, int]:
+        """Turns not yet replayed, per cursor key (``None``: the shared sequence)."""
+        return self._cursors.remaining()
+
+    def problems(self) -> list[str]:
+        """Why :meth:`assert_consumed` would fail (empty: it passes)."""
+        found = [
+            f"call {v.call}{f' (session {v.session_id})' if v.session_id else ''}: {v.message}"
+            for v in self.violations
+        ]
+        for key, count in self.remaining().items():
+            if key is not None:
+                found.append(f"{count} turn(s) not replayed for session {key}")
+            elif self._cursors.default_used:
+                found.append(f"{count} turn(s) not replayed")
+            else:
+                found.append(f"{count} turn(s) not replayed: no call reached the script")
+        return found
+
+    def assert_consumed(self) -> None:
+        """Raise :class:`ScriptAssertionError` if a violation happened or turns remain."""
+        found = self.problems()
+        if found:
+            raise ScriptAssertionError(f"scripted provider {self.name!r}: " + "; ".join(found))
+
+    @property
+    def sessions_started(self) -> list[str]:
+        """Session ids that got a cursor of their own (per-session or keyed)."""
+        return self._cursors.sessions_started
+
+    def _violate(self, call: int, session_id: str | None, step: int | None, message: str) -> str:
+        self.violations.append(Violation(call, session_id, step, message))
+        return f"scripted provider {self.name!r}: {message}"
+
+    def _take(self, request: ProviderRequest, call: int) -> CompiledTurn | str:
+        """The turn answering ``request``, or the error message of a violation."""
+        session_id = request.session_id
+        taken = self._cursors.take(session_id)
+        if isinstance(taken, NoSession):
+            return self._violate(
+                call, None, None, f"call {call} has no session_id (the script is per session)"
+            )
+        if isinstance(taken, Exhausted):
+            where = f" of session {taken.key}" if taken.key is not None else ""
+            return self._violate(
+                call,
+                session_id,
+                None,
+                f"call {taken.number}{where} was not expected: "
+                f"the script has {taken.length} turn(s)",
+            )
+        expect = taken.turn.expect
+        problems = mismatches(expect, request) if expect is not None else []
+        if problems:
+            return self._violate(
+                call,
+                session_id,
+                taken.step,
+                f"step {taken.step}: request does not match expect: " + "; ".join(problems),
+            )
+        return taken
+
+    def _parse(self, payload: Any, call: int) -> ProviderRequest | str:
+        try:
+            request = ProviderRequest.model_validate(payload)
+        except ValidationError as exc:
+            session = payload.get("session_id") if isinstance(payload, dict) else None
+            return self._violate(
+                call,
+                session if isinstance(session, str) else None,
+                None,
+                f"invalid request: {describe_validation_error(exc)}",
+            )
+        if self.record_requests:
+            self.requests.append(request)
+        return request
+
+    def _answer(self, payload: Any, call: int) -> tuple[CompiledTurn, str] | str:
+        """The turn and model answering ``payload``, or the error message of a violation."""
+        request = self._parse(payload, call)
+        if isinstance(request, str):
+            return request
+        plan = self._take(request, call)
+        return plan if isinstance(plan, str) else (plan, request.model)
+
+    # -- handlers ----------------------------------------------------------------------------
+    def _writer(self, payload: Any) -> ChannelWriter:
+        raw = payload.get("writer") if isinstance(payload, dict) else None
+        if not isinstance(raw, dict):
+            raise FunctionError("invalid_request", f"{self.stream_function} needs writer")
+        if self._engine is None:
+            raise FunctionError("internal", "the scripted provider is not registered")
+        try:
+            ref = ChannelRef.from_json(raw)
+        except (KeyError, TypeError, ValueError) as exc:
+            raise FunctionError("invalid_request", f"writer is not a channel ref: {exc}") from None
+        return self._engine.channel_writer(ref)
+
+    async def handle_stream(self, payload: Any) -> dict[str, Any]:
+        writer = self._writer(payload)
+        self.calls += 1
+        call = self.calls
+        ended = False
+        try:
+            plan = self._answer(payload, call)
+            if isinstance(plan, str):
+                await writer.send(start_frame(self.name, _model_of(payload)))
+                await writer.send(error_frame("permanent", plan))
+            else:
+                await self._play(writer, *plan)
+            ended = True
+            await writer.close()
+        except ChannelClosed:
+            ended = True
+            return {**_OK, "ok": False, "error": "the reader closed the channel"}
+        finally:
+            if not ended:
+                with contextlib.suppress(ChannelClosed):
+                    await writer.abort(f"scripted provider {self.name!r} stopped mid-stream")
+        return dict(_OK)
+
+    async def _play(self, writer: ChannelWriter, compiled: CompiledTurn, model: str) -> None:
+        turn = compiled.turn
+        if turn.delay:
+            await self._sleep(turn.delay)
+        send, gap = writer.send, turn.delay_between_frames
+        await send(start_frame(self.name, model))
+        for frame in compiled.frames:
+            if gap:
+                await self._sleep(gap)
+            await send(frame)
+        if gap:
+            await self._sleep(gap)
+        failure = turn.error
+        if failure is None:
+            await send(done_frame(compiled, model))
+        else:
+            await send(error_frame(failure.kind, failure.message, failure.retry_after))
+
+    async def handle_complete(self, payload: Any) -> dict[str, Any]:
+        self.calls += 1
+        call = self.calls
+        plan = self._answer(payload, call)
+        if isinstance(plan, str):
+            return error_message(
+                provider=self.name, model=_model_of(payload), kind="permanent", message=plan
+            )
+        compiled, model = plan
+        if compiled.turn.delay:
+            await self._sleep(compiled.turn.delay)
+        return finished_message(compiled, model)
+
+    async def handle_status(self, payload: Any) -> dict[str, Any]:
+        return _Status(
+            calls=self.calls,
+            consumed=not self.problems(),
+            violations=[
+                {"call": v.call, "session_id": v.session_id, "step": v.step, "message": v.message}
+                for v in self.violations
+            ],
+            remaining=[{"session_id": k, "turns": n} for k, n in self.remaining().items()],
+        ).model_dump(mode="json")

@@ -1,0 +1,1 @@
+"""The ``files`` worker: read, write and list files in a per-session workspace."""

@@ -1,0 +1,109 @@
+"""The ``files`` worker's public face: function ids, payload models and error codes.
+
+Each function works inside the calling session's workspace, ``<workspace_root>/<session_id>/``,
+found from the ``_call`` context the orchestrator adds (:mod:`tackroom.contracts.tools`). Paths
+are relative to the workspace; absolute paths, ``..`` and symlinks that lead outside are refused
+with ``path_outside_workspace``.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+__all__ = [
+    "FS_LIST",
+    "FS_READ",
+    "FS_WRITE",
+    "IO_ERROR",
+    "IS_A_DIRECTORY",
+    "NOT_A_DIRECTORY",
+    "NOT_A_FILE",
+    "NOT_FOUND",
+    "NOT_TEXT",
+    "NO_CALL_CONTEXT",
+    "PATH_OUTSIDE_WORKSPACE",
+    "TOO_LARGE",
+    "ListEntry",
+    "ListRequest",
+    "ListResponse",
+    "ReadRequest",
+    "ReadResponse",
+    "WriteRequest",
+    "WriteResponse",
+]
+
+FS_READ = "fs::read"
+FS_WRITE = "fs::write"
+FS_LIST = "fs::list"
+
+PATH_OUTSIDE_WORKSPACE = "path_outside_workspace"
+"""The path is absolute, climbs with ``..``, or resolves (through a symlink) outside."""
+NOT_FOUND = "not_found"
+TOO_LARGE = "too_large"
+"""The file to read, or the content to write, is over the worker's size limit."""
+NO_CALL_CONTEXT = "no_call_context"
+"""The payload has no ``_call`` context (or its session id is not a usable directory name)."""
+IS_A_DIRECTORY = "is_a_directory"
+NOT_A_DIRECTORY = "not_a_directory"
+NOT_A_FILE = "not_a_file"
+"""Neither a regular file nor a directory (a device, a FIFO, a socket)."""
+NOT_TEXT = "not_text"
+"""The file is not UTF-8 text."""
+IO_ERROR = "io_error"
+
+
+class _Request(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class _Response(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    schema_version: int = 1
+
+
+class ReadRequest(_Request):
+    path: str = Field(
+        min_length=1,
+        description="File path relative to the workspace root, e.g. 'notes/todo.md'.",
+    )
+
+
+class ReadResponse(_Response):
+    content: str = Field(description="The whole file as UTF-8 text.")
+
+
+class WriteRequest(_Request):
+    path: str = Field(
+        min_length=1,
+        description="File path relative to the workspace root; missing folders are created.",
+    )
+    content: str = Field(description="The complete new content (UTF-8 text); replaces the file.")
+
+
+class WriteResponse(_Response):
+    bytes_written: int
+
+
+class ListRequest(_Request):
+    path: str = Field(
+        default=".",
+        description="Folder relative to the workspace root; '.' (the default) is the root.",
+    )
+
+
+class ListEntry(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    name: str
+    type: Literal["file", "directory", "symlink", "other"]
+    size: int = Field(description="Size in bytes (0 for a directory).")
+
+
+class ListResponse(_Response):
+    entries: list[ListEntry]
+    truncated: bool = Field(
+        default=False, description="True when the folder had more entries than were listed."
+    )

@@ -1,0 +1,49 @@
+"""Register a function offered to models: ``_call`` split off, arguments validated, traits
+published in the request schema (private to the ``files`` worker)."""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from typing import Any, TypeVar
+
+from pydantic import BaseModel, ValidationError
+
+from tackroom.contracts.tools import CallContext, model_schema, split_call
+from tackroom.engine.errors import FunctionError
+from tackroom.engine.protocol import Registration
+from tackroom.runtime.typed import describe_validation_error
+from tackroom.runtime.worker import WorkerContext
+
+__all__ = ["register_tool"]
+
+RequestT = TypeVar("RequestT", bound=BaseModel)
+
+ToolHandler = Callable[[RequestT, CallContext | None], Awaitable[BaseModel]]
+
+
+async def register_tool(
+    ctx: WorkerContext[Any],
+    function_id: str,
+    handler: ToolHandler[RequestT],
+    *,
+    request_model: type[RequestT],
+    response_model: type[BaseModel],
+    description: str,
+    idempotent: bool,
+    parallel: bool,
+) -> Registration:
+    async def run(payload: Any) -> Any:
+        arguments, call = split_call({} if payload is None else payload)
+        try:
+            request = request_model.model_validate(arguments)
+        except ValidationError as exc:
+            raise FunctionError("invalid_request", describe_validation_error(exc)) from None
+        return (await handler(request, call)).model_dump(mode="json")
+
+    return await ctx.register_function(
+        function_id,
+        run,
+        description=description,
+        request_schema=model_schema(request_model, idempotent=idempotent, parallel=parallel),
+        response_schema=response_model.model_json_schema(),
+    )

@@ -1,0 +1,140 @@
+"""The ``files`` worker: read, write and list files in the calling session's workspace.
+
+```yaml
+worker_config:
+  files:
+    workspace_root: .tackroom/workspaces   # <root>/<session_id>/ per session, created 0700
+    max_read_bytes: 1048576
+    max_write_bytes: 1048576
+    max_list_entries: 1000
+```
+"""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+from pydantic import Field
+
+from tackroom.contracts.tools import CallContext
+from tackroom.engine.errors import FunctionError
+from tackroom.runtime.worker import WorkerConfig, WorkerContext, WorkerSpec
+from tackroom.workers.files.contracts import (
+    FS_LIST,
+    FS_READ,
+    FS_WRITE,
+    NO_CALL_CONTEXT,
+    TOO_LARGE,
+    ListRequest,
+    ListResponse,
+    ReadRequest,
+    ReadResponse,
+    WriteRequest,
+    WriteResponse,
+)
+from tackroom.workers.files.tool import register_tool
+from tackroom.workers.files.workspace import Workspaces
+
+__all__ = ["WORKER", "FilesConfig"]
+
+_MIB = 1024 * 1024
+
+
+class FilesConfig(WorkerConfig):
+    workspace_root: Path = Field(
+        default=Path(".tackroom/workspaces"),
+        description="where session workspaces live (relative: to the working directory)",
+    )
+    max_read_bytes: int = Field(default=_MIB, ge=1)
+    max_write_bytes: int = Field(default=_MIB, ge=1)
+    max_list_entries: int = Field(default=1000, ge=1)
+
+
+def _session(call: CallContext | None, function_id: str) -> str:
+    if call is None:
+        raise FunctionError(
+            NO_CALL_CONTEXT,
+            f"{function_id} needs the caller's _call context (session_id) to find the workspace",
+        )
+    return call.session_id
+
+
+async def _start(ctx: WorkerContext[FilesConfig]) -> None:
+    config = ctx.config
+    workspaces = Workspaces(config.workspace_root.expanduser().absolute())
+
+    async def read(request: ReadRequest, call: CallContext | None) -> ReadResponse:
+        session = _session(call, FS_READ)
+        content = await asyncio.to_thread(
+            workspaces.read, session, request.path, max_bytes=config.max_read_bytes
+        )
+        return ReadResponse(content=content)
+
+    async def write(request: WriteRequest, call: CallContext | None) -> WriteResponse:
+        session = _session(call, FS_WRITE)
+        data = request.content.encode("utf-8")
+        if len(data) > config.max_write_bytes:
+            raise FunctionError(
+                TOO_LARGE,
+                f"content is {len(data)} bytes; the write limit is {config.max_write_bytes}",
+            )
+        written = await asyncio.to_thread(workspaces.write, session, request.path, data)
+        return WriteResponse(bytes_written=written)
+
+    async def list_(request: ListRequest, call: CallContext | None) -> ListResponse:
+        session = _session(call, FS_LIST)
+        entries, truncated = await asyncio.to_thread(
+            workspaces.list, session, request.path, limit=config.max_list_entries
+        )
+        return ListResponse(entries=entries, truncated=truncated)
+
+    await register_tool(
+        ctx,
+        FS_READ,
+        read,
+        request_model=ReadRequest,
+        response_model=ReadResponse,
+        description=(
+            "Read a UTF-8 text file from the session workspace and return its whole content. "
+            "The path is relative to the workspace root (e.g. 'notes/todo.md'); absolute paths "
+            f"and '..' are refused. Files over {config.max_read_bytes} bytes are refused."
+        ),
+        idempotent=True,
+        parallel=True,
+    )
+    await register_tool(
+        ctx,
+        FS_WRITE,
+        write,
+        request_model=WriteRequest,
+        response_model=WriteResponse,
+        description=(
+            "Create or overwrite a UTF-8 text file in the session workspace with the given "
+            "content (the whole file; there is no append). Missing folders are created. The "
+            "path is relative to the workspace root; returns the number of bytes written."
+        ),
+        idempotent=True,
+        parallel=False,
+    )
+    await register_tool(
+        ctx,
+        FS_LIST,
+        list_,
+        request_model=ListRequest,
+        response_model=ListResponse,
+        description=(
+            "List a folder of the session workspace (default: its root) as entries with name, "
+            "type (file, directory, symlink, other) and size in bytes, sorted by name."
+        ),
+        idempotent=True,
+        parallel=True,
+    )
+
+
+WORKER = WorkerSpec(
+    name="files",
+    description="Read, write and list files in a per-session workspace directory.",
+    config_model=FilesConfig,
+    start=_start,
+)

@@ -1,0 +1,1 @@
+"""The ``utilities`` worker: a calculator and a clock, offered to models as tools."""

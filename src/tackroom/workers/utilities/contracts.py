@@ -1,0 +1,69 @@
+"""The ``utilities`` worker's public face: function ids, payload models and error codes."""
+
+from __future__ import annotations
+
+from pydantic import BaseModel, ConfigDict, Field, StrictFloat, StrictInt
+
+__all__ = [
+    "CALC_ADD",
+    "CALC_EVALUATE",
+    "CLOCK_NOW",
+    "DIVISION_BY_ZERO",
+    "INVALID_EXPRESSION",
+    "RESULT_TOO_LARGE",
+    "AddRequest",
+    "ClockRequest",
+    "ClockResponse",
+    "EvaluateRequest",
+    "Number",
+    "NumberResult",
+]
+
+CALC_ADD = "calc::add"
+CALC_EVALUATE = "calc::evaluate"
+CLOCK_NOW = "clock::now"
+
+INVALID_EXPRESSION = "invalid_expression"
+"""Not arithmetic: a syntax error, a name, a call, or an operator that is not allowed."""
+DIVISION_BY_ZERO = "division_by_zero"
+RESULT_TOO_LARGE = "result_too_large"
+"""An exponent, an integer or a float result over the calculator's limits."""
+
+Number = StrictInt | StrictFloat
+
+
+class _Request(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class _Response(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    schema_version: int = 1
+
+
+class AddRequest(_Request):
+    a: Number = Field(description="First number.")
+    b: Number = Field(description="Second number.")
+
+
+class EvaluateRequest(_Request):
+    expression: str = Field(
+        min_length=1,
+        max_length=1000,
+        description="Arithmetic such as '(2 + 3) * 4 ** 2 / 7'. Numbers, + - * / // % ** and "
+        "parentheses only; no variables or functions.",
+    )
+
+
+class NumberResult(_Response):
+    result: Number
+
+
+class ClockRequest(_Request):
+    pass
+
+
+class ClockResponse(_Response):
+    iso: str = Field(description="The current time in ISO 8601, UTC, e.g. 2025-01-31T12:00:00Z.")
+    epoch: float = Field(description="Seconds since 1970-01-01T00:00:00Z.")
