@@ -19,6 +19,7 @@ from pydantic import Field
 
 from tackroom.contracts.tools import CallContext
 from tackroom.engine.errors import FunctionError
+from tackroom.runtime.tools import register_tool
 from tackroom.runtime.worker import WorkerConfig, WorkerContext, WorkerSpec
 from tackroom.workers.files.contracts import (
     FS_LIST,
@@ -33,7 +34,6 @@ from tackroom.workers.files.contracts import (
     WriteRequest,
     WriteResponse,
 )
-from tackroom.workers.files.tool import register_tool
 from tackroom.workers.files.workspace import Workspaces
 
 __all__ = ["WORKER", "FilesConfig"]

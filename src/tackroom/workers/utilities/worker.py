@@ -13,6 +13,7 @@ from datetime import UTC, datetime
 
 from tackroom.contracts.tools import CallContext
 from tackroom.engine.errors import FunctionError
+from tackroom.runtime.tools import register_tool
 from tackroom.runtime.worker import WorkerConfig, WorkerContext, WorkerSpec
 from tackroom.workers.utilities.calc import MAX_INT_BITS, evaluate
 from tackroom.workers.utilities.contracts import (
@@ -26,7 +27,6 @@ from tackroom.workers.utilities.contracts import (
     EvaluateRequest,
     NumberResult,
 )
-from tackroom.workers.utilities.tool import register_tool
 
 __all__ = ["WORKER", "UtilitiesConfig", "clock_reading"]
 

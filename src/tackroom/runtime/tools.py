@@ -1,5 +1,9 @@
-"""Register a function offered to models: ``_call`` split off, arguments validated, traits
-published in the request schema (private to the ``utilities`` worker)."""
+"""Register a function meant to be offered to models as a tool.
+
+The handler gets validated arguments and the orchestrator's :class:`CallContext` (``_call``
+split off the payload); the request schema is published with the tool's traits (idempotent,
+parallel) so the orchestrator reads them from the catalog.
+"""
 
 from __future__ import annotations
 
