@@ -88,18 +88,20 @@ class EmbeddedEngine:
         self._open = True
 
     async def close(self) -> None:
+        """Stop deliveries and cron first (handlers still see a working engine while they are
+        cancelled), then refuse calls and release the file."""
         if not self._open:
             return
-        self._open = False
         crons = list(self._cron_tasks.values())
         for task in crons:
             task.cancel()
         await asyncio.gather(*crons, return_exceptions=True)
         self._cron_tasks.clear()
-        await self._hub.close_all()
-        await self._channels.close_all()
         if self._dispatcher is not None:
             await self._dispatcher.close()
+        self._open = False
+        await self._hub.close_all()
+        await self._channels.close_all()
         if self._store is not None:
             self._store.close()
         self._unlock()

@@ -16,7 +16,7 @@ import logging
 from typing import Any
 
 from tackroom.contracts.messages import UserMessage, message_adapter
-from tackroom.engine.errors import RevisionConflict
+from tackroom.engine.errors import EngineClosed, RevisionConflict
 from tackroom.engine.protocol import Engine, current_invocation
 from tackroom.workers.orchestrator.contracts import (
     APPROVALS_SCOPE,
@@ -103,6 +103,8 @@ class Driver:
         except TransitionError as exc:
             return transition(record, StepFailed("transition_error", str(exc)))
         except Exception as exc:
+            if _is_shutdown(exc):
+                raise  # not the turn's fault: the unacknowledged step resumes after restart
             # An unexpected error fails the turn with a visible reason; the delivery is then
             # acknowledged, so the queue stops retrying a step that cannot succeed.
             _log.exception("turn %s failed in %s", record.run_id, record.state)
@@ -187,6 +189,12 @@ class Driver:
             type=type,
             data=data,
         )
+
+
+def _is_shutdown(exc: BaseException) -> bool:
+    if isinstance(exc, EngineClosed):
+        return True
+    return isinstance(exc, BaseExceptionGroup) and exc.subgroup(EngineClosed) is not None
 
 
 def _as_message(item: Any) -> Any:
