@@ -24,6 +24,7 @@ __all__ = [
     "DEFAULT_ENGINE_URL",
     "DEFAULT_SOCKET_PATH",
     "SCHEMA_VERSION",
+    "AgentSettings",
     "EndpointSettings",
     "HarnessConfig",
     "TracingSettings",
@@ -59,6 +60,20 @@ class EndpointSettings(_Section):
     max_frame_bytes: int = Field(default=DEFAULT_MAX_FRAME_BYTES, ge=1024)
 
 
+class AgentSettings(_Section):
+    """Defaults of ``tackroom run``: which model, which tools, how many model calls at most."""
+
+    model: str | None = None
+    """``PROVIDER:MODEL``, e.g. ``openai:gpt-4o-mini``; ``None``: pass ``--model``."""
+    mode: Literal["plan", "ask", "agent"] = "agent"
+    tools: list[str] = Field(default_factory=lambda: ["fs::*", "calc::*", "clock::*"])
+    max_turns: int = Field(default=8, ge=1)
+    workers: list[str] = Field(
+        default_factory=lambda: ["engine", "sessions", "orchestrator", "files", "utilities"]
+    )
+    """The workers an agent run needs besides its provider."""
+
+
 class HarnessConfig(_Section):
     schema_version: int
     engine: str = DEFAULT_ENGINE_URL
@@ -66,6 +81,7 @@ class HarnessConfig(_Section):
     workers: list[str] = Field(default_factory=lambda: ["engine"])
     endpoint: EndpointSettings = EndpointSettings()
     worker_config: dict[str, dict[str, Any] | None] = Field(default_factory=dict)
+    agent: AgentSettings = AgentSettings()
 
     _path: Path | None = PrivateAttr(default=None)
     _node: yaml.Node | None = PrivateAttr(default=None)

@@ -1,0 +1,183 @@
+"""``tackroom run "prompt"``: start an embedded harness, run one agent turn, stream it.
+
+The answer streams to stdout token by token; tool calls, results and notes go to stderr, so
+``tackroom run ... > answer.txt`` keeps only the answer. ``--json`` prints the event stream as
+JSON lines instead. Exit codes: 0 the run ended normally, 1 it failed or stopped early (error,
+max_turns, loop, aborted), 2 a usage problem (no model, busy session).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import sys
+import uuid
+from pathlib import Path
+from typing import Any, TextIO
+
+from tackroom.contracts.messages import UserMessage
+from tackroom.engine.protocol import Engine
+from tackroom.runtime.config import HarnessConfig, load_config
+from tackroom.runtime.host import Host
+from tackroom.workers.orchestrator.contracts import (
+    APPROVALS_SCOPE,
+    EVENTS_STREAM,
+    RUN_START,
+    RunStartRequest,
+    RunStartResponse,
+)
+
+__all__ = ["add_parsers", "agent_host_config", "run_agent"]
+
+
+def add_parsers(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    run = commands.add_parser("run", help="run an agent on a prompt and stream the answer")
+    run.add_argument("prompt", help="what to ask the agent")
+    run.add_argument("--model", help="PROVIDER:MODEL (default: the config's agent.model)")
+    run.add_argument("--session", help="session id to continue (default: a new session)")
+    run.add_argument("--mode", choices=["plan", "ask", "agent"], help="default: agent.mode")
+    run.add_argument("--max-turns", type=int, help="model calls at most (default 8)")
+    run.add_argument("--tools", help="comma-separated function ids or globs offered as tools")
+    run.add_argument("--script", type=Path, help="script for the scripted provider (YAML/JSONL)")
+    run.add_argument("--json", action="store_true", help="print events as JSON lines")
+    run.add_argument("--config", type=Path, help="config file (default: ./tackroom.yaml)")
+    run.add_argument("--engine", help="engine URL, overriding the config's engine:")
+    run.set_defaults(run=_run)
+
+
+def _run(args: argparse.Namespace) -> int:
+    config = load_config(args.config)
+    model = args.model or config.agent.model
+    if not model or ":" not in model:
+        print(
+            "tackroom: error: name a model as PROVIDER:MODEL with --model (or agent.model in"
+            " tackroom.yaml), e.g. --model scripted:demo --script turn.yaml",
+            file=sys.stderr,
+        )
+        return 2
+    provider, _, model_name = model.partition(":")
+    if provider == "scripted" and args.script is None:
+        print("tackroom: error: the scripted provider needs --script FILE", file=sys.stderr)
+        return 2
+    host_config = agent_host_config(config, provider=provider, script=args.script)
+    request = RunStartRequest(
+        session_id=args.session or f"s-{uuid.uuid4().hex[:12]}",
+        message_id=f"run-{uuid.uuid4().hex[:12]}",
+        provider=provider,
+        model=model_name,
+        mode=args.mode or config.agent.mode,
+        messages=[UserMessage.text(args.prompt)],
+        max_turns=args.max_turns or config.agent.max_turns,
+        tools=args.tools.split(",") if args.tools else config.agent.tools,
+    )
+    host = Host.from_config(host_config, engine_url=args.engine)
+    return asyncio.run(run_agent(host, request, json_lines=args.json))
+
+
+def agent_host_config(
+    config: HarnessConfig, *, provider: str, script: Path | None = None
+) -> HarnessConfig:
+    """``config`` with the agent's workers and ``provider``'s worker in the boot list."""
+    workers = list(dict.fromkeys([*config.agent.workers, *config.workers, provider]))
+    sections = dict(config.worker_config)
+    if script is not None:
+        sections["scripted"] = {"script_path": str(script.resolve()), "per_session": True}
+    return config.model_copy(update={"workers": workers, "worker_config": sections})
+
+
+async def run_agent(host: Host, request: RunStartRequest, *, json_lines: bool = False) -> int:
+    async with host:
+        engine = host.engine
+        subscription = await engine.subscribe(EVENTS_STREAM, request.session_id)
+        try:
+            reply = RunStartResponse.model_validate(
+                await engine.trigger(RUN_START, request.model_dump(mode="json"))
+            )
+            if not reply.started:
+                print(f"tackroom: run refused: {reply.reason}", file=sys.stderr)
+                return 2
+            view = _Renderer(sys.stdout, sys.stderr, json_lines=json_lines)
+            async for record in subscription:
+                event = record.data
+                if event.get("run_id") != reply.run_id:
+                    continue
+                view.show(record.seq, event)
+                if event["type"] == "approval_requested":
+                    await _ask_approval(engine, request.session_id, event["data"], view)
+                if event["type"] == "agent_end":
+                    return view.finish(event["data"])
+        finally:
+            await subscription.aclose()
+    return 1
+
+
+async def _ask_approval(
+    engine: Engine, session_id: str, data: dict[str, Any], view: _Renderer
+) -> None:
+    call_id = data["function_call_id"]
+    if not sys.stdin.isatty():
+        view.note(f"waiting for approval of {data['function_id']} (call {call_id})")
+        return
+    answer = await asyncio.to_thread(
+        input, f"allow {data['function_id']} {json.dumps(data['arguments'])}? [y/N] "
+    )
+    decision = "allow" if answer.strip().lower() in ("y", "yes") else "deny"
+    await engine.set_state(
+        APPROVALS_SCOPE, f"{session_id}/{call_id}", {"decision": decision, "approver": "cli"}
+    )
+
+
+class _Renderer:
+    def __init__(self, out: TextIO, err: TextIO, *, json_lines: bool) -> None:
+        self._out = out
+        self._err = err
+        self._json = json_lines
+        self._mid_line = False
+
+    def show(self, seq: int, event: dict[str, Any]) -> None:
+        if self._json:
+            print(json.dumps({"seq": seq, **event}, ensure_ascii=False), file=self._out, flush=True)
+            return
+        kind, data = event["type"], event["data"]
+        if kind == "message_update" and data["kind"] == "text":
+            self._out.write(data["delta"])
+            self._out.flush()
+            self._mid_line = not data["delta"].endswith("\n")
+        elif kind == "function_execution_start":
+            self.note(
+                f"→ {data['function_id']} {json.dumps(data['arguments'], ensure_ascii=False)}"
+            )
+        elif kind == "function_execution_end":
+            text = " ".join(
+                block.get("text", "")
+                for block in data["result"]["content"]
+                if isinstance(block, dict)
+            )
+            mark = "✗" if data["is_error"] else "←"
+            self.note(f"{mark} {_clip(text)}")
+        elif kind == "message_complete" and data["message"].get("role") == "custom":
+            self.note(" ".join(b.get("text", "") for b in data["message"]["content"]))
+        elif kind == "error":
+            self.note(f"error: {data['message']}")
+
+    def note(self, text: str) -> None:
+        if self._mid_line and not self._json:
+            self._out.write("\n")
+            self._out.flush()
+            self._mid_line = False
+        print(text, file=self._err, flush=True)
+
+    def finish(self, data: dict[str, Any]) -> int:
+        if self._mid_line:
+            self._out.write("\n")
+            self._out.flush()
+        ok = data.get("state") == "stopped" and data.get("stop_reason") == "end"
+        if not self._json and not ok:
+            self.note(f"run ended: {data.get('state')} ({data.get('stop_reason')})")
+        return 0 if ok else 1
+
+
+def _clip(text: str, limit: int = 300) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= limit else text[: limit - 1] + "…"
