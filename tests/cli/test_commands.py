@@ -15,8 +15,22 @@ def in_tmp(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     return tmp_path
 
 
-def test_demo_exits_zero_and_tells_the_story(capsys: pytest.CaptureFixture[str]) -> None:
+def test_agent_demo_answers_with_two_tool_calls(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["demo"]) == 0
+    captured = capsys.readouterr()
+    assert "1234 + 5678 = 6912." in captured.out
+    assert "workspace file result.txt: 6912" in captured.out
+    assert "→ calc::add" in captured.err
+    assert "→ fs::write" in captured.err
+    roles = [
+        line.split()[1] for line in captured.out.splitlines() if "-fr-" in line or "-t" in line
+    ]
+    assert roles.count("function_result") == 2
+    assert "SCRIPTED" in captured.out
+
+
+def test_engine_tour_exits_zero_and_tells_the_story(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["demo", "--engine-tour"]) == 0
     out = capsys.readouterr().out
     for expected in (
         "greet::hello",

@@ -76,9 +76,9 @@ def _greeter(observed: _Observed) -> WorkerSpec[GreeterConfig]:
     )
 
 
-async def run_demo(*, out: TextIO = sys.stdout) -> int:
+async def run_demo(*, out: TextIO | None = None) -> int:
     def say(text: str = "") -> None:
-        print(text, file=out, flush=True)
+        print(text, file=out or sys.stdout, flush=True)
 
     with tempfile.TemporaryDirectory(prefix="tackroom-demo-") as tmp:
         db = Path(tmp) / "engine.db"
