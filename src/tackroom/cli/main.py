@@ -13,7 +13,7 @@ import sys
 from collections.abc import Sequence
 from importlib.metadata import PackageNotFoundError, version
 
-from tackroom.cli import call, demo, run, serve
+from tackroom.cli import call, demo, run, serve, sessions
 from tackroom.engine.errors import EngineError
 from tackroom.engine.factory import UnsupportedEngineURL
 from tackroom.runtime.errors import (
@@ -49,6 +49,7 @@ def build_parser() -> argparse.ArgumentParser:
     call.add_parsers(commands)
     demo.add_parsers(commands)
     run.add_parsers(commands)
+    sessions.add_parsers(commands)
     return parser
 
 

@@ -1,0 +1,133 @@
+"""``tackroom sessions list|show|fork``: browse and branch the session tree.
+
+Runs the sessions worker in-process on the config's engine; when a ``tackroom serve`` already
+owns that engine, it goes through the serve's local endpoint instead.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any, Protocol
+
+from tackroom.engine.errors import EngineLocked
+from tackroom.runtime.client import LocalClient
+from tackroom.runtime.config import HarnessConfig, load_config
+from tackroom.runtime.host import Host
+
+__all__ = ["add_parsers", "bus"]
+
+
+class Caller(Protocol):
+    async def trigger(
+        self, function_id: str, payload: Any = None, *, timeout: float = ...
+    ) -> Any: ...
+
+
+def add_parsers(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    sessions = commands.add_parser("sessions", help="list, show and fork sessions")
+    actions = sessions.add_subparsers(dest="sessions_command", required=True, metavar="CMD")
+
+    listing = actions.add_parser("list", help="sessions, newest first")
+    listing.add_argument("--limit", type=int, default=20)
+    listing.add_argument("--cursor", help="next_cursor of a previous page")
+    _common(listing)
+    listing.set_defaults(run=lambda args: asyncio.run(_list(args)))
+
+    show = actions.add_parser("show", help="a session's messages on its active path")
+    show.add_argument("session_id")
+    _common(show)
+    show.set_defaults(run=lambda args: asyncio.run(_show(args)))
+
+    fork = actions.add_parser("fork", help="a new session sharing history up to an entry")
+    fork.add_argument("session_id")
+    fork.add_argument("entry_id", help="the last entry the fork keeps (see `sessions show`)")
+    _common(fork)
+    fork.set_defaults(run=lambda args: asyncio.run(_fork(args)))
+
+
+def _common(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--json", action="store_true", help="print the raw reply as JSON")
+    parser.add_argument("--config", type=Path, help="config file (default: ./tackroom.yaml)")
+
+
+@asynccontextmanager
+async def bus(config: HarnessConfig) -> AsyncIterator[Caller]:
+    """A way to trigger the sessions worker: in-process, or a running serve's endpoint."""
+    host = Host.from_config(config, workers=["engine", "sessions"])
+    try:
+        await host.start()
+    except EngineLocked:
+        async with LocalClient(config.endpoint.socket) as client:
+            yield client
+        return
+    try:
+        yield host.engine
+    finally:
+        await host.close()
+
+
+async def _list(args: argparse.Namespace) -> int:
+    request = {
+        "limit": args.limit,
+        "order": "desc",
+        **({"cursor": args.cursor} if args.cursor else {}),
+    }
+    async with bus(load_config(args.config)) as caller:
+        reply = await caller.trigger("session-tree::list", request)
+    if args.json:
+        print(json.dumps(reply, indent=2, ensure_ascii=False))
+        return 0
+    for session in reply["sessions"]:
+        created = _when(session.get("created_at"))
+        count = session.get("entry_count", 0)
+        print(f"{session['session_id']:<36} {created}  {count:>4} entries")
+    if reply.get("next_cursor"):
+        print(f"(more: --cursor {reply['next_cursor']})")
+    return 0
+
+
+async def _show(args: argparse.Namespace) -> int:
+    async with bus(load_config(args.config)) as caller:
+        reply = await caller.trigger("session-tree::messages", {"session_id": args.session_id})
+    if args.json:
+        print(json.dumps(reply, indent=2, ensure_ascii=False))
+        return 0
+    for item in reply["messages"]:
+        message = item["message"]
+        print(f"{item['entry_id']}  [{message['role']}]  {_summary(message)}")
+    return 0
+
+
+async def _fork(args: argparse.Namespace) -> int:
+    request = {"source_session_id": args.session_id, "from_entry_id": args.entry_id}
+    async with bus(load_config(args.config)) as caller:
+        reply = await caller.trigger("session-tree::fork", request)
+    print(json.dumps(reply, indent=2, ensure_ascii=False) if args.json else _forked_id(reply))
+    return 0
+
+
+def _forked_id(reply: Any) -> str:
+    session = reply.get("session", reply) if isinstance(reply, dict) else {}
+    return str(session.get("session_id", reply))
+
+
+def _summary(message: dict[str, Any]) -> str:
+    parts = []
+    for block in message.get("content", []):
+        if block.get("type") == "text":
+            parts.append(block["text"])
+        elif block.get("type") == "function_call":
+            parts.append(f"{block['function_id']}({json.dumps(block['arguments'])})")
+    return " ".join(" ".join(parts).split())[:160]
+
+
+def _when(value: Any) -> str:
+    if isinstance(value, int | float):
+        return datetime.fromtimestamp(value, UTC).strftime("%Y-%m-%d %H:%M:%S")
+    return str(value or "")
