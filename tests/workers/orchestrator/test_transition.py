@@ -23,6 +23,7 @@ from tackroom.workers.orchestrator.transition import (
     AppendEntries,
     ApprovalsRead,
     AssistantCompleted,
+    BudgetRefused,
     CallsSettled,
     EmitEvent,
     InboxDrained,
@@ -117,6 +118,13 @@ TABLE: list[tuple[str, TurnRecord, StepEvent, TurnState, list[str]]] = [
         AssistantCompleted(say("", stop="error")),
         "stopped",
         ["turn_state_changed", "message_complete", "turn_end", "agent_end"],
+    ),
+    (
+        "the budget refuses the next model call",
+        record("assistant_streaming"),
+        BudgetRefused("cap of $1.00 reached"),
+        "stopped",
+        ["turn_state_changed", "message_complete", "agent_end"],
     ),
     (
         "settled batch",

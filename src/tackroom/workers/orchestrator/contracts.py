@@ -155,6 +155,8 @@ EventType = Literal[
     "function_execution_start",
     "function_execution_end",
     "approval_requested",
+    "gate_decision",
+    "budget_decision",
     "turn_end",
     "agent_end",
     "error",
@@ -175,6 +177,9 @@ class AgentEvent(_Model):
     - ``function_execution_end``: ``{"function_call_id", "function_id", "result", "is_error",
       "duration_ms"}``
     - ``approval_requested``: ``{"function_call_id", "function_id", "arguments", "reason"}``
+    - ``gate_decision``: ``{"function_call_id", "function_id", "decision", "decided_by",
+      "rule_id", "reason"}`` (only when a policy or approvals layer is configured)
+    - ``budget_decision``: ``{"allowed", "estimate_usd", "reason", "budget_id"}``
     - ``turn_end``: ``{"turn_count", "message_id", "function_results"}``
     - ``agent_end``: ``{"state", "stop_reason", "usage"}``
     - ``error``: ``{"kind", "message"}``

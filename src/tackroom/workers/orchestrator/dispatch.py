@@ -20,6 +20,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from opentelemetry import trace
 from pydantic import ValidationError
 
 from tackroom.contracts.messages import FunctionResultMessage, TextBlock
@@ -32,6 +33,7 @@ from tackroom.engine.errors import (
     RevisionConflict,
 )
 from tackroom.engine.protocol import Engine
+from tackroom.workers.orchestrator.contracts import EventType
 from tackroom.workers.orchestrator.planning import error_result
 from tackroom.workers.orchestrator.record import CallState, ToolOffer, TurnRecord
 from tackroom.workers.orchestrator.transition import CallsSettled
@@ -40,15 +42,20 @@ __all__ = ["LEDGER_SCOPE", "Dispatcher", "GateDecision"]
 
 LEDGER_SCOPE = "turn-ledger"
 
-Emit = Callable[[str, str, dict[str, Any]], Awaitable[None]]
+Emit = Callable[[EventType, str, dict[str, Any]], Awaitable[None]]
 """``emit(event_type, event_key, data)``."""
+
+
+DecidedBy = Literal["thin", "policy", "gate_unavailable", "approval_mode", "default"]
 
 
 @dataclass(frozen=True, slots=True)
 class GateDecision:
     decision: Literal["allow", "deny", "needs_approval"]
+    decided_by: DecidedBy
     reason: str = ""
-    details: dict[str, Any] | None = None
+    rule_id: str | None = None
+    matched_constraint: str | None = None
 
 
 class Dispatcher:
@@ -59,10 +66,12 @@ class Dispatcher:
         policy_function: str | None,
         policy_timeout: float,
         call_timeout: float,
+        approvals_function: str | None = None,
     ) -> None:
         self._engine = engine
         self._policy_function = policy_function
         self._policy_timeout = policy_timeout
+        self._approvals_function = approvals_function
         self._call_timeout = call_timeout
 
     async def run_batch(self, record: TurnRecord, emit: Emit) -> CallsSettled:
@@ -78,7 +87,7 @@ class Dispatcher:
                 results[call.id] = error_result(call, f"tool {call.tool_name!r} is not offered")
                 continue
             if call.status == "pending":
-                decision = await self.gate(record, call)
+                decision = await self.gate(record, call, emit)
                 if decision.decision == "deny":
                     results[call.id] = _denial(call, decision)
                     continue
@@ -100,9 +109,63 @@ class Dispatcher:
                 await run(call, tool)
         return CallsSettled(results=results, parked=parked)
 
-    async def gate(self, record: TurnRecord, call: CallState) -> GateDecision:
+    async def gate(self, record: TurnRecord, call: CallState, emit: Emit) -> GateDecision:
+        """Policy, then (for ``needs_approval``) the approvals worker; recorded as an event."""
+        if self._policy_function is None and self._approvals_function is None:
+            return GateDecision("allow", "thin", "no policy configured")
+        decision = await self._policy(record, call)
+        if decision.decision == "needs_approval" and self._approvals_function is not None:
+            decision = await self._request_approval(record, call, decision)
+        await emit(
+            "gate_decision",
+            f"{call.id}:gate",
+            {
+                "function_call_id": call.id,
+                "function_id": call.function_id,
+                "decision": decision.decision,
+                "decided_by": decision.decided_by,
+                "rule_id": decision.rule_id,
+                "reason": decision.reason,
+            },
+        )
+        span = trace.get_current_span()
+        attributes = {
+            "tackroom.gate.function_id": call.function_id or call.tool_name,
+            "tackroom.gate.decision": decision.decision,
+            "tackroom.gate.decided_by": decision.decided_by,
+            "tackroom.gate.rule_id": decision.rule_id or "",
+        }
+        span.set_attributes(attributes)
+        span.add_event("tackroom.gate_decision", attributes)
+        return decision
+
+    async def _request_approval(
+        self, record: TurnRecord, call: CallState, policy: GateDecision
+    ) -> GateDecision:
+        """Register the pending call; the session's approval mode may allow it at once."""
+        assert self._approvals_function is not None
+        request = {
+            "session_id": record.session_id,
+            "function_call_id": call.id,
+            "function_id": call.function_id,
+            "arguments": call.arguments,
+            "reason": policy.reason,
+            "run_id": record.run_id,
+        }
+        try:
+            reply = await self._engine.trigger(
+                self._approvals_function, request, timeout=self._policy_timeout
+            )
+        except EngineError:
+            return policy  # park: a person can still decide through the approvals scope
+        if isinstance(reply, dict) and reply.get("status") == "allowed":
+            reason = str(reply.get("reason") or "allowed by the session's approval mode")
+            return GateDecision("allow", "approval_mode", reason)
+        return policy
+
+    async def _policy(self, record: TurnRecord, call: CallState) -> GateDecision:
         if self._policy_function is None:
-            return GateDecision("allow", "no policy configured")
+            return GateDecision("needs_approval", "default", "no policy: every call asks")
         request = {
             "function_id": call.function_id,
             "args": call.arguments,
@@ -117,14 +180,15 @@ class Dispatcher:
                 raise ValueError(f"unreadable policy reply: {str(reply)[:200]}")
         except (EngineError, ValueError) as exc:
             return GateDecision(
-                "deny",
-                f"the policy check failed, so the call is denied: {exc}",
-                {"denied_by": "gate_unavailable"},
+                "deny", "gate_unavailable", f"the policy check failed, so the call is denied: {exc}"
             )
         assert isinstance(reply, dict)
-        details = {key: reply[key] for key in ("rule_id", "matched_constraint") if reply.get(key)}
         return GateDecision(
-            decision, str(reply.get("reason") or ""), {"denied_by": "permissions", **details}
+            decision,
+            "policy",
+            str(reply.get("reason") or ""),
+            rule_id=_optional_str(reply.get("rule_id")),
+            matched_constraint=_optional_str(reply.get("matched_constraint")),
         )
 
     async def _run_once(
@@ -246,11 +310,18 @@ def _as_result(call: CallState, tool: ToolOffer, value: Any) -> FunctionResultMe
 
 
 def _denial(call: CallState, decision: GateDecision) -> FunctionResultMessage:
+    """The result a denied call gets: the model reads the reason; ``details`` is the envelope."""
     details = {
         "schema_version": 1,
         "status": "denied",
+        "denied_by": "permissions" if decision.decided_by == "policy" else decision.decided_by,
         "function_id": call.function_id,
+        "rule_id": decision.rule_id,
+        "matched_constraint": decision.matched_constraint,
         "reason": decision.reason,
-        **(decision.details or {}),
     }
     return error_result(call, f"[PERMISSION_DENIED] {decision.reason}", details=details)
+
+
+def _optional_str(value: Any) -> str | None:
+    return None if value is None else str(value)

@@ -18,12 +18,13 @@ from typing import Any
 from tackroom.contracts.messages import UserMessage, message_adapter
 from tackroom.engine.errors import EngineClosed, RevisionConflict
 from tackroom.engine.protocol import Engine, current_invocation
+from tackroom.workers.orchestrator.budget import BudgetGuard
 from tackroom.workers.orchestrator.contracts import (
     APPROVALS_SCOPE,
     ApprovalDecision,
     EventType,
 )
-from tackroom.workers.orchestrator.dispatch import Dispatcher
+from tackroom.workers.orchestrator.dispatch import Dispatcher, Emit
 from tackroom.workers.orchestrator.events import EventEmitter
 from tackroom.workers.orchestrator.provision import Provisioner
 from tackroom.workers.orchestrator.record import TURNS_SCOPE, TurnRecord
@@ -34,6 +35,7 @@ from tackroom.workers.orchestrator.transition import (
     AppendEntries,
     ApprovalsRead,
     AssistantCompleted,
+    BudgetRefused,
     EmitEvent,
     InboxDrained,
     StepEvent,
@@ -62,6 +64,7 @@ class Driver:
         provisioner: Provisioner,
         model: ModelCaller,
         dispatcher: Dispatcher,
+        budget: BudgetGuard,
         visibility_extension: float,
     ) -> None:
         self._engine = engine
@@ -69,6 +72,7 @@ class Driver:
         self._provisioner = provisioner
         self._model = model
         self._dispatcher = dispatcher
+        self._budget = budget
         self._events = EventEmitter(engine)
         self._extension = visibility_extension
 
@@ -120,15 +124,14 @@ class Driver:
         return None
 
     async def _work(self, record: TurnRecord) -> StepEvent:
-        async def emit(type: str, key: str, data: dict[str, Any]) -> None:
-            await self._emit(record, type, f"{record.run_id}:{key}", data)  # type: ignore[arg-type]
+        async def emit(type: EventType, key: str, data: dict[str, Any]) -> None:
+            await self._emit(record, type, f"{record.run_id}:{key}", data)
 
         match record.state:
             case "provisioning":
                 return await self._provisioner.provision(record)
             case "assistant_streaming":
-                messages = await self._sessions.messages(record.session_id)
-                return AssistantCompleted(await self._model.call(record, messages, emit))
+                return await self._call_model(record, emit)
             case "function_execute":
                 return await self._dispatcher.run_batch(record, emit)
             case "function_awaiting_approval":
@@ -136,6 +139,26 @@ class Driver:
             case "steering_check":
                 return InboxDrained(await self._drain_inbox(record))
         raise TransitionError(f"no work in state {record.state}")
+
+    async def _call_model(self, record: TurnRecord, emit: Emit) -> StepEvent:
+        messages = await self._sessions.messages(record.session_id)
+        reservation = await self._budget.reserve(record, messages)
+        if self._budget.enabled:
+            await emit(
+                "budget_decision",
+                f"t{record.turn_count + 1}:budget",
+                {
+                    "allowed": reservation.allowed,
+                    "estimate_usd": reservation.estimate_usd,
+                    "reason": reservation.reason,
+                    "budget_id": reservation.budget_id,
+                },
+            )
+        if not reservation.allowed:
+            return BudgetRefused(reservation.reason or "the budget's cap is reached")
+        message = await self._model.call(record, messages, emit)
+        await self._budget.settle(record, reservation, message.usage)
+        return AssistantCompleted(message)
 
     async def _read_approvals(self, record: TurnRecord) -> dict[str, ApprovalDecision]:
         decisions: dict[str, ApprovalDecision] = {}

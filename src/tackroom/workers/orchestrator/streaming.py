@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Awaitable, Callable
 from typing import Any
 
 from pydantic import ValidationError
@@ -20,11 +19,11 @@ from tackroom.contracts.messages import AgentMessage, AssistantMessage, ErrorKin
 from tackroom.contracts.provider import ProviderRequest, ToolSpec, stream_function
 from tackroom.engine.errors import EngineError, FunctionNotFound, InvocationTimeout
 from tackroom.engine.protocol import Channel, Engine
+from tackroom.workers.orchestrator.dispatch import Emit
 from tackroom.workers.orchestrator.record import TurnRecord
 
 __all__ = ["ModelCaller"]
 
-Emit = Callable[[str, str, dict[str, Any]], Awaitable[None]]
 
 _DELTA_KINDS = {
     "text_delta": "text",

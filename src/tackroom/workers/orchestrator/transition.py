@@ -28,6 +28,7 @@ __all__ = [
     "AppendEntries",
     "ApprovalsRead",
     "AssistantCompleted",
+    "BudgetRefused",
     "CallsSettled",
     "Effect",
     "EmitEvent",
@@ -56,6 +57,13 @@ class Provisioned:
 @dataclass(frozen=True, slots=True)
 class AssistantCompleted:
     message: AssistantMessage
+
+
+@dataclass(frozen=True, slots=True)
+class BudgetRefused:
+    """The budget refused the next model call; nothing was spent."""
+
+    reason: str
 
 
 @dataclass(frozen=True, slots=True)
@@ -89,6 +97,7 @@ class StepFailed:
 StepEvent = (
     Provisioned
     | AssistantCompleted
+    | BudgetRefused
     | CallsSettled
     | ApprovalsRead
     | InboxDrained
@@ -126,6 +135,7 @@ class TransitionError(Exception):
 _ACCEPTS: dict[type[Any], frozenset[str]] = {
     Provisioned: frozenset({"provisioning"}),
     AssistantCompleted: frozenset({"assistant_streaming"}),
+    BudgetRefused: frozenset({"assistant_streaming"}),
     CallsSettled: frozenset({"function_execute"}),
     ApprovalsRead: frozenset({"function_awaiting_approval"}),
     InboxDrained: frozenset({"steering_check"}),
@@ -163,6 +173,8 @@ def _apply(r: TurnRecord, event: StepEvent, effects: list[Effect]) -> bool:
             r.state = "assistant_streaming"
         case AssistantCompleted(message=message):
             _assistant_completed(r, message, effects)
+        case BudgetRefused(reason=reason):
+            _stop_with_note(r, "budget_exceeded", f"Stopped by the budget: {reason}", effects)
         case CallsSettled(results=results, parked=parked):
             _calls_settled(r, results, parked, effects)
         case ApprovalsRead(decisions=decisions):

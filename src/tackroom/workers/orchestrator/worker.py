@@ -10,6 +10,7 @@ from typing import Any
 from tackroom.engine.errors import FunctionError, RevisionConflict
 from tackroom.engine.protocol import QueueConfig
 from tackroom.runtime.worker import WorkerConfig, WorkerContext, WorkerSpec
+from tackroom.workers.orchestrator.budget import BudgetGuard
 from tackroom.workers.orchestrator.contracts import (
     APPROVALS_SCOPE,
     RUN_ABORT,
@@ -41,6 +42,12 @@ class OrchestratorConfig(WorkerConfig):
     policy_function: str | None = None
     """e.g. ``policy::check_permissions``; ``None`` runs thin (every call allowed)."""
     policy_timeout: float = 5.0
+    approvals_function: str | None = None
+    """e.g. ``approval::request``: asked before a call parks (the session's mode may allow it)."""
+    budget_check_function: str | None = None
+    """e.g. ``budget::check``: reserves each model call's estimate; ``None``: no budget."""
+    budget_record_function: str | None = None
+    """e.g. ``budget::record``: settles the reservation with the actual cost."""
     provider_timeout: float = 300.0
     call_timeout: float = 120.0
     coalesce_seconds: float = 0.05
@@ -69,7 +76,13 @@ class Orchestrator:
                 ctx.engine,
                 policy_function=config.policy_function,
                 policy_timeout=config.policy_timeout,
+                approvals_function=config.approvals_function,
                 call_timeout=config.call_timeout,
+            ),
+            budget=BudgetGuard(
+                ctx.engine,
+                check_function=config.budget_check_function,
+                record_function=config.budget_record_function,
             ),
             visibility_extension=config.step_visibility_timeout,
         )
