@@ -335,6 +335,23 @@ class SessionsContract:
         bad = {**steering, "item": {"role": "robot"}}
         assert await self.code_of(bus, "session-inbox::push", bad) == "invalid_request"
 
+    async def test_inbox_remove_takes_exactly_what_was_peeked(self, bus: Engine) -> None:
+        """Peek, commit, remove: a repeated remove removes nothing; later pushes stay."""
+        sid = await self.new_session(bus)
+        steering = {"session_id": sid, "name": "steering"}
+        for i in range(2):
+            await self.call(bus, "session-inbox::push", {**steering, "item": user(f"{i}")})
+        peeked = (await self.call(bus, "session-inbox::peek", steering))["items"]
+        await self.call(bus, "session-inbox::push", {**steering, "item": user("late")})
+        removal = {**steering, "items": peeked}
+        assert await self.call(bus, "session-inbox::remove", removal) == {"removed": 2}
+        assert await self.call(bus, "session-inbox::remove", removal) == {"removed": 0}
+        left = await self.call(bus, "session-inbox::peek", steering)
+        assert [text(m) for m in left["items"]] == ["late"]
+        only_late = {**steering, "items": left["items"]}
+        assert await self.call(bus, "session-inbox::remove", only_late) == {"removed": 1}
+        assert await self.call(bus, "session-inbox::peek", steering) == {"items": []}
+
     # -- concurrency ---------------------------------------------------------------------------
     async def test_concurrent_appends_are_all_kept_in_one_chain(self, bus: Engine) -> None:
         sid = await self.new_session(bus)

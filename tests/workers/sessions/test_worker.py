@@ -37,6 +37,7 @@ FUNCTION_IDS = [
     contracts.INBOX_PUSH,
     contracts.INBOX_PEEK,
     contracts.INBOX_DRAIN,
+    contracts.INBOX_REMOVE,
 ]
 
 

@@ -28,6 +28,7 @@ __all__ = [
     "INBOX_DRAIN",
     "INBOX_PEEK",
     "INBOX_PUSH",
+    "INBOX_REMOVE",
     "INVALID_CURSOR_ERROR",
     "LIST",
     "MAX_BATCH",
@@ -53,6 +54,8 @@ __all__ = [
     "InboxName",
     "InboxPushRequest",
     "InboxPushResponse",
+    "InboxRemoveRequest",
+    "InboxRemoveResponse",
     "InboxRequest",
     "ListRequest",
     "ListResponse",
@@ -83,6 +86,7 @@ LIST = "session-tree::list"
 INBOX_PUSH = "session-inbox::push"
 INBOX_PEEK = "session-inbox::peek"
 INBOX_DRAIN = "session-inbox::drain"
+INBOX_REMOVE = "session-inbox::remove"
 
 SESSION_NOT_FOUND_ERROR = "session_not_found"
 """No session has the id given (``session_id`` or ``source_session_id``)."""
@@ -304,3 +308,13 @@ class InboxRequest(_Model):
 
 class InboxItems(_Model):
     items: list[AgentMessage]
+
+
+class InboxRemoveRequest(_Model):
+    session_id: SessionId
+    name: InboxName
+    items: list[AgentMessage] = Field(description="the items a peek returned, oldest first")
+
+
+class InboxRemoveResponse(_Model):
+    removed: int = Field(description="0 when the items were no longer at the head (done before)")

@@ -64,3 +64,39 @@ class Inbox:
         raise FunctionError(
             CONTENTION_ERROR, f"inbox {key!r}: drain lost {self._max_attempts} races in a row"
         )
+
+    async def remove(self, session_id: str, name: str, items: list[AgentMessage]) -> int:
+        """Remove ``items`` from the head of the inbox if they are still there; returns how many.
+
+        For a consumer that peeks, commits what it read, then removes it: repeating the removal
+        after a crash removes nothing more, and items pushed meanwhile stay.
+        """
+        key = entry_key(session_id, name)
+        wanted = [item.model_dump(mode="json") for item in items]
+        for attempt in range(self._max_attempts):
+            stored = await self._backend.get_state(INBOX_SCOPE, key)
+            if stored is None or not wanted:
+                return 0
+            waiting = [item.model_dump(mode="json") for item in _items(stored.value)]
+            if waiting[: len(wanted)] != wanted:
+                return 0
+            rest = waiting[len(wanted) :]
+            try:
+                if rest:
+                    await self._backend.set_state(
+                        INBOX_SCOPE,
+                        key,
+                        {"schema_version": SCHEMA_VERSION, "items": rest},
+                        expected_revision=stored.revision,
+                    )
+                else:
+                    await self._backend.delete_state(
+                        INBOX_SCOPE, key, expected_revision=stored.revision
+                    )
+            except RevisionConflict:
+                await backoff(attempt)
+                continue
+            return len(wanted)
+        raise FunctionError(
+            CONTENTION_ERROR, f"inbox {key!r}: remove lost {self._max_attempts} races in a row"
+        )

@@ -96,6 +96,10 @@ async def _start(ctx: WorkerContext[SessionsConfig]) -> None:
     async def drain(request: c.InboxRequest) -> c.InboxItems:
         return c.InboxItems(items=await inbox.drain(request.session_id, request.name))
 
+    async def remove(request: c.InboxRemoveRequest) -> c.InboxRemoveResponse:
+        removed = await inbox.remove(request.session_id, request.name, request.items)
+        return c.InboxRemoveResponse(removed=removed)
+
     table: list[tuple[str, Callable[[Any], Awaitable[Any]], type[BaseModel], Any, str]] = [
         (c.CREATE, create, c.CreateRequest, c.SessionInfo,
          "Create a session (session_exists if the given id is taken)."),
@@ -121,6 +125,8 @@ async def _start(ctx: WorkerContext[SessionsConfig]) -> None:
         (c.INBOX_PEEK, peek, c.InboxRequest, c.InboxItems, "The messages waiting in an inbox."),
         (c.INBOX_DRAIN, drain, c.InboxRequest, c.InboxItems,
          "Take every message waiting in an inbox, atomically."),
+        (c.INBOX_REMOVE, remove, c.InboxRemoveRequest, c.InboxRemoveResponse,
+         "Remove items a peek returned, if still at the head (idempotent)."),
     ]  # fmt: skip
     for function_id, handler, request_model, response_type, description in table:
         await ctx.register_typed_function(
