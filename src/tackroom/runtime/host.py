@@ -126,6 +126,7 @@ class Host:
                 self.endpoint.prepare_directory()
             await self.engine.start()
             stack.push_async_callback(self.engine.close)
+            contexts: list[WorkerContext[Any]] = []
             for spec, settings in self._plan:
                 ctx = WorkerContext[Any](
                     engine=self.engine,
@@ -139,6 +140,9 @@ class Host:
                 except Exception as exc:
                     raise WorkerStartError(spec.name, exc) from exc
                 _log.info("worker %s started", spec.name)
+                contexts.append(ctx)
+            for ctx in contexts:
+                await ctx.run_after_start()
             if self.endpoint is not None:
                 stack.push_async_callback(self.endpoint.close)
                 await self.endpoint.start()

@@ -65,6 +65,7 @@ class WorkerContext(Generic[ConfigT]):
         self.config = config
         self._registrations: list[Registration] = []
         self._tasks = TaskSet(owner=f"worker {name}", on_error=on_task_error)
+        self._after_start: list[Callable[[], Awaitable[None]]] = []
 
     @property
     def registrations(self) -> list[Registration]:
@@ -131,6 +132,20 @@ class WorkerContext(Generic[ConfigT]):
         return self._track(
             await self.engine.add_cron_trigger(schedule, function_id, worker=self.name)
         )
+
+    def after_start(self, callback: Callable[[], Awaitable[None]]) -> None:
+        """Run ``callback`` once every worker of the boot list has started.
+
+        For work that needs the other workers' functions live — resuming interrupted turns, say —
+        rather than only this worker's.
+        """
+        self._after_start.append(callback)
+
+    async def run_after_start(self) -> None:
+        """The host calls this when the whole boot list is up."""
+        callbacks, self._after_start = self._after_start, []
+        for callback in callbacks:
+            await callback()
 
     def spawn(self, coro: Coroutine[Any, Any, T], *, name: str | None = None) -> asyncio.Task[T]:
         """Run ``coro`` as a background task the host cancels and awaits at shutdown.

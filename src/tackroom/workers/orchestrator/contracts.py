@@ -146,6 +146,8 @@ class ApprovalDecision(_Model):
 
     decision: Literal["allow", "deny", "aborted"]
     reason: str | None = None
+    approver: str | None = None
+    run_id: str | None = None
 
 
 EventType = Literal[
@@ -155,6 +157,7 @@ EventType = Literal[
     "function_execution_start",
     "function_execution_end",
     "approval_requested",
+    "approval_resolved",
     "gate_decision",
     "budget_decision",
     "turn_end",
@@ -177,6 +180,8 @@ class AgentEvent(_Model):
     - ``function_execution_end``: ``{"function_call_id", "function_id", "result", "is_error",
       "duration_ms"}``
     - ``approval_requested``: ``{"function_call_id", "function_id", "arguments", "reason"}``
+    - ``approval_resolved``: ``{"function_call_id", "function_id", "decision", "reason",
+      "approver", "decided_at"}`` (written by the approvals worker)
     - ``gate_decision``: ``{"function_call_id", "function_id", "decision", "decided_by",
       "rule_id", "reason"}`` (only when a policy or approvals layer is configured)
     - ``budget_decision``: ``{"allowed", "estimate_usd", "reason", "budget_id"}``

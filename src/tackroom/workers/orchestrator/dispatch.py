@@ -14,6 +14,7 @@ reported to the model as "outcome unknown" — never silently repeated.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import time
 from collections.abc import Awaitable, Callable
@@ -156,12 +157,37 @@ class Dispatcher:
             reply = await self._engine.trigger(
                 self._approvals_function, request, timeout=self._policy_timeout
             )
-        except EngineError:
-            return policy  # park: a person can still decide through the approvals scope
+        except EngineError as exc:
+            return GateDecision(
+                "deny",
+                "gate_unavailable",
+                f"the approval request failed, so the call is denied: {exc}",
+            )
         if isinstance(reply, dict) and reply.get("status") == "allowed":
             reason = str(reply.get("reason") or "allowed by the session's approval mode")
             return GateDecision("allow", "approval_mode", reason)
         return policy
+
+    async def release_parked(self, before: TurnRecord, after: TurnRecord) -> None:
+        """Tell the approvals worker that calls parked in ``before`` will not be decided (abort)."""
+        if self._approvals_function is None:
+            return
+        for call in before.calls:
+            if call.status != "parked":
+                continue
+            # Already decided or expired: nothing is left pending either way.
+            with contextlib.suppress(EngineError):
+                await self._engine.trigger(
+                    "approval::resolve",
+                    {
+                        "session_id": before.session_id,
+                        "function_call_id": call.id,
+                        "decision": "aborted",
+                        "reason": after.stop_reason or "the run ended",
+                        "approver": "orchestrator",
+                    },
+                    timeout=self._policy_timeout,
+                )
 
     async def _policy(self, record: TurnRecord, call: CallState) -> GateDecision:
         if self._policy_function is None:
@@ -207,7 +233,11 @@ class Dispatcher:
                 return await self._invoke_and_record(record, call, tool, key, entry.revision, emit)
         assert entry is not None
         if entry.value.get("status") == "done":
-            return FunctionResultMessage.model_validate(entry.value["result"])
+            # Settled before a crash: answer from the ledger, and end the call for a client that
+            # saw it start (the same event id, if the end was already emitted).
+            done = FunctionResultMessage.model_validate(entry.value["result"])
+            await _emit_end(emit, call, tool, done, duration_ms=None)
+            return done
         if tool.traits.idempotent:
             return await self._invoke_and_record(record, call, tool, key, entry.revision, emit)
         unknown = error_result(
@@ -220,6 +250,7 @@ class Dispatcher:
         await self._engine.set_state(
             LEDGER_SCOPE, key, {"status": "done", "result": unknown.model_dump(mode="json")}
         )
+        await _emit_end(emit, call, tool, unknown, duration_ms=None)
         return unknown
 
     async def _invoke_and_record(
@@ -246,17 +277,7 @@ class Dispatcher:
         await self._engine.set_state(
             LEDGER_SCOPE, key, {"status": "done", "result": result.model_dump(mode="json")}
         )
-        await emit(
-            "function_execution_end",
-            f"{call.id}:end",
-            {
-                "function_call_id": call.id,
-                "function_id": tool.function_id,
-                "result": result.model_dump(mode="json"),
-                "is_error": result.is_error,
-                "duration_ms": duration_ms,
-            },
-        )
+        await _emit_end(emit, call, tool, result, duration_ms=duration_ms)
         return result
 
     async def _invoke(
@@ -281,6 +302,27 @@ class Dispatcher:
                 details={"error": exc.remote_code},
             )
         return _as_result(call, tool, value)
+
+
+async def _emit_end(
+    emit: Emit,
+    call: CallState,
+    tool: ToolOffer,
+    result: FunctionResultMessage,
+    *,
+    duration_ms: float | None,
+) -> None:
+    await emit(
+        "function_execution_end",
+        f"{call.id}:end",
+        {
+            "function_call_id": call.id,
+            "function_id": tool.function_id,
+            "result": result.model_dump(mode="json"),
+            "is_error": result.is_error,
+            "duration_ms": duration_ms,
+        },
+    )
 
 
 def _as_result(call: CallState, tool: ToolOffer, value: Any) -> FunctionResultMessage:

@@ -52,8 +52,6 @@ ABORT_SCOPE = "turn-abort"
 
 _log = logging.getLogger("tackroom.orchestrator")
 
-_PARKED_OR_DONE = frozenset({"function_awaiting_approval", "stopped", "failed"})
-
 
 class Driver:
     def __init__(
@@ -97,8 +95,18 @@ class Driver:
                 return
             if not await self._commit(step, entry.revision):
                 return
-            if step.record.state in _PARKED_OR_DONE:
+            if record.state == "steering_check":
+                await self._remove_taken(step.record)
+            if step.record.terminal:
+                if record.state == "function_awaiting_approval":
+                    await self._dispatcher.release_parked(record, step.record)
                 return
+            if step.record.state == "function_awaiting_approval":
+                if record.state == "function_awaiting_approval":
+                    return  # some decisions read, others still awaited
+                # Just parked: a decision may have landed before this commit, when the wake
+                # found the turn not yet parked. Read the decisions once more.
+                parked_pass = True
 
     async def _step(self, record: TurnRecord) -> Transition | None:
         try:
@@ -118,9 +126,13 @@ class Driver:
             )
 
     async def _abort_requested(self, record: TurnRecord) -> StepEvent | None:
+        reason = await self._abort_reason(record)
+        return None if reason is None else AbortRequested(reason)
+
+    async def _abort_reason(self, record: TurnRecord) -> str | None:
         entry = await self._engine.get_state(ABORT_SCOPE, record.session_id)
         if entry is not None and entry.value.get("run_id") == record.run_id:
-            return AbortRequested(str(entry.value.get("reason") or "aborted"))
+            return str(entry.value.get("reason") or "aborted")
         return None
 
     async def _work(self, record: TurnRecord) -> StepEvent:
@@ -137,7 +149,7 @@ class Driver:
             case "function_awaiting_approval":
                 return ApprovalsRead(await self._read_approvals(record))
             case "steering_check":
-                return InboxDrained(await self._drain_inbox(record))
+                return await self._take_inbox(record)
         raise TransitionError(f"no work in state {record.state}")
 
     async def _call_model(self, record: TurnRecord, emit: Emit) -> StepEvent:
@@ -156,7 +168,11 @@ class Driver:
             )
         if not reservation.allowed:
             return BudgetRefused(reservation.reason or "the budget's cap is reached")
-        message = await self._model.call(record, messages, emit)
+
+        async def aborted() -> bool:
+            return await self._abort_reason(record) is not None
+
+        message = await self._model.call(record, messages, emit, abort_requested=aborted)
         await self._budget.settle(record, reservation, message.usage)
         return AssistantCompleted(message)
 
@@ -166,16 +182,26 @@ class Driver:
             if call.status != "parked":
                 continue
             entry = await self._engine.get_state(APPROVALS_SCOPE, f"{record.session_id}/{call.id}")
-            if entry is not None and isinstance(entry.value, dict):
-                decisions[call.id] = ApprovalDecision.model_validate(entry.value)
+            if entry is None or not isinstance(entry.value, dict):
+                continue
+            decision = ApprovalDecision.model_validate(entry.value)
+            if decision.run_id in (None, record.run_id):  # another run's decision is not ours
+                decisions[call.id] = decision
         return decisions
 
-    async def _drain_inbox(self, record: TurnRecord) -> list[Any]:
+    async def _take_inbox(self, record: TurnRecord) -> InboxDrained:
+        """Peek, not drain: the items leave the inbox only after the step that appended them to
+        the session commits (:meth:`_remove_taken`), so a crash in between loses nothing."""
+        await self._remove_taken(record)
         for name in ("steering", "followup"):
-            items = await self._sessions.drain(record.session_id, name)
+            items = await self._sessions.peek(record.session_id, name)
             if items:
-                return [_as_message(item) for item in items]
-        return []
+                return InboxDrained([_as_message(item) for item in items], {name: items})
+        return InboxDrained([])
+
+    async def _remove_taken(self, record: TurnRecord) -> None:
+        for name, items in record.inbox_taken.items():
+            await self._sessions.remove(record.session_id, name, items)
 
     async def _commit(self, step: Transition, revision: int) -> bool:
         record = step.record

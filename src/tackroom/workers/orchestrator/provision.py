@@ -2,22 +2,45 @@
 
 Tools are the catalog's functions matching the run's ``tools`` patterns; the catalog gives each
 one's description and request schema (with its ``x-tackroom`` traits). The system prompt is the
-run's ``system_prompt`` verbatim when given, else the identity preamble, the mode paragraph and the
-working directory, read from the data files in ``prompts/``.
+run's ``system_prompt`` verbatim when given; else it is assembled from the data files in
+``prompts/``: the mode paragraph, the identity preamble, the working directory, the project's
+instructions (``AGENTS.md`` in the working directory, when present) and the skills index from
+``directory::skills::index`` (fetched with a short timeout; no directory worker, no index). When
+the index is in the prompt, the ``skills::get`` tool is offered too, so the model can read a
+skill it names.
 """
 
 from __future__ import annotations
 
+import asyncio
 import fnmatch
+import logging
+from collections.abc import Sequence
 from importlib import resources
+from pathlib import Path
+from string import Template
 
 from tackroom.contracts.provider import ToolNames
 from tackroom.contracts.tools import traits_of
+from tackroom.engine.errors import EngineError
 from tackroom.engine.protocol import Engine, FunctionInfo
+from tackroom.workers.orchestrator.contracts import Mode
 from tackroom.workers.orchestrator.record import ToolOffer, TurnRecord
 from tackroom.workers.orchestrator.transition import Provisioned
 
-__all__ = ["NEVER_OFFERED", "Provisioner", "prompt_piece"]
+__all__ = [
+    "NEVER_OFFERED",
+    "SKILLS_INDEX",
+    "SKILLS_TOOL",
+    "Provisioner",
+    "offered_tools",
+    "prompt_piece",
+]
+
+_log = logging.getLogger("tackroom.orchestrator")
+
+SKILLS_INDEX = "directory::skills::index"
+SKILLS_TOOL = "skills::get"
 
 NEVER_OFFERED: tuple[str, ...] = (
     "run::*",
@@ -33,29 +56,96 @@ NEVER_OFFERED: tuple[str, ...] = (
     "auth::*",
     "budget::*",
     "hook-fanout::*",
+    "directory::skills::register",
 )
 """Functions no model may be handed as a tool, whatever a run's patterns say."""
 
 
-def prompt_piece(name: str) -> str:
-    return (resources.files(__package__) / "prompts" / f"{name}.md").read_text().strip()
+def prompt_piece(name: str, **values: str) -> str:
+    """The data file ``prompts/<name>.md``, its ``$placeholders`` filled from ``values``."""
+    text = (resources.files(__package__) / "prompts" / f"{name}.md").read_text().strip()
+    return Template(text).substitute(values) if values else text
 
 
 class Provisioner:
-    def __init__(self, engine: Engine, *, cwd: str | None) -> None:
+    def __init__(
+        self,
+        engine: Engine,
+        *,
+        cwd: str | None,
+        instruction_files: Sequence[str] = ("AGENTS.md",),
+        max_instruction_chars: int = 64_000,
+        index_timeout: float = 2.0,
+    ) -> None:
         self._engine = engine
         self._cwd = cwd
+        self._instruction_files = tuple(instruction_files)
+        self._max_instruction_chars = max_instruction_chars
+        self._index_timeout = index_timeout
 
     async def provision(self, record: TurnRecord) -> Provisioned:
-        tools = offered_tools(await self._engine.list_functions(), record.tool_patterns)
+        catalog = await self._engine.list_functions()
+        tools = offered_tools(catalog, record.tool_patterns)
         if record.system_prompt_override is not None:
-            prompt = record.system_prompt_override
-        else:
-            pieces = [prompt_piece("identity"), prompt_piece(f"mode_{record.mode}")]
-            if self._cwd:
-                pieces.append(f"Working directory: {self._cwd}")
-            prompt = "\n\n".join(pieces)
+            return Provisioned(system_prompt=record.system_prompt_override, tools=tools)
+        index = await self.skills_index(catalog)
+        tool_name: str | None = None
+        if index:
+            tools = offered_tools(catalog, [*record.tool_patterns, SKILLS_TOOL])
+            tool_name = next((t.name for t in tools if t.function_id == SKILLS_TOOL), None)
+        prompt = await self.system_prompt(
+            record.mode, skills_index=index if tool_name else None, skills_tool=tool_name
+        )
         return Provisioned(system_prompt=prompt, tools=tools)
+
+    async def system_prompt(
+        self, mode: Mode, *, skills_index: str | None = None, skills_tool: str | None = None
+    ) -> str:
+        """Mode paragraph, identity, working directory, project instructions, skills index."""
+        pieces = [prompt_piece(f"mode_{mode}"), prompt_piece("identity")]
+        if self._cwd:
+            pieces.append(prompt_piece("working_directory", cwd=self._cwd))
+            pieces.extend(await asyncio.to_thread(self._project_instructions, Path(self._cwd)))
+        if skills_index and skills_tool:
+            pieces.append(prompt_piece("skills", tool=skills_tool, index=skills_index))
+        return "\n\n".join(pieces)
+
+    def _project_instructions(self, cwd: Path) -> list[str]:
+        found = []
+        for name in self._instruction_files:
+            path = cwd / name
+            try:
+                if not path.is_file():
+                    continue
+                text = path.read_text(encoding="utf-8", errors="replace").strip()
+            except OSError as exc:
+                _log.warning("provisioning: cannot read %s: %s", path, exc.strerror or exc)
+                continue
+            if not text:
+                continue
+            limit = self._max_instruction_chars
+            if len(text) > limit:
+                text = (
+                    text[:limit]
+                    + "\n\n"
+                    + prompt_piece("clipped", file=name, shown=str(limit), total=str(len(text)))
+                )
+            found.append(prompt_piece("project_instructions", file=name, instructions=text))
+        return found
+
+    async def skills_index(self, catalog: list[FunctionInfo]) -> str | None:
+        """The directory worker's skills index, or ``None`` (no worker, no skills, a failure)."""
+        if not any(info.function_id == SKILLS_INDEX for info in catalog):
+            return None
+        try:
+            reply = await self._engine.trigger(SKILLS_INDEX, {}, timeout=self._index_timeout)
+        except EngineError as exc:
+            _log.warning("provisioning: no skills index (%s)", exc)
+            return None
+        body = reply.get("body") if isinstance(reply, dict) else None
+        if not isinstance(body, str) or not body.strip():
+            return None
+        return body.strip()
 
 
 def offered_tools(catalog: list[FunctionInfo], patterns: list[str]) -> list[ToolOffer]:

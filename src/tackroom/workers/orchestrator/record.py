@@ -73,6 +73,10 @@ class TurnRecord(_Model):
         default_factory=dict, description="times each (function, arguments) was called"
     )
     usage: Usage = Field(default_factory=Usage)
+    inbox_taken: dict[str, list[Any]] = Field(
+        default_factory=dict,
+        description="inbox items the last steering_check appended; removed from the inbox after",
+    )
     stop_reason: str | None = None
     error: TurnError | None = None
 

@@ -43,12 +43,20 @@ class SessionsClient:
         )
         return messages_adapter.validate_python([item["message"] for item in reply["messages"]])
 
-    async def drain(self, session_id: str, name: str) -> list[Any]:
+    async def peek(self, session_id: str, name: str) -> list[Any]:
         reply = await self._engine.trigger(
-            "session-inbox::drain", {"session_id": session_id, "name": name}, timeout=self._timeout
+            "session-inbox::peek", {"session_id": session_id, "name": name}, timeout=self._timeout
         )
         items: list[Any] = reply["items"]
         return items
+
+    async def remove(self, session_id: str, name: str, items: list[Any]) -> None:
+        """Remove what a peek returned, if still at the head: repeating it removes nothing."""
+        await self._engine.trigger(
+            "session-inbox::remove",
+            {"session_id": session_id, "name": name, "items": items},
+            timeout=self._timeout,
+        )
 
     async def push(self, session_id: str, name: str, item: Any) -> None:
         await self._engine.trigger(

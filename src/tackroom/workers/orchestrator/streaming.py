@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import asyncio
 import time
+import uuid
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from pydantic import ValidationError
@@ -31,19 +33,30 @@ _DELTA_KINDS = {
     "function_call_delta": "function_call",
 }
 _CLOSE_GRACE = 5.0
+_ABORT_POLL = 0.25
+
+AbortCheck = Callable[[], Awaitable[bool]]
 
 
 class _Coalescer:
+    """Batches deltas into ``message_update`` events.
+
+    Each model call streams under its own ``stream_id``: a call re-run after a crash gets new
+    event ids (and a UI seeing a new ``stream_id`` for a message starts that message over).
+    """
+
     def __init__(self, emit: Emit, message_id: str, *, seconds: float, chars: int) -> None:
         self._emit = emit
         self._message_id = message_id
-        self._seconds = seconds
+        self.stream_id = uuid.uuid4().hex[:8]
+        self.seconds = seconds
         self._chars = chars
         self._kind: str | None = None
         self._parts: list[str] = []
         self._size = 0
         self._since = 0.0
         self._count = 0
+        self._lock = asyncio.Lock()
 
     async def add(self, kind: str, delta: str) -> None:
         if kind != self._kind:
@@ -52,20 +65,31 @@ class _Coalescer:
             self._since = time.monotonic()
         self._parts.append(delta)
         self._size += len(delta)
-        if self._size >= self._chars or time.monotonic() - self._since >= self._seconds:
+        if self._size >= self._chars or time.monotonic() - self._since >= self.seconds:
+            await self.flush()
+
+    async def flush_if_stale(self) -> None:
+        """Called on a timer: deltas never wait longer than ``seconds`` when the model pauses."""
+        if self._parts and time.monotonic() - self._since >= self.seconds:
             await self.flush()
 
     async def flush(self) -> None:
-        if not self._parts or self._kind is None:
-            return
-        delta, self._parts, self._size = "".join(self._parts), [], 0
-        self._count += 1
-        self._since = time.monotonic()
-        await self._emit(
-            "message_update",
-            f"{self._message_id}:u{self._count}",
-            {"message_id": self._message_id, "kind": self._kind, "delta": delta},
-        )
+        async with self._lock:  # the reader and the ticker both flush; events keep their order
+            if not self._parts or self._kind is None:
+                return
+            delta, self._parts, self._size = "".join(self._parts), [], 0
+            self._count += 1
+            self._since = time.monotonic()
+            await self._emit(
+                "message_update",
+                f"{self._message_id}:{self.stream_id}:u{self._count}",
+                {
+                    "message_id": self._message_id,
+                    "stream_id": self.stream_id,
+                    "kind": self._kind,
+                    "delta": delta,
+                },
+            )
 
 
 class ModelCaller:
@@ -85,7 +109,12 @@ class ModelCaller:
         self._capacity = channel_capacity
 
     async def call(
-        self, record: TurnRecord, messages: list[AgentMessage], emit: Emit
+        self,
+        record: TurnRecord,
+        messages: list[AgentMessage],
+        emit: Emit,
+        *,
+        abort_requested: AbortCheck | None = None,
     ) -> AssistantMessage:
         message_id = record.entry_id(f"t{record.turn_count + 1}-a")
         channel = await self._engine.open_channel(capacity=self._capacity)
@@ -107,18 +136,50 @@ class ModelCaller:
         coalescer = _Coalescer(emit, message_id, seconds=self._seconds, chars=self._chars)
         async with asyncio.TaskGroup() as group:
             reader = group.create_task(self._read(channel, coalescer))
+            ticker = group.create_task(self._tick(reader, channel, coalescer, abort_requested))
             failure = await self._invoke(record.provider, request)
             if failure is not None:
                 await _close_after(reader, channel, grace=0.0 if reader.done() else 0.2)
             else:
                 await _close_after(reader, channel, grace=_CLOSE_GRACE)
+            ticker.cancel()
         message = reader.result()
-        if message is None:
+        if not ticker.cancelled() and ticker.result():
+            message = AssistantMessage(
+                content=message.content if message is not None else [],
+                stop_reason="aborted",
+                error_message="aborted while the model was answering",
+            )
+        elif message is None:
             kind, text = failure or ("transient", "the provider ended the stream without a message")
             message = _error_message(kind, text)
         message.provider = message.provider or record.provider
         message.model = message.model or record.model
         return message
+
+    async def _tick(
+        self,
+        reader: asyncio.Task[Any],
+        channel: Channel,
+        coalescer: _Coalescer,
+        abort_requested: AbortCheck | None,
+    ) -> bool:
+        """While the stream runs: flush stale deltas; close the stream when an abort arrives.
+
+        Returns whether it aborted the stream.
+        """
+        tick = min(coalescer.seconds, _ABORT_POLL)
+        since_poll = 0.0
+        while not reader.done():
+            await asyncio.sleep(tick)
+            await coalescer.flush_if_stale()
+            since_poll += tick
+            if abort_requested is not None and since_poll >= _ABORT_POLL:
+                since_poll = 0.0
+                if await abort_requested():
+                    await channel.aclose()
+                    return True
+        return False
 
     async def _invoke(
         self, provider: str, request: ProviderRequest

@@ -41,6 +41,9 @@ __all__ = [
     "transition",
 ]
 
+EXPIRY_APPROVER = "approvals:ttl"
+"""The approver the approvals worker names on a decision it makes because the TTL ran out."""
+
 LOOP_LIMIT = 3
 """The same call (function and arguments) more than this many times in a run stops it."""
 
@@ -81,6 +84,8 @@ class ApprovalsRead:
 @dataclass(frozen=True, slots=True)
 class InboxDrained:
     messages: list[AgentMessage]
+    taken: dict[str, list[Any]] = field(default_factory=dict)
+    """The raw inbox items behind ``messages``, by inbox name, to remove once committed."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -179,7 +184,8 @@ def _apply(r: TurnRecord, event: StepEvent, effects: list[Effect]) -> bool:
             _calls_settled(r, results, parked, effects)
         case ApprovalsRead(decisions=decisions):
             return _approvals_read(r, decisions)
-        case InboxDrained(messages=messages):
+        case InboxDrained(messages=messages, taken=taken):
+            r.inbox_taken = dict(taken)
             _steer(r, messages, effects)
         case AbortRequested(reason=reason):
             _abort(r, reason, effects)
@@ -274,11 +280,15 @@ def _approvals_read(r: TurnRecord, decisions: dict[str, ApprovalDecision]) -> bo
         if decision.decision == "allow":
             call.status = "approved"
             continue
-        verb = "denied by the user" if decision.decision == "deny" else "aborted"
+        if decision.approver == EXPIRY_APPROVER:
+            text = "Approval expired: nobody decided within the time limit."
+        else:
+            verb = "denied by the user" if decision.decision == "deny" else "aborted"
+            text = f"Permission {verb}" + (f": {decision.reason}" if decision.reason else "")
         call.status = "done"
         call.result = error_result(
             call,
-            f"Permission {verb}" + (f": {decision.reason}" if decision.reason else ""),
+            text,
             details={
                 "status": "denied",
                 "denied_by": "user",

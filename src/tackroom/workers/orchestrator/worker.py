@@ -187,13 +187,14 @@ class Orchestrator:
             await self._wake(session_id, record.run_id)
 
     async def recover(self) -> None:
-        """Wake every run left mid-step (a crash between commit and enqueue); drives are idempotent.
+        """Wake every unfinished run: one left mid-step (a crash between commit and enqueue), or
+        parked while a decision was written with no orchestrator running.
 
         Waking a run twice is harmless: a stale drive changes nothing.
         """
         for entry in await self._engine.list_state(TURNS_SCOPE):
             record = TurnRecord.model_validate(entry.value)
-            if not record.terminal and record.state != "function_awaiting_approval":
+            if not record.terminal:
                 await self._wake(record.session_id, record.run_id)
 
 
@@ -235,7 +236,8 @@ async def start(ctx: WorkerContext[OrchestratorConfig]) -> None:
         TURN_ON_APPROVAL, orchestrator.on_approval, description="Wake a turn parked for approval."
     )
     await ctx.add_state_trigger(APPROVALS_SCOPE, TURN_ON_APPROVAL)
-    await orchestrator.recover()
+    # Resume interrupted turns only once the provider and tool workers booted with us are live.
+    ctx.after_start(orchestrator.recover)
 
 
 WORKER = WorkerSpec(
