@@ -54,9 +54,11 @@ class BudgetGuard:
         *,
         check_function: str | None,
         record_function: str | None,
+        scopes: dict[str, str] | None = None,
         timeout: float = 5.0,
     ) -> None:
         self._engine = engine
+        self._scopes = dict(scopes or {})
         self._check = check_function
         self._record = record_function
         self._timeout = timeout
@@ -77,7 +79,7 @@ class BudgetGuard:
         try:
             reply = await self._engine.trigger(
                 self._check,
-                {"session_id": record.session_id, "estimate_usd": estimate},
+                {"session_id": record.session_id, **self._scopes, "estimate_usd": estimate},
                 timeout=self._timeout,
             )
         except EngineError as exc:
@@ -99,7 +101,9 @@ class BudgetGuard:
             self._record,
             {
                 "reservation_id": reservation.reservation_id,
+                "record_id": f"{record.run_id}:t{record.turn_count + 1}",  # a re-run settles once
                 "session_id": record.session_id,
+                **self._scopes,
                 "cost_usd": usage.cost_usd,
             },
             timeout=self._timeout,

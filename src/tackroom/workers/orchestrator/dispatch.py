@@ -1,9 +1,6 @@
-"""Running a batch of function calls: the gate, the per-call ledger, dispatch.
+"""Running a batch of function calls: the gate (:mod:`.gate`), the per-call ledger, dispatch.
 
-Every call passes one gate (:meth:`Dispatcher.gate`). With a policy function configured the gate
-asks it (5 s by default) and fails closed: no answer, an error or a reply it cannot read is a
-denial with ``denied_by: gate_unavailable``. With none configured the harness runs "thin" and
-allows. Calls a human approved skip the gate.
+Every pending call passes the gate; calls a human approved skip it.
 
 The ledger (scope ``turn-ledger``, key ``<session>/<run>/<call>``) is written ``started`` before a
 call runs and ``done`` with its result after, so after a crash a done call is not run again, a
@@ -14,65 +11,35 @@ reported to the model as "outcome unknown" — never silently repeated.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import json
 import time
-from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any
 
-from opentelemetry import trace
 from pydantic import ValidationError
 
 from tackroom.contracts.messages import FunctionResultMessage, TextBlock
 from tackroom.contracts.tools import CALL_CONTEXT_KEY, CallContext
 from tackroom.engine.errors import (
-    EngineError,
     FunctionNotFound,
     InvocationError,
     InvocationTimeout,
     RevisionConflict,
 )
 from tackroom.engine.protocol import Engine
-from tackroom.workers.orchestrator.contracts import EventType
+from tackroom.workers.orchestrator.gate import Emit, Gate, denial
 from tackroom.workers.orchestrator.planning import error_result
 from tackroom.workers.orchestrator.record import CallState, ToolOffer, TurnRecord
 from tackroom.workers.orchestrator.transition import CallsSettled
 
-__all__ = ["LEDGER_SCOPE", "Dispatcher", "GateDecision"]
+__all__ = ["LEDGER_SCOPE", "Dispatcher", "Emit"]
 
 LEDGER_SCOPE = "turn-ledger"
 
-Emit = Callable[[EventType, str, dict[str, Any]], Awaitable[None]]
-"""``emit(event_type, event_key, data)``."""
-
-
-DecidedBy = Literal["thin", "policy", "gate_unavailable", "approval_mode", "default"]
-
-
-@dataclass(frozen=True, slots=True)
-class GateDecision:
-    decision: Literal["allow", "deny", "needs_approval"]
-    decided_by: DecidedBy
-    reason: str = ""
-    rule_id: str | None = None
-    matched_constraint: str | None = None
-
 
 class Dispatcher:
-    def __init__(
-        self,
-        engine: Engine,
-        *,
-        policy_function: str | None,
-        policy_timeout: float,
-        call_timeout: float,
-        approvals_function: str | None = None,
-    ) -> None:
+    def __init__(self, engine: Engine, *, gate: Gate, call_timeout: float) -> None:
         self._engine = engine
-        self._policy_function = policy_function
-        self._policy_timeout = policy_timeout
-        self._approvals_function = approvals_function
+        self.gate = gate
         self._call_timeout = call_timeout
 
     async def run_batch(self, record: TurnRecord, emit: Emit) -> CallsSettled:
@@ -88,9 +55,9 @@ class Dispatcher:
                 results[call.id] = error_result(call, f"tool {call.tool_name!r} is not offered")
                 continue
             if call.status == "pending":
-                decision = await self.gate(record, call, emit)
+                decision = await self.gate.check(record, call, emit)
                 if decision.decision == "deny":
-                    results[call.id] = _denial(call, decision)
+                    results[call.id] = denial(call, decision)
                     continue
                 if decision.decision == "needs_approval":
                     parked[call.id] = decision.reason or "needs approval"
@@ -109,113 +76,6 @@ class Dispatcher:
             if not tool.traits.parallel:
                 await run(call, tool)
         return CallsSettled(results=results, parked=parked)
-
-    async def gate(self, record: TurnRecord, call: CallState, emit: Emit) -> GateDecision:
-        """Policy, then (for ``needs_approval``) the approvals worker; recorded as an event."""
-        if self._policy_function is None and self._approvals_function is None:
-            return GateDecision("allow", "thin", "no policy configured")
-        decision = await self._policy(record, call)
-        if decision.decision == "needs_approval" and self._approvals_function is not None:
-            decision = await self._request_approval(record, call, decision)
-        await emit(
-            "gate_decision",
-            f"{call.id}:gate",
-            {
-                "function_call_id": call.id,
-                "function_id": call.function_id,
-                "decision": decision.decision,
-                "decided_by": decision.decided_by,
-                "rule_id": decision.rule_id,
-                "reason": decision.reason,
-            },
-        )
-        span = trace.get_current_span()
-        attributes = {
-            "tackroom.gate.function_id": call.function_id or call.tool_name,
-            "tackroom.gate.decision": decision.decision,
-            "tackroom.gate.decided_by": decision.decided_by,
-            "tackroom.gate.rule_id": decision.rule_id or "",
-        }
-        span.set_attributes(attributes)
-        span.add_event("tackroom.gate_decision", attributes)
-        return decision
-
-    async def _request_approval(
-        self, record: TurnRecord, call: CallState, policy: GateDecision
-    ) -> GateDecision:
-        """Register the pending call; the session's approval mode may allow it at once."""
-        assert self._approvals_function is not None
-        request = {
-            "session_id": record.session_id,
-            "function_call_id": call.id,
-            "function_id": call.function_id,
-            "arguments": call.arguments,
-            "reason": policy.reason,
-            "run_id": record.run_id,
-        }
-        try:
-            reply = await self._engine.trigger(
-                self._approvals_function, request, timeout=self._policy_timeout
-            )
-        except EngineError as exc:
-            return GateDecision(
-                "deny",
-                "gate_unavailable",
-                f"the approval request failed, so the call is denied: {exc}",
-            )
-        if isinstance(reply, dict) and reply.get("status") == "allowed":
-            reason = str(reply.get("reason") or "allowed by the session's approval mode")
-            return GateDecision("allow", "approval_mode", reason)
-        return policy
-
-    async def release_parked(self, before: TurnRecord, after: TurnRecord) -> None:
-        """Tell the approvals worker that calls parked in ``before`` will not be decided (abort)."""
-        if self._approvals_function is None:
-            return
-        for call in before.calls:
-            if call.status != "parked":
-                continue
-            # Already decided or expired: nothing is left pending either way.
-            with contextlib.suppress(EngineError):
-                await self._engine.trigger(
-                    "approval::resolve",
-                    {
-                        "session_id": before.session_id,
-                        "function_call_id": call.id,
-                        "decision": "aborted",
-                        "reason": after.stop_reason or "the run ended",
-                        "approver": "orchestrator",
-                    },
-                    timeout=self._policy_timeout,
-                )
-
-    async def _policy(self, record: TurnRecord, call: CallState) -> GateDecision:
-        if self._policy_function is None:
-            return GateDecision("needs_approval", "default", "no policy: every call asks")
-        request = {
-            "function_id": call.function_id,
-            "args": call.arguments,
-            "session_id": record.session_id,
-        }
-        try:
-            reply = await self._engine.trigger(
-                self._policy_function, request, timeout=self._policy_timeout
-            )
-            decision = reply.get("decision") if isinstance(reply, dict) else None
-            if decision not in ("allow", "deny", "needs_approval"):
-                raise ValueError(f"unreadable policy reply: {str(reply)[:200]}")
-        except (EngineError, ValueError) as exc:
-            return GateDecision(
-                "deny", "gate_unavailable", f"the policy check failed, so the call is denied: {exc}"
-            )
-        assert isinstance(reply, dict)
-        return GateDecision(
-            decision,
-            "policy",
-            str(reply.get("reason") or ""),
-            rule_id=_optional_str(reply.get("rule_id")),
-            matched_constraint=_optional_str(reply.get("matched_constraint")),
-        )
 
     async def _run_once(
         self, record: TurnRecord, call: CallState, tool: ToolOffer, emit: Emit
@@ -272,7 +132,8 @@ class Dispatcher:
             },
         )
         started = time.perf_counter()
-        result = await self._invoke(record, call, tool)
+        # Hooks transform before the ledger stores the result: a redacted value is never kept.
+        result = await self.gate.after_call(record, call, await self._invoke(record, call, tool))
         duration_ms = round((time.perf_counter() - started) * 1000, 3)
         await self._engine.set_state(
             LEDGER_SCOPE, key, {"status": "done", "result": result.model_dump(mode="json")}
@@ -349,21 +210,3 @@ def _as_result(call: CallState, tool: ToolOffer, value: Any) -> FunctionResultMe
         content=[TextBlock(text=text)],
         details=value,
     )
-
-
-def _denial(call: CallState, decision: GateDecision) -> FunctionResultMessage:
-    """The result a denied call gets: the model reads the reason; ``details`` is the envelope."""
-    details = {
-        "schema_version": 1,
-        "status": "denied",
-        "denied_by": "permissions" if decision.decided_by == "policy" else decision.decided_by,
-        "function_id": call.function_id,
-        "rule_id": decision.rule_id,
-        "matched_constraint": decision.matched_constraint,
-        "reason": decision.reason,
-    }
-    return error_result(call, f"[PERMISSION_DENIED] {decision.reason}", details=details)
-
-
-def _optional_str(value: Any) -> str | None:
-    return None if value is None else str(value)

@@ -18,6 +18,7 @@ from typing import Any
 from tackroom.contracts.messages import UserMessage, message_adapter
 from tackroom.engine.errors import EngineClosed, RevisionConflict
 from tackroom.engine.protocol import Engine, current_invocation
+from tackroom.hooks import AFTER_MODEL_CALL, BEFORE_MODEL_CALL, TURN_END, HookSubscriptions
 from tackroom.workers.orchestrator.budget import BudgetGuard
 from tackroom.workers.orchestrator.contracts import (
     APPROVALS_SCOPE,
@@ -63,8 +64,10 @@ class Driver:
         model: ModelCaller,
         dispatcher: Dispatcher,
         budget: BudgetGuard,
+        hooks: HookSubscriptions | None,
         visibility_extension: float,
     ) -> None:
+        self._hooks = hooks
         self._engine = engine
         self._sessions = sessions
         self._provisioner = provisioner
@@ -99,7 +102,7 @@ class Driver:
                 await self._remove_taken(step.record)
             if step.record.terminal:
                 if record.state == "function_awaiting_approval":
-                    await self._dispatcher.release_parked(record, step.record)
+                    await self._dispatcher.gate.release_parked(record, step.record)
                 return
             if step.record.state == "function_awaiting_approval":
                 if record.state == "function_awaiting_approval":
@@ -172,9 +175,26 @@ class Driver:
         async def aborted() -> bool:
             return await self._abort_reason(record) is not None
 
+        turn = {
+            "session_id": record.session_id,
+            "run_id": record.run_id,
+            "turn": record.turn_count + 1,
+        }
+        await self._observe(
+            BEFORE_MODEL_CALL, {**turn, "provider": record.provider, "model": record.model}
+        )
         message = await self._model.call(record, messages, emit, abort_requested=aborted)
         await self._budget.settle(record, reservation, message.usage)
+        await self._observe(
+            AFTER_MODEL_CALL,
+            {**turn, "stop_reason": message.stop_reason, "usage": message.usage.model_dump()},
+        )
         return AssistantCompleted(message)
+
+    async def _observe(self, topic: str, payload: dict[str, Any]) -> None:
+        """Observing hooks: nothing at all when nobody subscribes; failures never stop a turn."""
+        if self._hooks is not None:
+            await self._hooks.publish(topic, payload)
 
     async def _read_approvals(self, record: TurnRecord) -> dict[str, ApprovalDecision]:
         decisions: dict[str, ApprovalDecision] = {}
@@ -209,6 +229,11 @@ class Driver:
             if isinstance(effect, AppendEntries):
                 await self._sessions.append(record.session_id, effect.entries)
             elif isinstance(effect, EmitEvent):
+                if effect.type == "turn_end":
+                    await self._observe(
+                        TURN_END,
+                        {"session_id": record.session_id, "run_id": record.run_id, **effect.data},
+                    )
                 await self._emit(
                     record, effect.type, f"{record.run_id}:{record.step}:{index}", effect.data
                 )

@@ -136,8 +136,12 @@ class ModelCaller:
         coalescer = _Coalescer(emit, message_id, seconds=self._seconds, chars=self._chars)
         async with asyncio.TaskGroup() as group:
             reader = group.create_task(self._read(channel, coalescer))
-            ticker = group.create_task(self._tick(reader, channel, coalescer, abort_requested))
-            failure = await self._invoke(record.provider, request)
+            invoke = group.create_task(self._invoke(record.provider, request))
+            ticker = group.create_task(
+                self._tick(reader, invoke, channel, coalescer, abort_requested)
+            )
+            await asyncio.wait({invoke})
+            failure = None if invoke.cancelled() else invoke.result()
             if failure is not None:
                 await _close_after(reader, channel, grace=0.0 if reader.done() else 0.2)
             else:
@@ -160,6 +164,7 @@ class ModelCaller:
     async def _tick(
         self,
         reader: asyncio.Task[Any],
+        invoke: asyncio.Task[Any],
         channel: Channel,
         coalescer: _Coalescer,
         abort_requested: AbortCheck | None,
@@ -178,6 +183,7 @@ class ModelCaller:
                 since_poll = 0.0
                 if await abort_requested():
                     await channel.aclose()
+                    invoke.cancel()  # a provider that stalls must not hold the turn
                     return True
         return False
 

@@ -9,6 +9,7 @@ from typing import Any
 
 from tackroom.engine.errors import FunctionError, RevisionConflict
 from tackroom.engine.protocol import QueueConfig
+from tackroom.hooks import HookSubscriptions
 from tackroom.runtime.worker import WorkerConfig, WorkerContext, WorkerSpec
 from tackroom.workers.orchestrator.budget import BudgetGuard
 from tackroom.workers.orchestrator.contracts import (
@@ -28,6 +29,7 @@ from tackroom.workers.orchestrator.contracts import (
 )
 from tackroom.workers.orchestrator.dispatch import Dispatcher
 from tackroom.workers.orchestrator.driver import ABORT_SCOPE, Driver
+from tackroom.workers.orchestrator.gate import Gate
 from tackroom.workers.orchestrator.provision import Provisioner
 from tackroom.workers.orchestrator.record import TURNS_SCOPE, TurnRecord
 from tackroom.workers.orchestrator.sessions import SessionsClient
@@ -48,6 +50,12 @@ class OrchestratorConfig(WorkerConfig):
     """e.g. ``budget::check``: reserves each model call's estimate; ``None``: no budget."""
     budget_record_function: str | None = None
     """e.g. ``budget::record``: settles the reservation with the actual cost."""
+    budget_workspace: str | None = None
+    """Workspace id charged with this harness's model calls (budgets of scope workspace/<id>)."""
+    budget_agent: str | None = None
+    """Agent id charged with this harness's model calls (budgets of scope agent/<id>)."""
+    hooks_function: str | None = None
+    """e.g. ``hook-fanout::publish_collect``: hooks around calls, model calls and turn ends."""
     provider_timeout: float = 300.0
     call_timeout: float = 120.0
     coalesce_seconds: float = 0.05
@@ -58,10 +66,19 @@ class OrchestratorConfig(WorkerConfig):
 
 
 class Orchestrator:
-    def __init__(self, ctx: WorkerContext[OrchestratorConfig]) -> None:
+    def __init__(
+        self, ctx: WorkerContext[OrchestratorConfig], *, hooks: HookSubscriptions | None
+    ) -> None:
         config = ctx.config
         self._engine = ctx.engine
         self._sessions = SessionsClient(ctx.engine)
+        gate = Gate(
+            ctx.engine,
+            policy_function=config.policy_function,
+            approvals_function=config.approvals_function,
+            timeout=config.policy_timeout,
+            hooks=hooks,
+        )
         self._driver = Driver(
             ctx.engine,
             sessions=self._sessions,
@@ -72,17 +89,20 @@ class Orchestrator:
                 coalesce_seconds=config.coalesce_seconds,
                 coalesce_chars=config.coalesce_chars,
             ),
-            dispatcher=Dispatcher(
-                ctx.engine,
-                policy_function=config.policy_function,
-                policy_timeout=config.policy_timeout,
-                approvals_function=config.approvals_function,
-                call_timeout=config.call_timeout,
-            ),
+            dispatcher=Dispatcher(ctx.engine, gate=gate, call_timeout=config.call_timeout),
+            hooks=hooks,
             budget=BudgetGuard(
                 ctx.engine,
                 check_function=config.budget_check_function,
                 record_function=config.budget_record_function,
+                scopes={
+                    key: value
+                    for key, value in (
+                        ("workspace", config.budget_workspace),
+                        ("agent", config.budget_agent),
+                    )
+                    if value is not None
+                },
             ),
             visibility_extension=config.step_visibility_timeout,
         )
@@ -199,7 +219,11 @@ class Orchestrator:
 
 
 async def start(ctx: WorkerContext[OrchestratorConfig]) -> None:
-    orchestrator = Orchestrator(ctx)
+    hooks = None
+    if ctx.config.hooks_function is not None:
+        hooks = HookSubscriptions(ctx.engine, publish_function=ctx.config.hooks_function)
+        await hooks.attach(ctx)  # topics nobody subscribes to then cost no round trip at all
+    orchestrator = Orchestrator(ctx, hooks=hooks)
     await ctx.engine.configure_queue(
         TURN_STEP_QUEUE,
         QueueConfig(
@@ -231,13 +255,20 @@ async def start(ctx: WorkerContext[OrchestratorConfig]) -> None:
         response_type=TurnStateView | None,
         description="The turn state of a session, or null.",
     )
-    await ctx.register_function(TURN_STEP, orchestrator.step, description="Drive a session's turn.")
     await ctx.register_function(
         TURN_ON_APPROVAL, orchestrator.on_approval, description="Wake a turn parked for approval."
     )
     await ctx.add_state_trigger(APPROVALS_SCOPE, TURN_ON_APPROVAL)
-    # Resume interrupted turns only once the provider and tool workers booted with us are live.
-    ctx.after_start(orchestrator.recover)
+
+    async def serve_steps() -> None:
+        # Steps (a redelivered one included) run only once the provider and tool workers
+        # booted with us are live: a resumed model call must find its provider.
+        await ctx.register_function(
+            TURN_STEP, orchestrator.step, description="Drive a session's turn."
+        )
+        await orchestrator.recover()
+
+    ctx.after_start(serve_steps)
 
 
 WORKER = WorkerSpec(

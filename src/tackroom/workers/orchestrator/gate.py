@@ -1,0 +1,236 @@
+"""The gate every function call passes: hooks, policy, approvals — each optional, each closed.
+
+``before_function_call`` hooks may block; then the policy function (5 s by default) decides, and
+fails closed: no answer, an error or a reply it cannot read is a denial with ``denied_by:
+gate_unavailable``. A ``needs_approval`` goes to the approvals worker, whose session mode may
+allow at once; otherwise the call parks. With no policy and no approvals configured the harness
+runs "thin" and allows. Every decision is an event and a span attribute. ``after_function_call``
+hooks may rewrite a result; one that fails withholds it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from opentelemetry import trace
+from pydantic import ValidationError
+
+from tackroom.contracts.messages import FunctionResultMessage
+from tackroom.engine.errors import EngineError
+from tackroom.engine.protocol import Engine
+from tackroom.hooks import AFTER_FUNCTION_CALL, BEFORE_FUNCTION_CALL, HookSubscriptions
+from tackroom.workers.orchestrator.contracts import EventType
+from tackroom.workers.orchestrator.planning import error_result
+from tackroom.workers.orchestrator.record import CallState, TurnRecord
+
+__all__ = ["Emit", "Gate", "GateDecision", "denial"]
+
+Emit = Callable[[EventType, str, dict[str, Any]], Awaitable[None]]
+"""``emit(event_type, event_key, data)``."""
+
+DecidedBy = Literal["thin", "policy", "gate_unavailable", "approval_mode", "default", "hook"]
+
+
+@dataclass(frozen=True, slots=True)
+class GateDecision:
+    decision: Literal["allow", "deny", "needs_approval"]
+    decided_by: DecidedBy
+    reason: str = ""
+    rule_id: str | None = None
+    matched_constraint: str | None = None
+
+
+class Gate:
+    def __init__(
+        self,
+        engine: Engine,
+        *,
+        policy_function: str | None,
+        approvals_function: str | None,
+        timeout: float,
+        hooks: HookSubscriptions | None,
+    ) -> None:
+        self._engine = engine
+        self._policy_function = policy_function
+        self._approvals_function = approvals_function
+        self._policy_timeout = timeout
+        self._hooks = hooks
+
+    async def check(self, record: TurnRecord, call: CallState, emit: Emit) -> GateDecision:
+        """Hooks, policy, then (for ``needs_approval``) approvals; recorded as an event."""
+        blocked = await self._before_hooks(record, call)
+        if blocked is not None:
+            decision = blocked
+        elif self._policy_function is None and self._approvals_function is None:
+            return GateDecision("allow", "thin", "no policy configured")
+        else:
+            decision = await self._policy(record, call)
+        if decision.decision == "needs_approval" and self._approvals_function is not None:
+            decision = await self._request_approval(record, call, decision)
+        await emit(
+            "gate_decision",
+            f"{call.id}:gate",
+            {
+                "function_call_id": call.id,
+                "function_id": call.function_id,
+                "decision": decision.decision,
+                "decided_by": decision.decided_by,
+                "rule_id": decision.rule_id,
+                "reason": decision.reason,
+            },
+        )
+        span = trace.get_current_span()
+        attributes = {
+            "tackroom.gate.function_id": call.function_id or call.tool_name,
+            "tackroom.gate.decision": decision.decision,
+            "tackroom.gate.decided_by": decision.decided_by,
+            "tackroom.gate.rule_id": decision.rule_id or "",
+        }
+        span.set_attributes(attributes)
+        span.add_event("tackroom.gate_decision", attributes)
+        return decision
+
+    async def _before_hooks(self, record: TurnRecord, call: CallState) -> GateDecision | None:
+        """A ``before_function_call`` subscriber's block, or ``None`` (no cost with none)."""
+        if self._hooks is None:
+            return None
+        result = await self._hooks.publish(BEFORE_FUNCTION_CALL, _call_payload(record, call))
+        if result is None or not result.blocked:
+            return None
+        return GateDecision(
+            "deny", "hook", result.reason or "blocked by a hook", rule_id=result.blocked_by
+        )
+
+    async def after_call(
+        self, record: TurnRecord, call: CallState, result: FunctionResultMessage
+    ) -> FunctionResultMessage:
+        """``after_function_call`` hooks may rewrite the result; a failing one withholds it."""
+        if self._hooks is None:
+            return result
+        payload = {**_call_payload(record, call), "result": result.model_dump(mode="json")}
+        published = await self._hooks.publish(AFTER_FUNCTION_CALL, payload)
+        if published is None:
+            return result
+        if published.blocked or not isinstance(published.payload, dict):
+            return error_result(
+                call,
+                "The result was withheld: a hook that must process it failed"
+                + (f" ({published.reason})" if published.reason else ""),
+                details={"error": "hook_failed", "blocked_by": published.blocked_by},
+            )
+        try:
+            return FunctionResultMessage.model_validate(published.payload.get("result"))
+        except ValidationError as exc:
+            return error_result(
+                call,
+                f"A hook returned an unreadable result: {exc}",
+                details={"error": "hook_failed"},
+            )
+
+    async def _request_approval(
+        self, record: TurnRecord, call: CallState, policy: GateDecision
+    ) -> GateDecision:
+        """Register the pending call; the session's approval mode may allow it at once."""
+        assert self._approvals_function is not None
+        request = {
+            "session_id": record.session_id,
+            "function_call_id": call.id,
+            "function_id": call.function_id,
+            "arguments": call.arguments,
+            "reason": policy.reason,
+            "run_id": record.run_id,
+        }
+        try:
+            reply = await self._engine.trigger(
+                self._approvals_function, request, timeout=self._policy_timeout
+            )
+        except EngineError as exc:
+            return GateDecision(
+                "deny",
+                "gate_unavailable",
+                f"the approval request failed, so the call is denied: {exc}",
+            )
+        if isinstance(reply, dict) and reply.get("status") == "allowed":
+            reason = str(reply.get("reason") or "allowed by the session's approval mode")
+            return GateDecision("allow", "approval_mode", reason)
+        return policy
+
+    async def release_parked(self, before: TurnRecord, after: TurnRecord) -> None:
+        """Tell the approvals worker that calls parked in ``before`` will not be decided (abort)."""
+        if self._approvals_function is None:
+            return
+        for call in before.calls:
+            if call.status != "parked":
+                continue
+            # Already decided or expired: nothing is left pending either way.
+            with contextlib.suppress(EngineError):
+                await self._engine.trigger(
+                    "approval::resolve",
+                    {
+                        "session_id": before.session_id,
+                        "function_call_id": call.id,
+                        "decision": "aborted",
+                        "reason": after.stop_reason or "the run ended",
+                        "approver": "orchestrator",
+                    },
+                    timeout=self._policy_timeout,
+                )
+
+    async def _policy(self, record: TurnRecord, call: CallState) -> GateDecision:
+        if self._policy_function is None:
+            return GateDecision("needs_approval", "default", "no policy: every call asks")
+        request = {
+            "function_id": call.function_id,
+            "args": call.arguments,
+            "session_id": record.session_id,
+        }
+        try:
+            reply = await self._engine.trigger(
+                self._policy_function, request, timeout=self._policy_timeout
+            )
+            decision = reply.get("decision") if isinstance(reply, dict) else None
+            if decision not in ("allow", "deny", "needs_approval"):
+                raise ValueError(f"unreadable policy reply: {str(reply)[:200]}")
+        except (EngineError, ValueError) as exc:
+            return GateDecision(
+                "deny", "gate_unavailable", f"the policy check failed, so the call is denied: {exc}"
+            )
+        assert isinstance(reply, dict)
+        return GateDecision(
+            decision,
+            "policy",
+            str(reply.get("reason") or ""),
+            rule_id=_optional_str(reply.get("rule_id")),
+            matched_constraint=_optional_str(reply.get("matched_constraint")),
+        )
+
+
+def denial(call: CallState, decision: GateDecision) -> FunctionResultMessage:
+    """The result a denied call gets: the model reads the reason; ``details`` is the envelope."""
+    details = {
+        "schema_version": 1,
+        "status": "denied",
+        "denied_by": "permissions" if decision.decided_by == "policy" else decision.decided_by,
+        "function_id": call.function_id,
+        "rule_id": decision.rule_id,
+        "matched_constraint": decision.matched_constraint,
+        "reason": decision.reason,
+    }
+    return error_result(call, f"[PERMISSION_DENIED] {decision.reason}", details=details)
+
+
+def _call_payload(record: TurnRecord, call: CallState) -> dict[str, Any]:
+    return {
+        "session_id": record.session_id,
+        "run_id": record.run_id,
+        "function_call_id": call.id,
+        "function_id": call.function_id,
+        "arguments": call.arguments,
+    }
+
+
+def _optional_str(value: Any) -> str | None:
+    return None if value is None else str(value)
