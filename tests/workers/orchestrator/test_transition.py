@@ -294,3 +294,10 @@ def test_entry_ids_stay_valid_whatever_the_provider_call_id() -> None:
     assert " " not in odd
     assert odd == r.entry_id("fr-a/b c")
     assert len(r.entry_id("fr-" + "x" * 300)) <= 200
+
+
+def test_provisioning_appends_the_runs_own_messages_once() -> None:
+    start = record(initial_messages=[UserMessage.text("hi"), UserMessage.text("and this")])
+    t = transition(start, Provisioned("p", [ADD]))
+    assert appended(t) == ["r1-m0", "r1-m1"]
+    assert t.record.initial_messages == []

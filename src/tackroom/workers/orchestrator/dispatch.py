@@ -96,7 +96,7 @@ class Dispatcher:
             # Settled before a crash: answer from the ledger, and end the call for a client that
             # saw it start (the same event id, if the end was already emitted).
             done = FunctionResultMessage.model_validate(entry.value["result"])
-            await _emit_end(emit, call, tool, done, duration_ms=None)
+            await _emit_end(emit, call, tool, done, duration_ms=entry.value.get("duration_ms"))
             return done
         if tool.traits.idempotent:
             return await self._invoke_and_record(record, call, tool, key, entry.revision, emit)
@@ -136,7 +136,13 @@ class Dispatcher:
         result = await self.gate.after_call(record, call, await self._invoke(record, call, tool))
         duration_ms = round((time.perf_counter() - started) * 1000, 3)
         await self._engine.set_state(
-            LEDGER_SCOPE, key, {"status": "done", "result": result.model_dump(mode="json")}
+            LEDGER_SCOPE,
+            key,
+            {
+                "status": "done",
+                "result": result.model_dump(mode="json"),
+                "duration_ms": duration_ms,
+            },
         )
         await _emit_end(emit, call, tool, result, duration_ms=duration_ms)
         return result

@@ -85,7 +85,11 @@ class Driver:
             if entry is None:
                 return
             record = TurnRecord.model_validate(entry.value)
-            if record.run_id != run_id or record.terminal:
+            if record.run_id != run_id:
+                return
+            if record.terminal:
+                # A redelivered step after a crash between the final commit and the removal.
+                await self.finish_inbox(record)
                 return
             if record.state == "function_awaiting_approval" and not parked_pass:
                 return
@@ -185,6 +189,10 @@ class Driver:
         )
         message = await self._model.call(record, messages, emit, abort_requested=aborted)
         await self._budget.settle(record, reservation, message.usage)
+        if message.stop_reason == "aborted":
+            reason = await self._abort_reason(record)
+            if reason is not None:  # run::abort closed the stream: end as any abort does
+                return AbortRequested(reason)
         await self._observe(
             AFTER_MODEL_CALL,
             {**turn, "stop_reason": message.stop_reason, "usage": message.usage.model_dump()},
@@ -218,6 +226,10 @@ class Driver:
             if items:
                 return InboxDrained([_as_message(item) for item in items], {name: items})
         return InboxDrained([])
+
+    async def finish_inbox(self, record: TurnRecord) -> None:
+        """Remove what a finished run took from the inbox, if a crash left it there."""
+        await self._remove_taken(record)
 
     async def _remove_taken(self, record: TurnRecord) -> None:
         for name, items in record.inbox_taken.items():

@@ -8,7 +8,12 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from tackroom.contracts.messages import AssistantMessage, FunctionResultMessage, Usage
+from tackroom.contracts.messages import (
+    AgentMessage,
+    AssistantMessage,
+    FunctionResultMessage,
+    Usage,
+)
 from tackroom.contracts.tools import ToolTraits
 from tackroom.workers.orchestrator.contracts import (
     Mode,
@@ -66,6 +71,10 @@ class TurnRecord(_Model):
     system_prompt_override: str | None = None
     system_prompt: str = ""
     tool_patterns: list[str] = Field(default_factory=list)
+    initial_messages: list[AgentMessage] = Field(
+        default_factory=list,
+        description="run::start's messages, appended to the session by provisioning",
+    )
     tools: list[ToolOffer] = Field(default_factory=list)
     last_assistant: AssistantMessage | None = None
     calls: list[CallState] = Field(default_factory=list)

@@ -173,6 +173,15 @@ def transition(record: TurnRecord, event: StepEvent) -> Transition:
 def _apply(r: TurnRecord, event: StepEvent, effects: list[Effect]) -> bool:
     match event:
         case Provisioned(system_prompt=prompt, tools=tools):
+            # The run's own messages join the session here, in the step the record commits,
+            # so a crash inside run::start cannot lose them (entry ids make a re-run harmless).
+            if r.initial_messages:
+                effects.append(
+                    AppendEntries(
+                        [(r.entry_id(f"m{i}"), m) for i, m in enumerate(r.initial_messages)]
+                    )
+                )
+                r.initial_messages = []
             r.system_prompt = prompt
             r.tools = list(tools)
             r.state = "assistant_streaming"

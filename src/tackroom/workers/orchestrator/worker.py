@@ -114,6 +114,7 @@ class Orchestrator:
             current = TurnRecord.model_validate(existing.value)
             if not current.terminal:
                 return await self._busy(request, current)
+            await self._driver.finish_inbox(current)
         run_id = request.message_id or f"run-{uuid.uuid4().hex[:12]}"
         await self._sessions.ensure(sid)
         record = TurnRecord(
@@ -126,6 +127,7 @@ class Orchestrator:
             max_turns=request.max_turns,
             system_prompt_override=request.system_prompt,
             tool_patterns=request.tools,
+            initial_messages=request.messages,
         )
         try:
             await self._engine.set_state(
@@ -139,9 +141,6 @@ class Orchestrator:
             if latest is not None:
                 return await self._busy(request, TurnRecord.model_validate(latest.value))
             raise
-        await self._sessions.append(
-            sid, [(f"{run_id}-m{i}", message) for i, message in enumerate(request.messages)]
-        )
         await self._wake(sid, run_id)
         return RunStartResponse(session_id=sid, started=True, run_id=run_id)
 
