@@ -6,6 +6,7 @@ See ``docs/workers/scripted.md``.
 from __future__ import annotations
 
 from tackroom.testing.scripted.collect import CollectedStream, collect_stream
+from tackroom.testing.scripted.cursors import CursorMode
 from tackroom.testing.scripted.provider import (
     ScriptAssertionError,
     ScriptedProvider,
@@ -27,6 +28,7 @@ __all__ = [
     "SCRIPT_SCHEMA_VERSION",
     "Chunking",
     "CollectedStream",
+    "CursorMode",
     "InvalidScript",
     "Script",
     "ScriptAssertionError",

@@ -10,7 +10,10 @@ raises if any happened or if turns remain.
 
 Cursors: by default all calls share one sequence; with ``per_session=True`` each
 ``session_id`` replays its own fresh copy of the default turns (100 concurrent sessions can run the
-same script); turns marked ``session: ID`` form that session's own sequence in either mode.
+same script); turns marked ``session: ID`` form that session's own sequence in either mode. With
+``cursor="transcript"`` the turn answering a call is picked from the request (turn ``i`` answers a
+request holding ``i`` assistant messages) instead of from a count of calls, so a call repeated
+after a crash, or made to a restarted provider, gets the answer its transcript calls for.
 """
 
 from __future__ import annotations
@@ -23,13 +26,13 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
-from tackroom.contracts.messages import SCHEMA_VERSION
+from tackroom.contracts.messages import SCHEMA_VERSION, AssistantMessage
 from tackroom.contracts.provider import ProviderRequest, complete_function, stream_function
 from tackroom.engine.errors import ChannelClosed, FunctionError
 from tackroom.engine.protocol import ChannelRef, ChannelWriter, Engine, Registration
 from tackroom.runtime.typed import describe_validation_error
 from tackroom.runtime.worker import WorkerConfig, WorkerContext, WorkerSpec
-from tackroom.testing.scripted.cursors import Cursors, Exhausted, NoSession
+from tackroom.testing.scripted.cursors import CursorMode, Cursors, Exhausted, NoSession
 from tackroom.testing.scripted.expect import mismatches
 from tackroom.testing.scripted.frames import (
     CompiledTurn,
@@ -90,7 +93,9 @@ class ScriptedProvider:
     """A provider that answers from ``script``; register it on an engine or boot its worker.
 
     ``script`` is a :class:`Script` or an iterable of turns. ``name`` is the provider name in the
-    function ids and in the messages' ``provider`` field. ``sleep`` replaces ``asyncio.sleep`` for
+    function ids and in the messages' ``provider`` field. ``cursor`` is ``"calls"`` (each call
+    takes the next turn) or ``"transcript"`` (the request's count of assistant messages picks the
+    turn; see :mod:`~tackroom.testing.scripted.cursors`). ``sleep`` replaces ``asyncio.sleep`` for
     turn delays (a fake clock in tests).
     """
 
@@ -99,19 +104,24 @@ class ScriptedProvider:
         script: Script | Iterable[ScriptTurn | Mapping[str, Any]],
         *,
         per_session: bool = False,
+        cursor: CursorMode = "calls",
         name: str = "scripted",
         record_requests: bool = True,
         sleep: Sleep = asyncio.sleep,
     ) -> None:
+        if cursor not in ("calls", "transcript"):
+            raise ValueError(f"cursor must be 'calls' or 'transcript', not {cursor!r}")
         self.script = script if isinstance(script, Script) else Script(script)
         self.name = name
         self.per_session = per_session
+        self.cursor: CursorMode = cursor
         self.record_requests = record_requests
         self._sleep = sleep
         self._cursors = Cursors(
             self._compile(self.script.default_turns),
             {sid: self._compile(self.script.for_session(sid)) for sid in self.script.sessions},
             per_session=per_session,
+            mode=cursor,
         )
         self._engine: Engine | None = None
         self._registrations: list[Registration] = []
@@ -223,19 +233,24 @@ class ScriptedProvider:
     def _take(self, request: ProviderRequest, call: int) -> CompiledTurn | str:
         """The turn answering ``request``, or the error message of a violation."""
         session_id = request.session_id
-        taken = self._cursors.take(session_id)
+        assistant_turns = sum(isinstance(m, AssistantMessage) for m in request.messages)
+        taken = self._cursors.take(session_id, assistant_turns=assistant_turns)
         if isinstance(taken, NoSession):
             return self._violate(
                 call, None, None, f"call {call} has no session_id (the script is per session)"
             )
         if isinstance(taken, Exhausted):
             where = f" of session {taken.key}" if taken.key is not None else ""
+            what = (
+                f"call {taken.number}{where}"
+                if taken.mode == "calls"
+                else f"a request{where} with {taken.number - 1} assistant message(s)"
+            )
             return self._violate(
                 call,
                 session_id,
                 None,
-                f"call {taken.number}{where} was not expected: "
-                f"the script has {taken.length} turn(s)",
+                f"{what} was not expected: the script has {taken.length} turn(s)",
             )
         expect = taken.turn.expect
         problems = mismatches(expect, request) if expect is not None else []
@@ -313,10 +328,14 @@ class ScriptedProvider:
             await self._sleep(turn.delay)
         send, gap = writer.send, turn.delay_between_frames
         await send(start_frame(self.name, model))
-        for frame in compiled.frames:
+        for sent, frame in enumerate(compiled.frames):
+            if sent == turn.stall_after_frames:
+                await _stall()
             if gap:
                 await self._sleep(gap)
             await send(frame)
+        if turn.stall_after_frames is not None:
+            await _stall()
         if gap:
             await self._sleep(gap)
         failure = turn.error
@@ -336,6 +355,8 @@ class ScriptedProvider:
         compiled, model = plan
         if compiled.turn.delay:
             await self._sleep(compiled.turn.delay)
+        if compiled.turn.stall_after_frames is not None:
+            await _stall()
         return finished_message(compiled, model)
 
     async def handle_status(self, payload: Any) -> dict[str, Any]:
@@ -348,3 +369,8 @@ class ScriptedProvider:
             ],
             remaining=[{"session_id": k, "turns": n} for k, n in self.remaining().items()],
         ).model_dump(mode="json")
+
+
+async def _stall() -> None:
+    """Wait until cancelled: a model that stopped answering (see ``stall_after_frames``)."""
+    await asyncio.get_running_loop().create_future()

@@ -3,7 +3,8 @@
 A script is a list of **turns**, one per model call. A turn says what the "model" answers
 (``text``, ``thinking``, ``tool_calls``, ``usage``, ``stop_reason``) or that it fails
 (``error``), how the answer is streamed (``deltas``, ``argument_deltas``, ``delay``,
-``delay_between_frames``) and, optionally, what the request must look like (``expect``). A turn
+``delay_between_frames``, ``stall_after_frames``) and, optionally, what the request must look
+like (``expect``). A turn
 with ``session`` belongs to that session's own sequence; the others form the default sequence.
 
 Scripts come from YAML (a list of turns, or a mapping with ``schema_version``, ``turns`` and
@@ -142,6 +143,11 @@ class ScriptTurn(_Model):
     error: ScriptFailure | None = None
     delay: float = Field(default=0.0, ge=0, description="seconds before the first frame")
     delay_between_frames: float = Field(default=0.0, ge=0)
+    stall_after_frames: int | None = Field(
+        default=None,
+        ge=0,
+        description="send this many frames after start, then hang until the call is cancelled",
+    )
     deltas: Chunking | None = Field(default=None, description="text/thinking chunking")
     argument_deltas: Chunking | None = Field(default=None, description="argument chunking")
     expect: ScriptExpect | None = None

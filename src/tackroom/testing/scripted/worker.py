@@ -6,6 +6,7 @@ worker_config:
   scripted:
     script_path: scripts/demo.yaml   # or `script: [...]` inline; .jsonl is JSON Lines
     per_session: true                 # each session replays its own copy
+    cursor: transcript                # pick turns from the request (survives a restart)
 ```
 """
 
@@ -17,6 +18,7 @@ from typing import Any
 from pydantic import Field, field_validator, model_validator
 
 from tackroom.runtime.worker import WorkerConfig, WorkerContext, WorkerSpec
+from tackroom.testing.scripted.cursors import CursorMode
 from tackroom.testing.scripted.provider import ScriptedProvider
 from tackroom.testing.scripted.script import Chunking, Script
 
@@ -33,6 +35,11 @@ class ScriptedConfig(WorkerConfig):
         default=None, description="a YAML or JSONL script file (relative to the working dir)"
     )
     per_session: bool = False
+    cursor: CursorMode = Field(
+        default="calls",
+        description="calls: each call takes the next turn; transcript: a request holding N"
+        " assistant messages gets turn N (survives a restart, replays a repeated call)",
+    )
     name: str = Field(default="scripted", pattern=r"^[a-zA-Z0-9_-]+$")
     deltas: Chunking | None = Field(
         default=None, description="text chunking; default: the script's own ('words')"
@@ -78,6 +85,7 @@ async def _start(ctx: WorkerContext[ScriptedConfig]) -> None:
     provider = ScriptedProvider(
         config.load_script(),
         per_session=config.per_session,
+        cursor=config.cursor,
         name=config.name,
         record_requests=config.record_requests,
     )

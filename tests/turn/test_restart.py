@@ -1,0 +1,143 @@
+"""Restarting the harness, in process: what a turn finds when its harness comes back.
+
+A clean shutdown (``Host.close``) does not acknowledge the step in flight, so the next boot on the
+same database resumes it as it would after a crash; a blocked call (:class:`~.harness.Hold`) pins
+the shutdown to an exact point. The SIGKILL matrix is in ``test_crash_matrix.py``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tackroom.contracts.messages import UserMessage
+from tackroom.engine import open_engine
+from tackroom.runtime import Host, WorkerContext, WorkerSpec
+from tackroom.testing import Script, ScriptedProvider, ScriptTurn, wait_until
+from tackroom.workers.orchestrator.dispatch import LEDGER_SCOPE
+
+from .harness import (
+    RECORD,
+    FakePolicy,
+    Hold,
+    agent_workers,
+    approve,
+    harness_config,
+    messages_of,
+    policy_harness,
+    record_call,
+    running_harness,
+    text,
+    turn_of,
+    wait_for_state,
+    wait_for_terminal,
+)
+
+
+async def test_a_restart_resumes_a_parked_turn_and_runs_the_approved_call_once(
+    tmp_path: Path,
+) -> None:
+    """A turn parked for approval survives a restart; the approval given afterwards wakes it."""
+    url = f"embedded:{tmp_path / 'engine.db'}"
+    script = Script(
+        [
+            {"tool_calls": [record_call("rec", "n1")]},
+            {"text": "Recorded.", "expect": {"has_function_result_for": "rec"}},
+        ]
+    )
+    policy = FakePolicy({RECORD: "needs_approval"})
+    async with policy_harness(tmp_path, script, policy, url=url) as harness:
+        await harness.start("s", "record", message_id="run")
+        await wait_for_state(harness, "s", "function_awaiting_approval")
+    async with policy_harness(tmp_path, script, policy, url=url) as harness:
+        assert (await turn_of(harness.engine, "s")) is not None
+        await approve(harness, "s", "rec", "allow")
+        record = await wait_for_terminal(harness.engine, "s")
+        assert (record.state, record.stop_reason) == ("stopped", "end")
+        assert harness.tools.lines() == [f"{RECORD} s rec n1"]
+        ledger = await harness.engine.get_state(LEDGER_SCOPE, "s/run/rec")
+        assert ledger is not None
+        assert ledger.value["status"] == "done"
+
+
+def slow_to_start(spec: WorkerSpec[Any], ready: Callable[[], Awaitable[bool]]) -> WorkerSpec[Any]:
+    """``spec`` whose start first waits (up to 2 s) for ``ready()``: a worker that does some I/O
+    before it registers (fetching credentials, a model list; any registration on NATS)."""
+
+    async def start(ctx: WorkerContext[Any]) -> None:
+        with contextlib.suppress(AssertionError):
+            await wait_until(ready, timeout=2)
+        await spec.start(ctx)
+
+    return dataclasses.replace(spec, start=start)
+
+
+async def test_a_resumed_turn_waits_for_the_workers_booted_after_the_orchestrator(
+    tmp_path: Path,
+) -> None:
+    url = f"embedded:{tmp_path / 'engine.db'}"
+    stalls = Script([{"text": "thinking", "stall_after_frames": 0}])
+    async with running_harness(tmp_path, stalls, url=url) as harness:
+        await harness.start("s", "hello", message_id="run")
+        await wait_until(lambda: harness.provider.calls == 1, message="the model is streaming")
+    # A clean shutdown mid-stream: the step is not acknowledged and resumes on the next boot.
+
+    provider = ScriptedProvider(Script([ScriptTurn.say("hello again")]), cursor="transcript")
+    engine = open_engine(url)
+
+    async def turn_ended() -> bool:
+        record = await turn_of(engine, "s")
+        return record is not None and record.terminal
+
+    workers = agent_workers(provider=slow_to_start(provider.worker_spec(), turn_ended))
+    async with Host(engine=engine, workers=workers, config=harness_config(tmp_path)):
+        record = await wait_for_terminal(engine, "s")
+        assert (record.state, record.stop_reason) == ("stopped", "end"), record.error
+
+
+@pytest.mark.parametrize(
+    "crash",
+    [False, True],
+    ids=["clean", "crash_before_removal"],
+)
+async def test_steering_taken_by_a_run_that_stops_is_not_taken_again(
+    tmp_path: Path, crash: bool
+) -> None:
+    """A steering_check that stops the run (max_turns) still takes the waiting message into
+    the session. The next run must not take it again, even if the harness died before the
+    message left the inbox."""
+    url = f"embedded:{tmp_path / 'engine.db'}"
+    script = Script(
+        [
+            ScriptTurn.say("first answer"),
+            ScriptTurn.say("second answer", expect={"last_user_contains": "second run"}),
+        ]
+    )
+    holds = [Hold("steering removal", "session-inbox::remove")] if crash else []
+    async with running_harness(tmp_path, script, url=url, holds=holds) as harness:
+        engine = harness.engine
+        await engine.trigger("session-tree::ensure", {"session_id": "s"})
+        note = UserMessage.text("late note").model_dump(mode="json")
+        await engine.trigger(
+            "session-inbox::push", {"session_id": "s", "name": "steering", "item": note}
+        )
+        await harness.start("s", "first run", message_id="run-1", max_turns=1)
+        record = await wait_for_terminal(engine, "s")
+        assert (record.state, record.stop_reason) == ("stopped", "max_turns")
+        if crash:
+            await wait_until(lambda: harness.held == ["steering removal"], message="held")
+    # With a crash, the host is gone before the message left the inbox (its removal was
+    # blocked, and a shutdown does not acknowledge the step: as a SIGKILL would leave it).
+
+    async with running_harness(tmp_path, script, url=url) as harness:
+        record = await harness.run("s", "second run", message_id="run-2")
+        entries = await messages_of(harness.engine, "s")
+        texts = [text(e["message"]) for e in entries if e["message"]["role"] == "user"]
+        assert texts == ["first run", "late note", "second run"]
+        assert (record.state, record.stop_reason) == ("stopped", "end")
+        harness.provider.assert_consumed()
