@@ -1,0 +1,91 @@
+"""``tackroom models list``: the model catalog, with context windows, capabilities and prices.
+
+Runs the ``catalog`` worker on the config's engine (so reconciled lists show), or goes through a
+running ``tackroom serve``'s endpoint when it holds that engine.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+from pathlib import Path
+from typing import Any
+
+from tackroom.cli._bus import bus
+from tackroom.runtime.config import load_config
+from tackroom.workers.catalog.contracts import CAPABILITIES, MODELS_LIST
+
+__all__ = ["add_parsers", "format_table"]
+
+_FLAGS = {"tools": "T", "vision": "V", "thinking": "R", "cache": "C", "streaming": "S"}
+
+
+def add_parsers(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    models = commands.add_parser("models", help="the model catalog")
+    actions = models.add_subparsers(dest="models_command", required=True, metavar="CMD")
+    listing = actions.add_parser("list", help="models with context, capabilities and prices")
+    listing.add_argument("--provider", help="one provider, e.g. openai")
+    listing.add_argument("--capability", choices=CAPABILITIES, help="only models with it")
+    listing.add_argument("--json", action="store_true", help="print the raw reply as JSON")
+    listing.add_argument("--config", type=Path, help="config file (default: ./tackroom.yaml)")
+    listing.set_defaults(run=lambda args: asyncio.run(_list(args)))
+
+
+async def _list(args: argparse.Namespace) -> int:
+    request: dict[str, Any] = {}
+    if args.provider:
+        request["provider"] = args.provider
+    if args.capability:
+        request["capability"] = args.capability
+    async with bus(load_config(args.config), ("engine", "catalog")) as caller:
+        reply = await caller.trigger(MODELS_LIST, request)
+    if args.json:
+        print(json.dumps(reply, indent=2))
+        return 0
+    print(format_table(reply))
+    return 0
+
+
+def _tokens(count: int) -> str:
+    if count >= 1_000_000 and count % 1_000_000 == 0:
+        return f"{count // 1_000_000}M"
+    if count >= 1000:
+        return f"{round(count / 1000)}K"
+    return str(count)
+
+
+def _price(value: float) -> str:
+    return f"{value:.3f}".rstrip("0").rstrip(".") if value else "0"
+
+
+def format_table(reply: dict[str, Any]) -> str:
+    """One line per model; prices in USD per million tokens."""
+    header = ("PROVIDER", "MODEL", "CONTEXT", "OUTPUT", "CAPS", "IN", "OUT", "CACHE R/W")
+    rows = [header]
+    for model in reply["models"]:
+        caps = model["capabilities"]
+        prices = model["prices"]
+        rows.append(
+            (
+                model["provider"],
+                model["model"],
+                _tokens(model["context_window"]),
+                _tokens(model["max_output_tokens"]),
+                "".join(flag if caps[name] else "-" for name, flag in _FLAGS.items()),
+                _price(prices["input"]),
+                _price(prices["output"]),
+                f"{_price(prices['cache_read'])}/{_price(prices['cache_write'])}",
+            )
+        )
+    widths = [max(len(row[i]) for row in rows) for i in range(len(header))]
+    lines = [
+        "  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=True)).rstrip()
+        for row in rows
+    ]
+    lines.append("")
+    lines.append(
+        "CAPS: T tools, V vision, R thinking, C cache, S streaming. Prices: USD per million "
+        f"tokens, as of {reply.get('prices_as_of', '?')}."
+    )
+    return "\n".join(lines)

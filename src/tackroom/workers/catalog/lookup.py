@@ -1,0 +1,161 @@
+"""Answering catalog questions from the data file and the reconciled lists (no I/O here).
+
+A provider's **effective list** is its reconciled list when one is stored, else the data file's.
+A model is found by id, then by alias. An unknown model of a local OpenAI-compatible server gets
+the data file's conservative default (``known: false``); elsewhere it is an error naming close
+matches.
+"""
+
+from __future__ import annotations
+
+import difflib
+from collections.abc import Iterable, Mapping, Sequence
+
+from tackroom.engine.errors import FunctionError
+from tackroom.workers.catalog.contracts import (
+    MODEL_NOT_FOUND_ERROR,
+    PROVIDER_NOT_FOUND_ERROR,
+    Capabilities,
+    ModelInfo,
+    Prices,
+    ReconcileEntry,
+)
+from tackroom.workers.catalog.data import CatalogData, StoredModel
+
+__all__ = ["Catalog", "find_model"]
+
+
+def find_model(models: Sequence[StoredModel], name: str) -> StoredModel | None:
+    """The entry whose id is ``name``, else the one with ``name`` among its aliases."""
+    for entry in models:
+        if entry.model == name:
+            return entry
+    for entry in models:
+        if name in entry.aliases:
+            return entry
+    return None
+
+
+def _hint(name: str, candidates: Iterable[str]) -> str:
+    close = difflib.get_close_matches(name, sorted(set(candidates)), n=3, cutoff=0.5)
+    return f"; did you mean {', '.join(close)}?" if close else ""
+
+
+class Catalog:
+    """The data file plus the rule for local servers; reconciled lists are passed in per call."""
+
+    def __init__(self, data: CatalogData, *, local_providers: Sequence[str] | None = None) -> None:
+        self.data = data
+        self.local_providers = frozenset(
+            data.local.providers if local_providers is None else local_providers
+        )
+        self._aliases = {
+            alias: name for name, provider in data.providers.items() for alias in provider.aliases
+        }
+        self._static = {name: provider.stored() for name, provider in data.providers.items()}
+
+    # -- providers -----------------------------------------------------------------------------
+    def canonical(self, provider: str) -> str:
+        """The provider's own name when ``provider`` is an alias (``kimi`` → ``moonshot``)."""
+        return self._aliases.get(provider, provider)
+
+    def static(self, provider: str) -> list[StoredModel] | None:
+        """The data file's list for a canonical provider name (``None``: not in the file)."""
+        return self._static.get(provider)
+
+    def providers(self, reconciled: Iterable[str] = ()) -> list[str]:
+        """Every canonical provider name: the data file's, the reconciled ones, the local ones."""
+        return sorted({*self._static, *reconciled, *self.local_providers})
+
+    def is_local(self, provider: str) -> bool:
+        return self.canonical(provider) in self.local_providers
+
+    def effective(
+        self, provider: str, reconciled: Mapping[str, list[StoredModel]]
+    ) -> list[StoredModel] | None:
+        canonical = self.canonical(provider)
+        if canonical in reconciled:
+            return reconciled[canonical]
+        return self._static.get(canonical)
+
+    def unknown_provider(
+        self, provider: str, reconciled: Mapping[str, list[StoredModel]]
+    ) -> FunctionError:
+        hint = _hint(provider, [*self.providers(reconciled), *self._aliases])
+        return FunctionError(
+            PROVIDER_NOT_FOUND_ERROR,
+            f"no provider {provider!r} in the model catalog{hint} (local OpenAI-compatible "
+            f"servers: {', '.join(sorted(self.local_providers))})",
+        )
+
+    # -- models --------------------------------------------------------------------------------
+    def resolve(
+        self, provider: str, model: str, reconciled: Mapping[str, list[StoredModel]]
+    ) -> ModelInfo:
+        """What ``models::get`` answers; ``provider`` and ``model`` are echoed as asked."""
+        models = self.effective(provider, reconciled)
+        found = find_model(models, model) if models is not None else None
+        if found is not None:
+            return self.info(provider, found, model=model)
+        if self.is_local(provider):
+            return self.default_info(provider, model)
+        if models is None:
+            raise self.unknown_provider(provider, reconciled)
+        names = [name for entry in models for name in (entry.model, *entry.aliases)]
+        raise FunctionError(
+            MODEL_NOT_FOUND_ERROR,
+            f"provider {provider!r} has no model {model!r} in the catalog{_hint(model, names)}",
+        )
+
+    def info(self, provider: str, entry: StoredModel, *, model: str | None = None) -> ModelInfo:
+        return ModelInfo(
+            provider=provider,
+            model=model or entry.model,
+            wire_api=entry.wire_api,
+            context_window=entry.context_window,
+            max_output_tokens=entry.max_output_tokens,
+            capabilities=entry.capabilities,
+            prices=entry.prices,
+            known=True,
+        )
+
+    def default_info(self, provider: str, model: str) -> ModelInfo:
+        template = self.data.local.default
+        return ModelInfo(
+            provider=provider,
+            model=model,
+            wire_api=template.wire_api,
+            context_window=template.context_window,
+            max_output_tokens=template.max_output_tokens,
+            capabilities=template.capabilities,
+            prices=template.prices,
+            known=False,
+        )
+
+    def fill(self, provider: str, entry: ReconcileEntry, base: StoredModel | None) -> StoredModel:
+        """A complete model from a reconcile entry: its fields over ``base`` (the model as known
+        before, by id or alias) or, for a new model, over the local default."""
+        template = self.data.local.default
+        static = self._static.get(provider)
+        wire_api = (
+            base.wire_api
+            if base is not None
+            else self.data.providers[provider].wire_api
+            if static is not None
+            else template.wire_api
+        )
+        capabilities = (base or template).capabilities.model_dump()
+        if entry.capabilities is not None:
+            capabilities.update(entry.capabilities.model_dump(exclude_none=True))
+        prices = (base or template).prices.model_dump()
+        if entry.prices is not None:
+            prices.update(entry.prices.model_dump(exclude_none=True))
+        return StoredModel(
+            model=entry.model,
+            aliases=list(entry.aliases),
+            wire_api=entry.wire_api or wire_api,
+            context_window=entry.context_window or (base or template).context_window,
+            max_output_tokens=entry.max_output_tokens or (base or template).max_output_tokens,
+            capabilities=Capabilities.model_validate(capabilities),
+            prices=Prices.model_validate(prices),
+        )

@@ -1,0 +1,9 @@
+"""The catalog contract suite against the ``catalog`` worker this package ships."""
+
+from __future__ import annotations
+
+from tests.contract.catalog_suite import CatalogContract
+
+
+class TestCatalogWorker(CatalogContract):
+    worker_name = "catalog"
