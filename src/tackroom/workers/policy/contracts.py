@@ -1,0 +1,185 @@
+"""The policy contract: function ids, payload models, error codes and the protected functions.
+
+Every policy worker (``policy`` on YAML rules, ``policy-cedar`` on Cedar, or a replacement)
+serves ``policy::check_permissions`` with these models and denies the protected functions before
+any rule of its own, with ``rule_id: "builtin:protected"``. The contract suite in
+``tests/contract/policy_suite.py`` checks exactly this.
+"""
+
+from __future__ import annotations
+
+import re
+from functools import cache
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+__all__ = [
+    "CHECK_PERMISSIONS",
+    "DEFAULT_RULE_ID",
+    "POLICY_FILE_INVALID",
+    "POLICY_RELOAD",
+    "POLICY_STATUS",
+    "PROTECTED_FUNCTIONS",
+    "PROTECTED_RULE_ID",
+    "UNPROTECTED_READS",
+    "CheckRequest",
+    "CheckResponse",
+    "Decision",
+    "EmptyRequest",
+    "LoadProblem",
+    "MatchedConstraint",
+    "PolicyStatus",
+    "function_glob",
+    "protected_by",
+    "protected_verdict",
+]
+
+CHECK_PERMISSIONS = "policy::check_permissions"
+POLICY_STATUS = "policy::status"
+"""``{}`` → :class:`PolicyStatus`: which rules are in force and the last load problem."""
+POLICY_RELOAD = "policy::reload"
+"""``{}`` → :class:`PolicyStatus` after reading the rules file now; a bad file fails with
+``policy_file_invalid`` and the rules in force stay."""
+
+POLICY_FILE_INVALID = "policy_file_invalid"
+"""The rules file does not parse or validate; the message names the line and the reason."""
+
+PROTECTED_RULE_ID = "builtin:protected"
+DEFAULT_RULE_ID = "builtin:default"
+
+Decision = Literal["allow", "deny", "needs_approval"]
+
+PROTECTED_FUNCTIONS: tuple[str, ...] = (
+    "approval::*",
+    "policy::*",
+    "auth::get_token",
+    "auth::set_token",
+    "auth::delete_token",
+    "budget::*",
+    "state::*",
+    "stream::*",
+    "engine::*",
+    "run::*",
+    "turn::*",
+    "hook-fanout::*",
+    "provider::*",
+    "session-tree::*",
+    "session-inbox::*",
+)
+"""Functions no model may call, denied before any rule (globs: ``*`` matches anything).
+
+Approvals and policy (a model must not approve its own calls or change its own rules),
+credentials (reading a token hands a secret to the model; writing one hijacks a provider), budget
+writes, and the harness's own machinery: state, streams, the engine catalog, runs and turns, hook
+publishing, raw provider calls (spend outside the budget), and the session tree and inbox (a model
+rewriting its own history). ``auth::list_providers``/``auth::status`` and the reads in
+:data:`UNPROTECTED_READS` are left to the rules."""
+
+UNPROTECTED_READS: tuple[str, ...] = (
+    "budget::list",
+    "budget::get",
+    "budget::usage",
+    "budget::forecast",
+)
+"""Exact ids under a protected glob that only read, and so are left to the rules."""
+
+
+@cache
+def function_glob(pattern: str) -> re.Pattern[str]:
+    """A function-id glob as a regex for ``fullmatch``: ``*`` matches anything (``::`` too),
+    every other character only itself (``?``, ``[`` and regex metacharacters are literal)."""
+    return re.compile(".*".join(re.escape(part) for part in pattern.split("*")), flags=re.DOTALL)
+
+
+def protected_by(function_id: str) -> str | None:
+    """The protected glob that covers ``function_id``, or ``None``."""
+    if function_id in UNPROTECTED_READS:
+        return None
+    for pattern in PROTECTED_FUNCTIONS:
+        if function_glob(pattern).fullmatch(function_id):
+            return pattern
+    return None
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class CheckRequest(_Model):
+    """May the model's call ``function_id(args)`` run?"""
+
+    schema_version: Literal[1] = 1
+    function_id: str = Field(min_length=1, max_length=512, pattern=r"^[^\s\x00-\x1f\x7f]+$")
+    args: dict[str, Any] = Field(default_factory=dict)
+    session_id: str | None = None
+    principal: str | None = Field(
+        default=None, description="Who the call acts for (a user or service id), when known."
+    )
+
+
+class MatchedConstraint(_Model):
+    """The argument constraint that decided, e.g. ``{arg: "path", op: "under", value: "notes"}``."""
+
+    arg: str
+    op: str
+    value: Any
+
+
+class CheckResponse(_Model):
+    schema_version: Literal[1] = 1
+    decision: Decision
+    rule_id: str | None = None
+    matched_constraint: MatchedConstraint | None = None
+    reason: str = Field(min_length=1)
+
+
+def protected_verdict(function_id: str) -> CheckResponse | None:
+    """The denial every policy worker gives a protected function first, or ``None``."""
+    pattern = protected_by(function_id)
+    if pattern is None:
+        return None
+    return CheckResponse(
+        decision="deny",
+        rule_id=PROTECTED_RULE_ID,
+        reason=(
+            f"{function_id} is protected ({pattern}): no model may call it, whatever the rules say"
+        ),
+    )
+
+
+class EmptyRequest(_Model):
+    pass
+
+
+class LoadProblem(_Model):
+    """Why the rules file was rejected (the rules in force before it stay)."""
+
+    path: str
+    line: int | None
+    reason: str
+    message: str
+    """``path:line: reason``, as logged."""
+    at: float
+    """Unix time of the failed load."""
+
+
+class PolicyStatus(_Model):
+    schema_version: Literal[1] = 1
+    language: str
+    """``rules`` (YAML) or ``cedar``."""
+    source: Literal["file", "builtin"]
+    """``builtin``: the file was absent and the built-in defaults are in force."""
+    path: str
+    """The rules file watched (absolute), whether or not it exists."""
+    digest: str
+    """sha256 of the text in force."""
+    generation: int
+    """1 at start, +1 at each successful (re)load that changed the rules."""
+    loaded_at: float
+    rule_count: int
+    default_decision: Decision
+    reload_interval: float
+    """Seconds between checks of the file; 0: no hot reload."""
+    last_error: LoadProblem | None = None
+    """The last rejected file, until a good one (or the file's removal) replaces it."""

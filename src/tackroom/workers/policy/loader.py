@@ -1,0 +1,317 @@
+"""``permissions.yaml`` → :class:`~tackroom.workers.policy.rules.Ruleset`, or a line and a reason.
+
+The file is validated whole: the first problem rejects it with :class:`PolicyFileError`
+(``path:line: field: reason``), and nothing of it is used. Scalars are read the YAML 1.2 way:
+only ``true``/``false`` are booleans (``no``, ``on``, ``y`` stay strings), ``010`` is ten, and
+``1:20`` or ``2024-01-01`` are strings — a rule compares them with JSON arguments, so YAML 1.1's
+surprises would be silent policy bugs. Duplicate keys and merge keys (``<<``) are errors.
+"""
+
+from __future__ import annotations
+
+import difflib
+import math
+import re
+from importlib import resources
+from typing import Any, NoReturn
+
+import yaml
+
+from tackroom.runtime.filewatch import PolicyFileError
+from tackroom.workers.policy.rules import (
+    DECISIONS,
+    OPERATORS,
+    Constraint,
+    Rule,
+    Ruleset,
+    equals,
+    in_range,
+    matches,
+    one_of,
+    under,
+)
+
+__all__ = ["BUILTIN_NAME", "SCHEMA_VERSION", "builtin_text", "parse_rules"]
+
+SCHEMA_VERSION = 1
+BUILTIN_NAME = "<builtin permissions.yaml>"
+
+_STR = "tag:yaml.org,2002:str"
+_MERGE = "tag:yaml.org,2002:merge"
+_TOP_KEYS = ("schema_version", "rules")
+_RULE_KEYS = ("id", "function", "decision", "reason", "args")
+_REQUIRED_RULE_KEYS = ("id", "function", "decision")
+
+
+def builtin_text() -> str:
+    """The rules in force when there is no rules file (shipped as ``defaults.yaml``)."""
+    return (resources.files(__package__) / "defaults.yaml").read_text(encoding="utf-8")
+
+
+# -- a YAML 1.2 core-schema loader ---------------------------------------------------------------
+
+
+class _Loader(yaml.SafeLoader):
+    pass
+
+
+_REPLACED = {f"tag:yaml.org,2002:{name}" for name in ("bool", "int", "float", "timestamp")}
+_Loader.yaml_implicit_resolvers = {
+    first: [(tag, regexp) for tag, regexp in resolvers if tag not in _REPLACED]
+    for first, resolvers in yaml.SafeLoader.yaml_implicit_resolvers.items()
+}
+_Loader.add_implicit_resolver(
+    "tag:yaml.org,2002:bool", re.compile(r"^(?:true|True|TRUE|false|False|FALSE)$"), list("tTfF")
+)
+_Loader.add_implicit_resolver(
+    "tag:yaml.org,2002:int",
+    re.compile(r"^(?:[-+]?[0-9]+|0o[0-7]+|0x[0-9a-fA-F]+)$"),
+    list("-+0123456789"),
+)
+_Loader.add_implicit_resolver(
+    "tag:yaml.org,2002:float",
+    re.compile(
+        r"^(?:[-+]?(?:\.[0-9]+|[0-9]+(?:\.[0-9]*)?)(?:[eE][-+]?[0-9]+)?"
+        r"|[-+]?\.(?:inf|Inf|INF)|\.(?:nan|NaN|NAN))$"
+    ),
+    list("-+0123456789."),
+)
+
+
+def _construct_int(loader: yaml.SafeLoader, node: yaml.ScalarNode) -> int:
+    text = str(loader.construct_scalar(node))
+    digits = text.lstrip("+-")
+    sign = -1 if text.startswith("-") else 1
+    try:
+        if digits.startswith(("0x", "0X")):
+            return sign * int(digits[2:], 16)
+        if digits.startswith(("0o", "0O")):
+            return sign * int(digits[2:], 8)
+        return sign * int(digits, 10)
+    except ValueError:
+        raise yaml.constructor.ConstructorError(
+            None, None, f"not an integer: {text!r}", node.start_mark
+        ) from None
+
+
+_Loader.add_constructor("tag:yaml.org,2002:int", _construct_int)
+
+
+# -- walking the node tree, with lines -----------------------------------------------------------
+
+
+def parse_rules(text: str, path: str) -> Ruleset:
+    """Parse and validate a whole rules file; raise PolicyFileError at the first problem."""
+    loader = _Loader(text)
+    try:
+        root = loader.get_single_node()
+        return _Walker(loader, path).ruleset(root)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None) or getattr(exc, "context_mark", None)
+        problem = getattr(exc, "problem", None) or str(exc)
+        line = mark.line + 1 if mark is not None else None
+        raise PolicyFileError(path, f"invalid YAML: {problem}", line=line) from None
+    except RecursionError:
+        raise PolicyFileError(path, "too deeply nested") from None
+    finally:
+        loader.dispose()
+
+
+def _line(node: yaml.Node) -> int:
+    return int(node.start_mark.line) + 1
+
+
+def _suggest(word: str, known: tuple[str, ...]) -> str:
+    close = difflib.get_close_matches(word, known, n=1)
+    hint = f"; did you mean {close[0]!r}?" if close else ""
+    return f"{hint} (known: {', '.join(known)})"
+
+
+def _json_problem(value: Any) -> str | None:
+    """Why ``value`` is not a JSON value, or ``None``."""
+    if value is None or isinstance(value, bool | int | str):
+        return None
+    if isinstance(value, float):
+        return None if math.isfinite(value) else f"{value} is not a JSON number"
+    if isinstance(value, list):
+        return next((p for p in map(_json_problem, value) if p), None)
+    if isinstance(value, dict):
+        if not all(isinstance(key, str) for key in value):
+            return "object keys must be strings"
+        return next((p for p in map(_json_problem, value.values()) if p), None)
+    return f"a {type(value).__name__} is not a JSON value"
+
+
+class _Walker:
+    def __init__(self, loader: _Loader, path: str) -> None:
+        self._loader = loader
+        self._path = path
+
+    def fail(self, node: yaml.Node, field: str | None, reason: str) -> NoReturn:
+        raise PolicyFileError(self._path, reason, line=_line(node), field=field)
+
+    def mapping(
+        self, node: yaml.Node, field: str | None, what: str
+    ) -> list[tuple[str, yaml.Node, yaml.Node]]:
+        if not isinstance(node, yaml.MappingNode):
+            self.fail(node, field, f"expected {what}, got {_kind(node)}")
+        seen: dict[str, int] = {}
+        items: list[tuple[str, yaml.Node, yaml.Node]] = []
+        for key_node, value_node in node.value:
+            if key_node.tag == _MERGE:
+                self.fail(key_node, field, "YAML merge keys (<<) are not supported")
+            if not isinstance(key_node, yaml.ScalarNode) or key_node.tag != _STR:
+                self.fail(key_node, field, f"keys must be strings, got {_kind(key_node)}")
+            key = str(key_node.value)
+            if key in seen:
+                self.fail(key_node, field, f"duplicate key {key!r} (first at line {seen[key]})")
+            seen[key] = _line(key_node)
+            items.append((key, key_node, value_node))
+        return items
+
+    def string(self, node: yaml.Node, field: str) -> str:
+        if not isinstance(node, yaml.ScalarNode) or node.tag != _STR:
+            self.fail(node, field, f"expected a string, got {_kind(node)}")
+        value = str(node.value)
+        if not value.strip():
+            self.fail(node, field, "must not be empty")
+        return value
+
+    def value(self, node: yaml.Node, field: str) -> Any:
+        value = self._loader.construct_object(node, deep=True)
+        problem = _json_problem(value)
+        if problem is not None:
+            self.fail(node, field, problem)
+        return value
+
+    # -- the document ----------------------------------------------------------------------------
+    def ruleset(self, root: yaml.Node | None) -> Ruleset:
+        if root is None:
+            raise PolicyFileError(
+                self._path, "the file is empty (expected schema_version: 1 and rules)", line=1
+            )
+        items = self.mapping(root, None, "a mapping with schema_version and rules")
+        found = {key: (key_node, value_node) for key, key_node, value_node in items}
+        for key, key_node, _ in items:
+            if key not in _TOP_KEYS:
+                self.fail(key_node, key, "unknown key" + _suggest(key, _TOP_KEYS))
+        for key in _TOP_KEYS:
+            if key not in found:
+                self.fail(root, None, f"missing {key!r}")
+        version_node = found["schema_version"][1]
+        version = self.value(version_node, "schema_version")
+        if isinstance(version, bool) or version != SCHEMA_VERSION:
+            self.fail(
+                version_node,
+                "schema_version",
+                f"unsupported schema_version {version!r} (this tackroom reads {SCHEMA_VERSION})",
+            )
+        rules_node = found["rules"][1]
+        if not isinstance(rules_node, yaml.SequenceNode):
+            self.fail(rules_node, "rules", f"expected a list of rules, got {_kind(rules_node)}")
+        rules: list[Rule] = []
+        ids: dict[str, int] = {}
+        for index, rule_node in enumerate(rules_node.value):
+            rule = self.rule(rule_node, f"rules[{index}]")
+            if rule.id in ids:
+                self.fail(
+                    rule_node,
+                    f"rules[{index}].id",
+                    f"rule id {rule.id!r} is already used at line {ids[rule.id]}",
+                )
+            ids[rule.id] = _line(rule_node)
+            rules.append(rule)
+        return Ruleset(tuple(rules))
+
+    def rule(self, node: yaml.Node, field: str) -> Rule:
+        items = self.mapping(node, field, "a rule: a mapping with id, function and decision")
+        found = {key: value_node for key, _, value_node in items}
+        for key, key_node, _ in items:
+            if key not in _RULE_KEYS:
+                self.fail(key_node, f"{field}.{key}", "unknown key" + _suggest(key, _RULE_KEYS))
+        for key in _REQUIRED_RULE_KEYS:
+            if key not in found:
+                self.fail(node, field, f"missing {key!r}")
+        rule_id = self.string(found["id"], f"{field}.id")
+        if rule_id.startswith("builtin:"):
+            self.fail(found["id"], f"{field}.id", "ids starting with 'builtin:' are reserved")
+        decision = self.string(found["decision"], f"{field}.decision")
+        if decision not in DECISIONS:
+            self.fail(
+                found["decision"],
+                f"{field}.decision",
+                f"unknown decision {decision!r}" + _suggest(decision, DECISIONS),
+            )
+        reason = self.string(found["reason"], f"{field}.reason") if "reason" in found else None
+        constraints = self.args(found["args"], f"{field}.args") if "args" in found else ()
+        return Rule(
+            id=rule_id,
+            functions=self.functions(found["function"], f"{field}.function"),
+            decision=decision,
+            reason=reason,
+            constraints=constraints,
+            line=_line(node),
+        )
+
+    def functions(self, node: yaml.Node, field: str) -> tuple[str, ...]:
+        nodes = node.value if isinstance(node, yaml.SequenceNode) else [node]
+        if not nodes:
+            self.fail(node, field, "expected a function-id glob or a non-empty list of them")
+        patterns = []
+        for item in nodes:
+            pattern = self.string(item, field)
+            if any(char.isspace() for char in pattern):
+                self.fail(item, field, f"a function-id glob has no spaces: {pattern!r}")
+            patterns.append(pattern)
+        return tuple(patterns)
+
+    def args(self, node: yaml.Node, field: str) -> tuple[Constraint, ...]:
+        constraints: list[Constraint] = []
+        for arg, _, ops_node in self.mapping(node, field, "a mapping of argument → constraints"):
+            where = f"{field}.{arg}"
+            ops = self.mapping(ops_node, where, f"constraints such as {{equals: ...}} on {arg!r}")
+            if not ops:
+                self.fail(ops_node, where, "no constraint given")
+            for op, op_node, operand in ops:
+                constraints.append(self.constraint(arg, op, op_node, operand, f"{where}.{op}"))
+        return tuple(constraints)
+
+    def constraint(
+        self, arg: str, op: str, op_node: yaml.Node, operand: yaml.Node, field: str
+    ) -> Constraint:
+        if op not in OPERATORS:
+            self.fail(op_node, field, f"unknown constraint {op!r}" + _suggest(op, OPERATORS))
+        try:
+            if op == "equals":
+                return equals(arg, self.value(operand, field))
+            if op == "one_of":
+                if not isinstance(operand, yaml.SequenceNode):
+                    self.fail(operand, field, f"expected a list of values, got {_kind(operand)}")
+                return one_of(arg, self.value(operand, field))
+            if op == "matches":
+                return matches(arg, self.string(operand, field))
+            if op == "under":
+                return under(arg, self.string(operand, field))
+            bounds: dict[str, Any] = {}
+            for key, key_node, bound_node in self.mapping(operand, field, "{min: ..., max: ...}"):
+                if key not in ("min", "max"):
+                    self.fail(key_node, f"{field}.{key}", "unknown key (known: min, max)")
+                bounds[key] = self.value(bound_node, f"{field}.{key}")
+            return in_range(arg, bounds.get("min"), bounds.get("max"))
+        except ValueError as exc:
+            self.fail(operand, field, str(exc))
+
+
+def _kind(node: yaml.Node) -> str:
+    if isinstance(node, yaml.MappingNode):
+        return "a mapping"
+    if isinstance(node, yaml.SequenceNode):
+        return "a list"
+    names = {
+        "tag:yaml.org,2002:null": "null",
+        "tag:yaml.org,2002:bool": "a boolean",
+        "tag:yaml.org,2002:int": "a number",
+        "tag:yaml.org,2002:float": "a number",
+        "tag:yaml.org,2002:str": "a string",
+    }
+    return names.get(node.tag, f"a {node.tag} value")

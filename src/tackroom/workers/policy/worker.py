@@ -1,0 +1,122 @@
+"""The ``policy`` worker: decide every model-issued call from the rules in ``permissions.yaml``.
+
+```yaml
+worker_config:
+  policy:
+    rules_path: permissions.yaml      # default; relative to the working directory
+    default_decision: needs_approval  # when no rule matches
+    reload_interval: 1.0              # seconds between checks of the file; 0: no hot reload
+```
+
+Without ``rules_path`` the worker reads ``./permissions.yaml`` when it exists and uses the
+built-in defaults (``defaults.yaml``) when it does not (and again if it is removed later). A
+``rules_path`` that is set must exist at start; if it disappears later the rules in force stay.
+A file that does not parse stops the worker from starting; once running, a bad edit is rejected
+whole, the rules in force stay, and ``policy::status`` shows the line and the reason.
+
+Why ``needs_approval`` by default: ``allow`` would run every tool nobody thought about, and
+``deny`` would make a harness without a rules file useless; asking a human is the safe middle,
+and one catch-all rule (``function: "*"``) changes it.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from pydantic import Field
+
+from tackroom.engine.errors import FunctionError
+from tackroom.runtime.filewatch import PolicyFileError, RulesSource
+from tackroom.runtime.worker import WorkerConfig, WorkerContext, WorkerSpec
+from tackroom.workers.policy.contracts import (
+    CHECK_PERMISSIONS,
+    POLICY_FILE_INVALID,
+    POLICY_RELOAD,
+    POLICY_STATUS,
+    CheckRequest,
+    CheckResponse,
+    Decision,
+    EmptyRequest,
+    PolicyStatus,
+)
+from tackroom.workers.policy.loader import BUILTIN_NAME, builtin_text, parse_rules
+from tackroom.workers.policy.rules import Ruleset, evaluate
+
+__all__ = ["DEFAULT_RULES_PATH", "WORKER", "PolicyConfig"]
+
+DEFAULT_RULES_PATH = Path("permissions.yaml")
+
+
+class PolicyConfig(WorkerConfig):
+    rules_path: Path | None = Field(
+        default=None,
+        description="the rules file (relative: to the working directory); "
+        "unset: ./permissions.yaml if it exists, else the built-in defaults",
+    )
+    default_decision: Decision = "needs_approval"
+    reload_interval: float = Field(
+        default=1.0, ge=0, description="seconds between checks of the file; 0: no hot reload"
+    )
+
+
+async def _start(ctx: WorkerContext[PolicyConfig]) -> None:
+    config = ctx.config
+    source: RulesSource[Ruleset] = RulesSource(
+        path=config.rules_path or DEFAULT_RULES_PATH,
+        required=config.rules_path is not None,
+        language="rules",
+        parse=parse_rules,
+        count=lambda ruleset: len(ruleset.rules),
+        builtin_text=builtin_text(),
+        builtin_name=BUILTIN_NAME,
+        default_decision=config.default_decision,
+        reload_interval=config.reload_interval,
+    )
+    await source.load()
+
+    async def check(request: CheckRequest) -> CheckResponse:
+        return evaluate(
+            source.rules, request.function_id, request.args, default=config.default_decision
+        )
+
+    async def status(request: EmptyRequest) -> PolicyStatus:
+        return source.status()
+
+    async def reload(request: EmptyRequest) -> PolicyStatus:
+        try:
+            await source.reload()
+        except PolicyFileError as exc:
+            raise FunctionError(POLICY_FILE_INVALID, f"{exc} (the rules in force stay)") from None
+        return source.status()
+
+    await ctx.register_typed_function(
+        CHECK_PERMISSIONS,
+        check,
+        request_model=CheckRequest,
+        response_type=CheckResponse,
+        description="May a model's call run? allow | deny | needs_approval, with the rule.",
+    )
+    await ctx.register_typed_function(
+        POLICY_STATUS,
+        status,
+        request_model=EmptyRequest,
+        response_type=PolicyStatus,
+        description="The rules in force, where they came from, and the last rejected file.",
+    )
+    await ctx.register_typed_function(
+        POLICY_RELOAD,
+        reload,
+        request_model=EmptyRequest,
+        response_type=PolicyStatus,
+        description="Read the rules file now; a bad file is rejected and the rules stay.",
+    )
+    if config.reload_interval > 0:
+        ctx.spawn(source.watch(), name="policy: watch rules file")
+
+
+WORKER = WorkerSpec(
+    name="policy",
+    description="policy::check_permissions from permissions.yaml rules (first match wins).",
+    config_model=PolicyConfig,
+    start=_start,
+)

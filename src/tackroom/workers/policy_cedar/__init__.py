@@ -1,0 +1,1 @@
+"""The ``policy-cedar`` worker: ``policy::check_permissions`` from Cedar policies."""
