@@ -9,24 +9,14 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any
 
-from tackroom.engine.errors import EngineLocked
-from tackroom.runtime.client import LocalClient
-from tackroom.runtime.config import HarnessConfig, load_config
-from tackroom.runtime.host import Host
+from tackroom.cli._bus import bus
+from tackroom.runtime.config import load_config
 
 __all__ = ["add_parsers", "bus"]
-
-
-class Caller(Protocol):
-    async def trigger(
-        self, function_id: str, payload: Any = None, *, timeout: float = ...
-    ) -> Any: ...
 
 
 def add_parsers(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -54,22 +44,6 @@ def add_parsers(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -
 def _common(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--json", action="store_true", help="print the raw reply as JSON")
     parser.add_argument("--config", type=Path, help="config file (default: ./tackroom.yaml)")
-
-
-@asynccontextmanager
-async def bus(config: HarnessConfig) -> AsyncIterator[Caller]:
-    """A way to trigger the sessions worker: in-process, or a running serve's endpoint."""
-    host = Host.from_config(config, workers=["engine", "sessions"])
-    try:
-        await host.start()
-    except EngineLocked:
-        async with LocalClient(config.endpoint.socket) as client:
-            yield client
-        return
-    try:
-        yield host.engine
-    finally:
-        await host.close()
 
 
 async def _list(args: argparse.Namespace) -> int:

@@ -1,0 +1,55 @@
+"""``bus(config, workers)``: how a command reaches the workers of a harness.
+
+- Embedded engine, nobody holds it: the workers run in this process for the command's duration.
+- Embedded engine held by a ``tackroom serve``: its local endpoint (a Unix socket).
+- A shared engine (NATS): with ``shared_bus_workers=()`` nothing is booted here and the call
+  goes over the bus to the harness's own worker processes; by default the same workers are
+  booted in this process, as replicas.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Sequence
+from contextlib import asynccontextmanager
+from typing import Any, Protocol
+
+from tackroom.engine.errors import EngineLocked
+from tackroom.runtime.client import LocalClient
+from tackroom.runtime.config import HarnessConfig
+from tackroom.runtime.host import Host
+
+__all__ = ["Caller", "bus"]
+
+
+class Caller(Protocol):
+    async def trigger(
+        self, function_id: str, payload: Any = None, *, timeout: float = ...
+    ) -> Any: ...
+
+
+@asynccontextmanager
+async def bus(
+    config: HarnessConfig,
+    workers: Sequence[str] = ("engine", "sessions"),
+    *,
+    shared_bus_workers: Sequence[str] | None = None,
+) -> AsyncIterator[Caller]:
+    """A way to trigger ``workers``' functions: in-process, a running serve's endpoint, or the bus.
+
+    ``shared_bus_workers``: what to boot on a non-embedded engine (default: ``workers``).
+    """
+    embedded = config.engine.startswith("embedded:")
+    boot = list(workers if embedded or shared_bus_workers is None else shared_bus_workers)
+    host = Host.from_config(config, workers=boot)
+    try:
+        await host.start()
+    except EngineLocked:
+        async with LocalClient(
+            config.endpoint.socket, max_frame_bytes=config.endpoint.max_frame_bytes
+        ) as client:
+            yield client
+        return
+    try:
+        yield host.engine
+    finally:
+        await host.close()

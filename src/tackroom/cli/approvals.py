@@ -1,0 +1,189 @@
+"""``tackroom approve|deny SESSION CALL`` and ``tackroom approvals list|mode``.
+
+They reach the approvals worker of a running harness: a ``tackroom serve`` through its local
+endpoint, a shared (NATS) engine over the bus; with no harness running, the worker runs in this
+process on the config's engine (the decision is stored and the turn moves on when it restarts).
+Exit codes: 0 done; 1 the call is not pending, already decided, expired, or no approvals worker
+answers; 2 a usage problem.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import getpass
+import json
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from tackroom.cli._bus import bus
+from tackroom.engine.errors import FunctionNotFound
+from tackroom.runtime.config import load_config
+from tackroom.workers.approvals import contracts as c
+
+__all__ = ["add_parsers"]
+
+_WORKERS = ("engine", "approvals")
+
+
+def add_parsers(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    for verb, decision, text in (
+        ("approve", "allow", "allow a function call waiting for approval"),
+        ("deny", "deny", "deny a function call waiting for approval"),
+    ):
+        parser = commands.add_parser(verb, help=text)
+        parser.add_argument("session_id", metavar="SESSION")
+        parser.add_argument("function_call_id", metavar="CALL")
+        parser.add_argument("--reason", help="why (recorded, and shown to the model on deny)")
+        parser.add_argument("--approver", help="who decides (default: your user name)")
+        if decision == "allow":
+            parser.add_argument(
+                "--always",
+                action="store_true",
+                help="also allow this function for the rest of the session",
+            )
+        _common(parser)
+        parser.set_defaults(run=_runner(_resolve), decision=decision)
+
+    approvals = commands.add_parser("approvals", help="calls waiting for approval; session modes")
+    actions = approvals.add_subparsers(dest="approvals_command", required=True, metavar="CMD")
+
+    listing = actions.add_parser("list", help="the calls waiting for approval, oldest first")
+    listing.add_argument("--session", help="only this session's calls")
+    _common(listing)
+    listing.set_defaults(run=_runner(_list))
+
+    mode = actions.add_parser("mode", help="set a session's approval mode")
+    mode.add_argument("session_id", metavar="SESSION")
+    mode.add_argument("mode", choices=["manual", "auto", "full"])
+    mode.add_argument(
+        "--allow",
+        action="append",
+        metavar="GLOB",
+        help="with auto: a function id glob to allow without asking (repeatable; replaces)",
+    )
+    _common(mode)
+    mode.set_defaults(run=_runner(_mode))
+
+
+def _common(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--json", action="store_true", help="print the raw reply as JSON")
+    parser.add_argument("--config", type=Path, help="config file (default: ./tackroom.yaml)")
+
+
+def _runner(command: Any) -> Any:
+    def run(args: argparse.Namespace) -> int:
+        try:
+            code: int = asyncio.run(command(args))
+        except FunctionNotFound as exc:
+            if not exc.function_id.startswith("approval::"):
+                raise
+            print(
+                f"tackroom: error: {exc} (is `approvals` in the harness's boot list?)",
+                file=sys.stderr,
+            )
+            return 1
+        return code
+
+    return run
+
+
+def _approver(args: argparse.Namespace) -> str:
+    if args.approver:
+        return str(args.approver)
+    try:
+        return getpass.getuser()
+    except (OSError, KeyError):
+        return "cli"
+
+
+async def _resolve(args: argparse.Namespace) -> int:
+    request = c.ResolveRequest(
+        session_id=args.session_id,
+        function_call_id=args.function_call_id,
+        decision=args.decision,
+        reason=args.reason,
+        approver=_approver(args),
+    )
+    async with bus(load_config(args.config), _WORKERS, shared_bus_workers=()) as caller:
+        if getattr(args, "always", False):
+            known = c.GetResponse.model_validate(
+                await caller.trigger(
+                    c.GET,
+                    {"session_id": args.session_id, "function_call_id": args.function_call_id},
+                )
+            )
+            # Not pending: resolve below says why (not pending, already decided), nothing changes.
+            if known.pending is not None:
+                await caller.trigger(
+                    c.ALLOW_FOR_SESSION,
+                    {"session_id": args.session_id, "function_id": known.pending.function_id},
+                )
+        reply = await caller.trigger(c.RESOLVE, request.model_dump(mode="json"))
+    if args.json:
+        print(json.dumps(reply, indent=2, ensure_ascii=False))
+        return 0
+    record = c.DecisionRecord.model_validate(reply)
+    verb = {"allow": "allowed", "deny": "denied", "aborted": "aborted"}[record.decision]
+    what = record.function_id or "the call"
+    print(
+        f"{verb} {what} (call {args.function_call_id} of session {args.session_id})"
+        f" by {record.approver}"
+    )
+    if getattr(args, "always", False):
+        print(f"{what} is allowed for the rest of the session")
+    return 0
+
+
+async def _list(args: argparse.Namespace) -> int:
+    request = c.ListPendingRequest(session_id=args.session)
+    async with bus(load_config(args.config), _WORKERS, shared_bus_workers=()) as caller:
+        reply = await caller.trigger(c.LIST_PENDING, request.model_dump(mode="json"))
+    if args.json:
+        print(json.dumps(reply, indent=2, ensure_ascii=False))
+        return 0
+    pending = c.ListPendingResponse.model_validate(reply).pending
+    if not pending:
+        print("no calls are waiting for approval")
+        return 0
+    now = time.time()
+    for record in pending:
+        arguments = _clip(json.dumps(record.arguments, ensure_ascii=False))
+        print(
+            f"{record.session_id}  {record.function_call_id}  {record.function_id} {arguments}"
+            f"  (expires in {_duration(record.expires_at - now)})"
+        )
+        if record.reason:
+            print(f"    {_clip(record.reason, 120)}")
+    return 0
+
+
+async def _mode(args: argparse.Namespace) -> int:
+    request = c.SetModeRequest(session_id=args.session_id, mode=args.mode, always_allow=args.allow)
+    async with bus(load_config(args.config), _WORKERS, shared_bus_workers=()) as caller:
+        reply = await caller.trigger(c.SET_MODE, request.model_dump(mode="json"))
+    if args.json:
+        print(json.dumps(reply, indent=2, ensure_ascii=False))
+        return 0
+    settings = c.SessionSettings.model_validate(reply)
+    line = f"session {settings.session_id}: mode {settings.mode}"
+    if settings.mode == "auto":
+        line += f", always allow {', '.join(settings.always_allow) or 'nothing'}"
+    print(line)
+    return 0
+
+
+def _duration(seconds: float) -> str:
+    seconds = max(0, int(seconds))
+    if seconds < 120:
+        return f"{seconds}s"
+    if seconds < 7200:
+        return f"{seconds // 60}m"
+    return f"{seconds // 3600}h"
+
+
+def _clip(text: str, limit: int = 80) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= limit else text[: limit - 1] + "…"

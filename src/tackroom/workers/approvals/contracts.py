@@ -1,0 +1,283 @@
+"""The public face of the ``approvals`` worker: function ids, state layout, payloads, error codes.
+
+Other workers (the orchestrator, the CLI, a UI) import only this module and reach the worker by
+function id. Failures arrive as ``InvocationError`` whose ``remote_code`` is one of the ``*_ERROR``
+codes below, or ``invalid_request`` when a payload does not validate (with pydantic's reason).
+
+State (see ``docs/governance.md``):
+
+- ``approval-pending/<session_id>/<function_call_id>``: a :class:`PendingApproval`, written by
+  ``approval::request``, deleted once the call is decided;
+- ``approvals/<session_id>/<function_call_id>``: the :class:`DecisionRecord`, written
+  **create-only** (``expected_revision=0``), so exactly one decision per call ever exists; the
+  orchestrator's state trigger on this scope wakes the parked turn;
+- ``approval-settings/<session_id>``: the session's :class:`SessionSettings`.
+
+Times are seconds since the epoch (floats), as elsewhere in tackroom.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, StringConstraints
+
+__all__ = [
+    "ALLOW_FOR_SESSION",
+    "ALREADY_DECIDED_ERROR",
+    "APPROVAL_RESOLVED_EVENT",
+    "CALL_CONFLICT_ERROR",
+    "CONTENTION_ERROR",
+    "DECISIONS_SCOPE",
+    "EVENTS_STREAM",
+    "EXPIRED_ERROR",
+    "EXPIRED_REASON",
+    "EXPIRY_APPROVER",
+    "GET",
+    "GET_SETTINGS",
+    "HISTORY_SCOPE",
+    "ID_PATTERN",
+    "LIST_PENDING",
+    "NOT_PENDING_ERROR",
+    "PENDING_SCOPE",
+    "REQUEST",
+    "RESOLVE",
+    "SCHEMA_VERSION",
+    "SETTINGS_SCOPE",
+    "SET_MODE",
+    "SWEEP",
+    "AllowForSessionRequest",
+    "ApprovalMode",
+    "ApprovalRequest",
+    "ApprovalRequestResponse",
+    "CallRef",
+    "Decision",
+    "DecisionRecord",
+    "GetRequest",
+    "GetResponse",
+    "ListPendingRequest",
+    "ListPendingResponse",
+    "PendingApproval",
+    "ResolveRequest",
+    "SessionId",
+    "SessionSettings",
+    "SetModeRequest",
+    "SettingsRequest",
+    "SweepRequest",
+    "SweepResponse",
+    "call_key",
+]
+
+SCHEMA_VERSION = 1
+
+REQUEST = "approval::request"
+RESOLVE = "approval::resolve"
+LIST_PENDING = "approval::list_pending"
+GET = "approval::get"
+SET_MODE = "approval::set_mode"
+ALLOW_FOR_SESSION = "approval::allow_for_session"
+GET_SETTINGS = "approval::get_settings"
+SWEEP = "approval::sweep"
+
+PENDING_SCOPE = "approval-pending"
+DECISIONS_SCOPE = "approvals"
+SETTINGS_SCOPE = "approval-settings"
+HISTORY_SCOPE = "approval-history"
+"""Records of earlier runs that reused a call id: ``<session>/<call>/<scope>/<revision>``."""
+
+EVENTS_STREAM = "agent::events"
+APPROVAL_RESOLVED_EVENT = "approval_resolved"
+
+EXPIRED_REASON = "expired"
+"""The ``reason`` of the ``deny`` the worker writes when a pending approval outlives its TTL."""
+EXPIRY_APPROVER = "approvals:ttl"
+"""The ``approver`` of an expiry decision (a person's decision names the person)."""
+
+NOT_PENDING_ERROR = "not_pending"
+"""``resolve`` of a call that has no pending approval and no decision (unknown call, typo)."""
+ALREADY_DECIDED_ERROR = "already_decided"
+"""``resolve`` of a call that already has a decision (another resolve or the expiry won); the
+message names the decision, its approver and time. Nothing was written."""
+EXPIRED_ERROR = "expired"
+"""``resolve`` of a call whose approval outlived its TTL: it is denied with reason ``expired``
+(that expiry is the only write), the caller's decision is not recorded."""
+CALL_CONFLICT_ERROR = "call_conflict"
+"""``request`` for a call id already used by a different call (another function, other arguments
+or another run) in the session: nothing is written, the call must not run."""
+CONTENTION_ERROR = "contention"
+"""A settings write lost its compare-and-set too many times in a row; safe to retry."""
+
+ID_PATTERN = r"^[!-.0-~]{1,200}$"
+"""Session and call ids: 1 to 200 printable ASCII characters but space and ``/`` (they are parts
+of state keys, ``/`` separates them)."""
+
+SessionId = Annotated[str, StringConstraints(pattern=ID_PATTERN)]
+CallId = Annotated[str, StringConstraints(pattern=ID_PATTERN)]
+Decision = Literal["allow", "deny", "aborted"]
+ApprovalMode = Literal["manual", "auto", "full"]
+"""``manual``: every call that needs approval waits for a person; ``auto``: calls matching the
+session's ``always_allow`` globs run at once, the rest wait; ``full``: everything runs at once.
+In every mode a function allowed "for the rest of the session" runs at once."""
+
+
+def call_key(session_id: str, function_call_id: str) -> str:
+    """The state key of one call in ``approval-pending`` and ``approvals``."""
+    return f"{session_id}/{function_call_id}"
+
+
+class _Request(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class _Record(BaseModel):
+    """Stored and returned records: unknown fields are ignored (a newer writer may add some)."""
+
+    model_config = ConfigDict(extra="ignore")
+
+
+# -- records ---------------------------------------------------------------------------------
+
+
+class PendingApproval(_Record):
+    """``approval-pending/<session_id>/<function_call_id>``: a call waiting for a person."""
+
+    schema_version: int = SCHEMA_VERSION
+    session_id: str
+    function_call_id: str
+    function_id: str
+    arguments: dict[str, Any] = Field(default_factory=dict)
+    reason: str = ""
+    run_id: str | None = None
+    requested_at: float
+    expires_at: float
+
+
+class DecisionRecord(_Record):
+    """``approvals/<session_id>/<function_call_id>``: the one decision of a call (audit trail).
+
+    ``decision``, ``reason``, ``approver`` and ``decided_at`` are the governance contract; the
+    approvals worker also copies what was decided on (``function_id``, ``arguments``, ``run_id``,
+    ``requested_at``) from the pending record, which it deletes. A decision written by another
+    writer may lack those, so they default to ``None``.
+    """
+
+    schema_version: int = SCHEMA_VERSION
+    decision: Decision
+    reason: str | None = None
+    approver: str | None = None
+    decided_at: float | None = None
+    session_id: str | None = None
+    function_call_id: str | None = None
+    function_id: str | None = None
+    arguments: dict[str, Any] | None = None
+    run_id: str | None = None
+    requested_at: float | None = None
+
+
+class SessionSettings(_Record):
+    """``approval-settings/<session_id>``; absent: the worker's configured defaults."""
+
+    schema_version: int = SCHEMA_VERSION
+    session_id: str
+    mode: ApprovalMode
+    always_allow: list[str] = Field(
+        default_factory=list, description="globs (`*` only) of function ids `auto` mode allows"
+    )
+    allowed_functions: list[str] = Field(
+        default_factory=list, description="function ids allowed for the rest of the session"
+    )
+    updated_at: float | None = None
+
+
+# -- approval::request -------------------------------------------------------------------------
+
+
+class ApprovalRequest(_Request):
+    schema_version: int = SCHEMA_VERSION
+    session_id: SessionId
+    function_call_id: CallId
+    function_id: str = Field(min_length=1)
+    arguments: dict[str, Any] = Field(default_factory=dict)
+    reason: str = Field(default="", description="why the call needs approval (from the policy)")
+    run_id: str | None = None
+
+
+class ApprovalRequestResponse(_Record):
+    schema_version: int = SCHEMA_VERSION
+    status: Literal["allowed", "pending"]
+    reason: str
+    expires_at: float | None = Field(default=None, description="when pending: the deadline")
+
+
+# -- approval::resolve / get / list_pending --------------------------------------------------
+
+
+class ResolveRequest(_Request):
+    schema_version: int = SCHEMA_VERSION
+    session_id: SessionId
+    function_call_id: CallId
+    decision: Decision
+    reason: str | None = None
+    approver: str | None = Field(default=None, max_length=200, description="who decided")
+
+
+class GetRequest(_Request):
+    schema_version: int = SCHEMA_VERSION
+    session_id: SessionId
+    function_call_id: CallId
+
+
+class GetResponse(_Record):
+    schema_version: int = SCHEMA_VERSION
+    pending: PendingApproval | None = None
+    decision: DecisionRecord | None = None
+
+
+class ListPendingRequest(_Request):
+    schema_version: int = SCHEMA_VERSION
+    session_id: SessionId | None = None
+
+
+class ListPendingResponse(_Record):
+    schema_version: int = SCHEMA_VERSION
+    pending: list[PendingApproval]
+
+
+# -- settings ----------------------------------------------------------------------------------
+
+
+class SetModeRequest(_Request):
+    schema_version: int = SCHEMA_VERSION
+    session_id: SessionId
+    mode: ApprovalMode
+    always_allow: list[str] | None = Field(
+        default=None, description="replaces the session's globs; absent: kept"
+    )
+
+
+class AllowForSessionRequest(_Request):
+    schema_version: int = SCHEMA_VERSION
+    session_id: SessionId
+    function_id: str = Field(min_length=1)
+
+
+class SettingsRequest(_Request):
+    schema_version: int = SCHEMA_VERSION
+    session_id: SessionId
+
+
+# -- approval::sweep ---------------------------------------------------------------------------
+
+
+class SweepRequest(_Record):
+    """Empty when called directly; the cron trigger's ``{schedule, fired_at}`` is ignored."""
+
+
+class CallRef(_Record):
+    session_id: str
+    function_call_id: str
+
+
+class SweepResponse(_Record):
+    schema_version: int = SCHEMA_VERSION
+    expired: list[CallRef] = Field(default_factory=list)

@@ -1,0 +1,9 @@
+"""The approvals contract suite against the ``approvals`` worker this package ships."""
+
+from __future__ import annotations
+
+from tests.contract.approvals_suite import ApprovalsContract
+
+
+class TestApprovalsWorker(ApprovalsContract):
+    worker_name = "approvals"
