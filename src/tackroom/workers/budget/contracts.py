@@ -1,0 +1,254 @@
+"""The public face of the ``budget`` worker (``budget::*``): ids, payload models, codes.
+
+Budgets cap LLM spend per scope — ``workspace/<id>``, ``agent/<id>``, ``session/<id>`` — per
+period (``day``, ``week``, ``month`` on UTC boundaries, or ``total``). A model call is charged to
+every budget on its chain. ``budget::check`` reserves the call's estimate on every enforced
+budget of the chain (all or nothing), ``budget::record`` settles the actual cost. Failures arrive
+as ``InvocationError`` whose ``remote_code`` is one of the ``*_ERROR`` codes below (or
+``invalid_request``, with pydantic's reason).
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, StringConstraints
+
+from tackroom.workers.budget.records import SCHEMA_VERSION, Budget, Period, PeriodUsage
+
+__all__ = [
+    "ALERT_QUEUE",
+    "ALERT_SET",
+    "BUDGET_EXISTS_ERROR",
+    "BUDGET_NOT_FOUND_ERROR",
+    "CHECK",
+    "CONTENTION_ERROR",
+    "CREATE",
+    "DELETE",
+    "ENFORCE",
+    "EXCEEDED",
+    "EXEMPT",
+    "FORECAST",
+    "GET",
+    "LIST",
+    "PAUSE",
+    "PAUSED",
+    "RECORD",
+    "RESET",
+    "SCHEMA_VERSION",
+    "SWEEP",
+    "UPDATE",
+    "USAGE",
+    "AlertEvent",
+    "AlertSetRequest",
+    "Budget",
+    "BudgetId",
+    "BudgetList",
+    "BudgetRef",
+    "Charge",
+    "CheckRequest",
+    "CheckResponse",
+    "CreateRequest",
+    "Deleted",
+    "EnforceRequest",
+    "ExemptRequest",
+    "Forecast",
+    "ListRequest",
+    "PauseRequest",
+    "Period",
+    "PeriodUsage",
+    "RecordRequest",
+    "RecordResponse",
+    "ScopeName",
+    "SweepResponse",
+    "UpdateRequest",
+    "UsageRequest",
+    "UsageResponse",
+]
+
+CREATE = "budget::create"
+LIST = "budget::list"
+GET = "budget::get"
+UPDATE = "budget::update"
+DELETE = "budget::delete"
+CHECK = "budget::check"
+RECORD = "budget::record"
+RESET = "budget::reset"
+ALERT_SET = "budget::alert_set"
+USAGE = "budget::usage"
+FORECAST = "budget::forecast"
+ENFORCE = "budget::enforce"
+EXEMPT = "budget::exempt"
+PAUSE = "budget::pause"
+SWEEP = "budget::sweep"
+"""Internal (cron): delete reservation records past their expiry."""
+
+ALERT_QUEUE = "budget-alerts"
+"""Alerts are enqueued here, to each budget's ``alert_function``, with an :class:`AlertEvent`."""
+
+BUDGET_NOT_FOUND_ERROR = "budget_not_found"
+BUDGET_EXISTS_ERROR = "budget_exists"
+CONTENTION_ERROR = "contention"
+"""A write lost its compare-and-set too many times in a row; safe to retry."""
+
+EXCEEDED = "budget_exceeded"
+"""``check`` denial: the estimate does not fit under a cap (the turn stops: budget_exceeded)."""
+PAUSED = "budget_paused"
+"""``check`` denial: a budget on the chain is paused."""
+
+BudgetId = Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9_.:-]{1,100}$")]
+ScopeName = Annotated[
+    str, StringConstraints(pattern=r"^(workspace|agent|session)/[!-.0-~]{1,200}$")
+]
+ChainId = Annotated[str, StringConstraints(pattern=r"^[!-.0-~]{1,200}$")]
+Thresholds = Annotated[list[Annotated[float, Field(gt=0, le=100)]], Field(max_length=16)]
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class BudgetRef(_Model):
+    budget_id: BudgetId
+
+
+class CreateRequest(_Model):
+    id: BudgetId | None = Field(default=None, description="default: a fresh id")
+    scope: ScopeName
+    period: Period = "month"
+    cap_usd: float = Field(gt=0)
+    alert_thresholds: Thresholds = Field(default_factory=lambda: [0.5, 0.8, 1.0])
+    alert_function: str | None = None
+    enforce: bool = True
+    name: str | None = None
+
+
+class ListRequest(_Model):
+    scope: str | None = Field(default=None, description="a scope, or a prefix like 'agent/'")
+
+
+class BudgetList(_Model):
+    schema_version: int = SCHEMA_VERSION
+    budgets: list[Budget]
+
+
+class UpdateRequest(BudgetRef):
+    cap_usd: float | None = Field(default=None, gt=0)
+    period: Period | None = None
+    name: str | None = None
+
+
+class Deleted(_Model):
+    schema_version: int = SCHEMA_VERSION
+    deleted: bool
+
+
+class AlertSetRequest(BudgetRef):
+    thresholds: Thresholds
+    function_id: str | None = Field(description="called once per period per threshold; null: off")
+
+
+class EnforceRequest(BudgetRef):
+    enforce: bool = True
+
+
+class PauseRequest(BudgetRef):
+    paused: bool = True
+
+
+class ExemptRequest(BudgetRef):
+    exempt: bool = True
+    until: float | None = Field(default=None, description="seconds since the epoch; null: open")
+
+
+class CheckRequest(_Model):
+    session_id: ChainId
+    agent: ChainId | None = None
+    workspace: ChainId | None = None
+    estimate_usd: float = Field(ge=0)
+    ttl_s: float | None = Field(
+        default=None, gt=0, le=86_400, description="how long the reservation holds (config)"
+    )
+
+
+class CheckResponse(_Model):
+    schema_version: int = SCHEMA_VERSION
+    allowed: bool
+    reservation_id: str | None = Field(
+        default=None, description="pass to record; absent when no enforced budget applies"
+    )
+    reason: Literal["budget_exceeded", "budget_paused"] | None = None
+    budget_id: str | None = Field(default=None, description="the budget that denied")
+    detail: str | None = None
+    remaining_usd: float | None = Field(
+        default=None, description="the least room left under any enforced cap, after this hold"
+    )
+
+
+class RecordRequest(_Model):
+    reservation_id: str | None = None
+    record_id: str | None = Field(
+        default=None, description="idempotency key when there is no reservation"
+    )
+    session_id: ChainId
+    agent: ChainId | None = None
+    workspace: ChainId | None = None
+    cost_usd: float = Field(ge=0)
+
+
+class Charge(_Model):
+    budget_id: str
+    period_key: str
+    spent_usd: float
+    cap_usd: float
+    duplicate: bool = Field(default=False, description="already recorded: nothing added")
+
+
+class RecordResponse(_Model):
+    schema_version: int = SCHEMA_VERSION
+    charged: list[Charge]
+    alerts: list[float] = Field(default_factory=list, description="thresholds that fired")
+
+
+class UsageRequest(BudgetRef):
+    periods: int = Field(default=12, ge=1, le=1000, description="past periods in history")
+
+
+class UsageResponse(_Model):
+    schema_version: int = SCHEMA_VERSION
+    budget_id: str
+    period: Period
+    cap_usd: float
+    current: PeriodUsage
+    history: list[PeriodUsage] = Field(description="earlier periods, newest first")
+
+
+class Forecast(_Model):
+    schema_version: int = SCHEMA_VERSION
+    budget_id: str
+    period_key: str
+    period_start: float
+    period_end: float | None
+    spent_usd: float
+    cap_usd: float
+    projected_usd: float = Field(description="spend at period end at the rate so far (linear)")
+    on_track: bool
+    exhausts_at: float | None = Field(description="when the cap is reached at that rate")
+
+
+class AlertEvent(_Model):
+    """What an ``alert_function`` is called with (through queue :data:`ALERT_QUEUE`)."""
+
+    schema_version: int = SCHEMA_VERSION
+    budget_id: str
+    scope: str
+    name: str | None
+    period_key: str
+    threshold: float
+    spent_usd: float
+    cap_usd: float
+
+
+class SweepResponse(_Model):
+    schema_version: int = SCHEMA_VERSION
+    deleted: int

@@ -1,0 +1,161 @@
+"""The ``budget`` worker: the 14 ``budget::*`` functions (and the internal ``budget::sweep``).
+
+Payloads and codes are in ``contracts``, what is stored where in ``records``. ``make_worker`` takes
+a clock and a state wrapper for tests; ``WORKER`` is the real thing.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from pydantic import BaseModel, Field
+
+from tackroom.engine.protocol import Engine
+from tackroom.runtime.worker import WorkerConfig, WorkerContext, WorkerSpec
+from tackroom.workers.budget import contracts as c
+from tackroom.workers.budget.book import BudgetBook
+from tackroom.workers.budget.ledger import Ledger
+from tackroom.workers.budget.records import StateBackend
+from tackroom.workers.budget.reports import Reports
+
+__all__ = ["WORKER", "BudgetConfig", "make_worker"]
+
+
+class BudgetConfig(WorkerConfig):
+    max_attempts: int = Field(
+        default=256, ge=1, description="compare-and-set attempts before failing with 'contention'"
+    )
+    reservation_ttl_s: float = Field(
+        default=600.0, gt=0, description="how long a check's hold lasts without a record"
+    )
+    sweep_schedule: str | None = Field(
+        default="*/5 * * * *", description="cron of the expired-reservation sweep; null: off"
+    )
+
+
+def make_worker(
+    *,
+    clock: Callable[[], float] = time.time,
+    state: Callable[[Engine], StateBackend] | None = None,
+) -> WorkerSpec[BudgetConfig]:
+    """The budget worker with its clock and state access injected (``state`` wraps the engine)."""
+
+    async def start(ctx: WorkerContext[BudgetConfig]) -> None:
+        await _start(ctx, clock=clock, backend=ctx.engine if state is None else state(ctx.engine))
+
+    return WorkerSpec(
+        name="budget",
+        description="LLM spend budgets: reserve before each model call, settle after, alert.",
+        config_model=BudgetConfig,
+        start=start,
+    )
+
+
+async def _start(
+    ctx: WorkerContext[BudgetConfig], *, clock: Callable[[], float], backend: StateBackend
+) -> None:
+    config = ctx.config
+    book = BudgetBook(backend, clock=clock, max_attempts=config.max_attempts)
+    ledger = Ledger(
+        backend,
+        ctx.engine,
+        book,
+        clock=clock,
+        max_attempts=config.max_attempts,
+        reservation_ttl_s=config.reservation_ttl_s,
+    )
+    reports = Reports(backend, clock=clock)
+
+    async def create(request: c.CreateRequest) -> c.Budget:
+        return await book.create(request)
+
+    async def list_budgets(request: c.ListRequest) -> c.BudgetList:
+        return c.BudgetList(budgets=await book.all(request.scope))
+
+    async def get(request: c.BudgetRef) -> c.Budget:
+        return await book.get(request.budget_id)
+
+    async def update(request: c.UpdateRequest) -> c.Budget:
+        patch = request.model_dump(exclude={"budget_id"}, exclude_none=True)
+        return await book.change(request.budget_id, **patch)
+
+    async def delete(request: c.BudgetRef) -> c.Deleted:
+        return c.Deleted(deleted=await book.delete(request.budget_id))
+
+    async def reset(request: c.BudgetRef) -> c.PeriodUsage:
+        await ledger.reset(await book.get(request.budget_id))
+        return await reports.current(await book.get(request.budget_id))
+
+    async def alert_set(request: c.AlertSetRequest) -> c.Budget:
+        thresholds = sorted(set(request.thresholds))
+        return await book.change(
+            request.budget_id, alert_thresholds=thresholds, alert_function=request.function_id
+        )
+
+    async def usage(request: c.UsageRequest) -> c.UsageResponse:
+        return await reports.usage(await book.get(request.budget_id), periods=request.periods)
+
+    async def forecast(request: c.BudgetRef) -> c.Forecast:
+        return await reports.forecast(await book.get(request.budget_id))
+
+    async def enforce(request: c.EnforceRequest) -> c.Budget:
+        return await book.change(request.budget_id, enforce=request.enforce)
+
+    async def exempt(request: c.ExemptRequest) -> c.Budget:
+        until = request.until if request.exempt else None
+        return await book.change(request.budget_id, exempt=request.exempt, exempt_until=until)
+
+    async def pause(request: c.PauseRequest) -> c.Budget:
+        return await book.change(request.budget_id, paused=request.paused)
+
+    async def sweep(request: BaseModel) -> c.SweepResponse:
+        return c.SweepResponse(deleted=await reports.sweep())
+
+    table: list[tuple[str, Callable[[Any], Awaitable[Any]], type[BaseModel], Any, str]] = [
+        (c.CREATE, create, c.CreateRequest, c.Budget,
+         "Create a budget: a cap in USD per period for a workspace, agent or session."),
+        (c.LIST, list_budgets, c.ListRequest, c.BudgetList, "Budgets, optionally of a scope."),
+        (c.GET, get, c.BudgetRef, c.Budget, "One budget."),
+        (c.UPDATE, update, c.UpdateRequest, c.Budget, "Change a budget's cap, period or name."),
+        (c.DELETE, delete, c.BudgetRef, c.Deleted, "Delete a budget and its usage."),
+        (c.CHECK, ledger.check, c.CheckRequest, c.CheckResponse,
+         "Before a model call: reserve the estimate on every enforced budget of the chain, "
+         "or deny (budget_exceeded, budget_paused)."),
+        (c.RECORD, ledger.record, c.RecordRequest, c.RecordResponse,
+         "After a model call: settle the actual cost (releases the reservation); fires alerts."),
+        (c.RESET, reset, c.BudgetRef, c.PeriodUsage,
+         "Zero the current period's spend and alert marks."),
+        (c.ALERT_SET, alert_set, c.AlertSetRequest, c.Budget,
+         "Set alert thresholds (fractions of the cap) and the function they call."),
+        (c.USAGE, usage, c.UsageRequest, c.UsageResponse,
+         "Spend and reservations of the current period, and earlier periods."),
+        (c.FORECAST, forecast, c.BudgetRef, c.Forecast,
+         "Project the period's spend at its rate so far."),
+        (c.ENFORCE, enforce, c.EnforceRequest, c.Budget,
+         "Enforce a budget (deny over the cap) or only track it."),
+        (c.EXEMPT, exempt, c.ExemptRequest, c.Budget,
+         "Exempt a budget from checks (spend still recorded), optionally until a time."),
+        (c.PAUSE, pause, c.PauseRequest, c.Budget,
+         "Pause a budget: every check on its chain is denied until unpaused."),
+        (c.SWEEP, sweep, _Empty, c.SweepResponse,
+         "Internal: delete expired reservation records."),
+    ]  # fmt: skip
+    for function_id, handler, request_model, response_type, description in table:
+        await ctx.register_typed_function(
+            function_id,
+            handler,
+            request_model=request_model,
+            response_type=response_type,
+            description=description,
+        )
+    if config.sweep_schedule is not None:
+        await ctx.add_cron_trigger(config.sweep_schedule, c.SWEEP)
+
+
+class _Empty(BaseModel):
+    pass
+
+
+WORKER = make_worker()

@@ -1,0 +1,2 @@
+"""The ``hooks`` worker: hook fan-out (``hook-fanout::*``) with gates, transforms and observers;
+``HookSubscriptions`` for publishers and ``hook`` / ``hook_worker`` for subscribers."""

@@ -1,0 +1,182 @@
+"""The public face of the ``hooks`` worker (``hook-fanout::*``): ids, payload models, codes.
+
+A publisher (the orchestrator) calls ``hook-fanout::publish_collect``; the worker calls each
+subscriber of the topic by function id with a :class:`HookEvent` and merges the replies
+(:class:`HookReply`) by the publisher's merge rule. Subscriptions are state, in scope
+``hook-subscriptions`` (key = topic, value :class:`TopicSubscriptions`), written by compare-and-set,
+so anyone can tell whether a topic has subscribers without a round trip (see
+``tackroom.workers.hooks.watch.HookSubscriptions``).
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, StringConstraints
+
+__all__ = [
+    "AFTER_FUNCTION_CALL",
+    "AFTER_MODEL_CALL",
+    "BEFORE_FUNCTION_CALL",
+    "BEFORE_MODEL_CALL",
+    "CONTENTION_ERROR",
+    "DEFAULT_MERGE_RULES",
+    "LIST",
+    "PUBLISH_COLLECT",
+    "SCHEMA_VERSION",
+    "SUBSCRIBE",
+    "SUBSCRIPTIONS_SCOPE",
+    "TOPICS",
+    "TOPIC_PATTERN",
+    "TURN_END",
+    "UNSUBSCRIBE",
+    "HookEvent",
+    "HookReply",
+    "ListRequest",
+    "ListResponse",
+    "MergeRule",
+    "PublishRequest",
+    "PublishResult",
+    "SubscribeRequest",
+    "Subscriber",
+    "Topic",
+    "TopicSubscriptions",
+    "UnsubscribeRequest",
+    "UnsubscribeResult",
+]
+
+SCHEMA_VERSION = 1
+
+PUBLISH_COLLECT = "hook-fanout::publish_collect"
+SUBSCRIBE = "hook-fanout::subscribe"
+UNSUBSCRIBE = "hook-fanout::unsubscribe"
+LIST = "hook-fanout::list"
+
+SUBSCRIPTIONS_SCOPE = "hook-subscriptions"
+"""State scope of the subscriptions: key = topic, value :class:`TopicSubscriptions`; a topic with
+no subscriber has no key."""
+
+BEFORE_FUNCTION_CALL = "before_function_call"
+AFTER_FUNCTION_CALL = "after_function_call"
+BEFORE_MODEL_CALL = "before_model_call"
+AFTER_MODEL_CALL = "after_model_call"
+TURN_END = "turn_end"
+TOPICS = (BEFORE_FUNCTION_CALL, AFTER_FUNCTION_CALL, BEFORE_MODEL_CALL, AFTER_MODEL_CALL, TURN_END)
+"""The topics the orchestrator publishes; other topics work the same way for other publishers."""
+
+MergeRule = Literal["first_block_wins", "transform", "observe"]
+
+DEFAULT_MERGE_RULES: dict[str, MergeRule] = {
+    BEFORE_FUNCTION_CALL: "first_block_wins",
+    AFTER_FUNCTION_CALL: "transform",
+    BEFORE_MODEL_CALL: "observe",
+    AFTER_MODEL_CALL: "observe",
+    TURN_END: "observe",
+}
+"""The merge rule each orchestrator topic is published with."""
+
+CONTENTION_ERROR = "contention"
+"""A subscription write lost its compare-and-set too many times in a row; nothing was written."""
+
+TOPIC_PATTERN = r"^[A-Za-z0-9_.:-]{1,128}$"
+Topic = Annotated[str, StringConstraints(pattern=TOPIC_PATTERN)]
+FunctionId = Annotated[str, StringConstraints(min_length=1, max_length=512)]
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+# -- state -----------------------------------------------------------------------------------
+
+
+class Subscriber(_Model):
+    function_id: str
+    priority: int = Field(
+        default=0, description="lower runs first (ties by function_id); may be negative"
+    )
+
+
+class TopicSubscriptions(_Model):
+    """The value stored at ``hook-subscriptions/<topic>``, subscribers in call order."""
+
+    schema_version: int = SCHEMA_VERSION
+    subscribers: list[Subscriber] = Field(default_factory=list)
+
+
+# -- what a subscriber gets and answers --------------------------------------------------------
+
+
+class HookEvent(_Model):
+    """The payload a subscriber function is triggered with."""
+
+    schema_version: int = SCHEMA_VERSION
+    topic: str
+    payload: Any = None
+
+
+class HookReply(BaseModel):
+    """What a subscriber returns (``null`` or ``{}``: nothing to say).
+
+    ``block: true`` blocks (``first_block_wins`` and ``transform``; ignored by ``observe``);
+    ``payload`` replaces the payload for the next subscriber (``transform`` only).
+    """
+
+    model_config = ConfigDict(extra="ignore")
+
+    block: bool = False
+    reason: str | None = None
+    payload: Any = None
+
+
+# -- hook-fanout::* --------------------------------------------------------------------------
+
+
+class PublishRequest(_Model):
+    topic: Topic
+    payload: Any = None
+    merge_rule: MergeRule
+    timeout_ms: int = Field(
+        default=5000, ge=1, le=300_000, description="deadline of each subscriber call"
+    )
+
+
+class PublishResult(_Model):
+    schema_version: int = SCHEMA_VERSION
+    blocked: bool
+    reason: str | None = None
+    blocked_by: str | None = Field(default=None, description="the subscriber that blocked")
+    payload: Any = Field(
+        description="the payload after the merge; null when a transform is blocked, so a "
+        "result a failed redactor should have changed never leaks"
+    )
+    subscribers: int = Field(description="subscribers of the topic when it was published")
+    errors: int = Field(default=0, description="subscribers that failed or timed out")
+
+
+class SubscribeRequest(_Model):
+    topic: Topic
+    function_id: FunctionId
+    priority: int = 0
+
+
+class UnsubscribeRequest(_Model):
+    topic: Topic
+    function_id: FunctionId
+
+
+class UnsubscribeResult(_Model):
+    schema_version: int = SCHEMA_VERSION
+    removed: bool
+    subscriptions: TopicSubscriptions
+
+
+class ListRequest(_Model):
+    topic: Topic | None = None
+
+
+class ListResponse(_Model):
+    schema_version: int = SCHEMA_VERSION
+    topics: dict[str, list[Subscriber]] = Field(
+        description="topic → subscribers in call order; topics with none are absent"
+    )

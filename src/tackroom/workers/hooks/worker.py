@@ -1,0 +1,76 @@
+"""The ``hooks`` worker: ``hook-fanout::publish_collect``, ``::subscribe``, ``::unsubscribe``,
+``::list``. Payloads and codes are in ``contracts``; merge rules in ``fanout``."""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from pydantic import BaseModel, Field
+
+from tackroom.runtime.worker import WorkerConfig, WorkerContext, WorkerSpec
+from tackroom.workers.hooks import contracts as c
+from tackroom.workers.hooks.fanout import publish
+from tackroom.workers.hooks.subscriptions import SubscriptionStore
+
+__all__ = ["WORKER", "HooksConfig"]
+
+
+class HooksConfig(WorkerConfig):
+    max_attempts: int = Field(
+        default=64, ge=1, description="compare-and-set attempts before failing with 'contention'"
+    )
+
+
+async def _start(ctx: WorkerContext[HooksConfig]) -> None:
+    store = SubscriptionStore(ctx.engine, max_attempts=ctx.config.max_attempts)
+
+    async def trigger(function_id: str, payload: Any, timeout: float) -> Any:
+        return await ctx.engine.trigger(function_id, payload, timeout=timeout)
+
+    async def publish_collect(request: c.PublishRequest) -> c.PublishResult:
+        subscriptions = await store.get(request.topic)
+        return await publish(trigger, request, subscriptions.subscribers)
+
+    async def subscribe(request: c.SubscribeRequest) -> c.TopicSubscriptions:
+        return await store.subscribe(request.topic, request.function_id, request.priority)
+
+    async def unsubscribe(request: c.UnsubscribeRequest) -> c.UnsubscribeResult:
+        removed, left = await store.unsubscribe(request.topic, request.function_id)
+        return c.UnsubscribeResult(removed=removed, subscriptions=left)
+
+    async def list_topics(request: c.ListRequest) -> c.ListResponse:
+        if request.topic is not None:
+            found = await store.get(request.topic)
+            topics = {request.topic: found.subscribers} if found.subscribers else {}
+        else:
+            topics = {t: s.subscribers for t, s in (await store.all()).items() if s.subscribers}
+        return c.ListResponse(topics=topics)
+
+    table: list[tuple[str, Callable[[Any], Awaitable[Any]], type[BaseModel], Any, str]] = [
+        (c.PUBLISH_COLLECT, publish_collect, c.PublishRequest, c.PublishResult,
+         "Call a topic's subscribers and merge their replies (first_block_wins, transform, "
+         "observe); a failing gate or transform blocks."),
+        (c.SUBSCRIBE, subscribe, c.SubscribeRequest, c.TopicSubscriptions,
+         "Subscribe a function to a topic (idempotent; a new priority moves it)."),
+        (c.UNSUBSCRIBE, unsubscribe, c.UnsubscribeRequest, c.UnsubscribeResult,
+         "Remove a function from a topic's subscribers."),
+        (c.LIST, list_topics, c.ListRequest, c.ListResponse,
+         "Subscribers by topic, in call order."),
+    ]  # fmt: skip
+    for function_id, handler, request_model, response_type, description in table:
+        await ctx.register_typed_function(
+            function_id,
+            handler,
+            request_model=request_model,
+            response_type=response_type,
+            description=description,
+        )
+
+
+WORKER = WorkerSpec(
+    name="hooks",
+    description="Hook fan-out: gates, transforms and observers on topics the turn publishes.",
+    config_model=HooksConfig,
+    start=_start,
+)
