@@ -13,7 +13,7 @@ import sys
 from collections.abc import Sequence
 from importlib.metadata import PackageNotFoundError, version
 
-from tackroom.cli import call, demo, run, serve, sessions
+from tackroom.cli import approvals, auth, budget, call, demo, models, run, serve, sessions
 from tackroom.engine.errors import EngineError
 from tackroom.engine.factory import UnsupportedEngineURL
 from tackroom.runtime.errors import (
@@ -50,6 +50,10 @@ def build_parser() -> argparse.ArgumentParser:
     demo.add_parsers(commands)
     run.add_parsers(commands)
     sessions.add_parsers(commands)
+    auth.add_parsers(commands)
+    models.add_parsers(commands)
+    approvals.add_parsers(commands)
+    budget.add_parsers(commands)
     return parser
 
 

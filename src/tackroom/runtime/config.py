@@ -69,7 +69,17 @@ class AgentSettings(_Section):
     tools: list[str] = Field(default_factory=lambda: ["fs::*", "calc::*", "clock::*"])
     max_turns: int = Field(default=8, ge=1)
     workers: list[str] = Field(
-        default_factory=lambda: ["engine", "sessions", "orchestrator", "files", "utilities"]
+        default_factory=lambda: [
+            "engine",
+            "sessions",
+            "catalog",
+            "credentials",
+            "directory",
+            "orchestrator",
+            "files",
+            "utilities",
+            "approvals",
+        ]
     )
     """The workers an agent run needs besides its provider."""
 

@@ -26,6 +26,16 @@ BUILTIN_WORKERS: dict[str, str] = {
     "scripted": "tackroom.testing.scripted.worker:WORKER",
     "files": "tackroom.workers.files.worker:WORKER",
     "utilities": "tackroom.workers.utilities.worker:WORKER",
+    "openai": "tackroom.workers.openai.worker:WORKER",
+    "anthropic": "tackroom.workers.anthropic.worker:WORKER",
+    "policy": "tackroom.workers.policy.worker:WORKER",
+    "policy-cedar": "tackroom.workers.policy_cedar.worker:WORKER",
+    "catalog": "tackroom.workers.catalog.worker:WORKER",
+    "credentials": "tackroom.workers.credentials.worker:WORKER",
+    "directory": "tackroom.workers.directory.worker:WORKER",
+    "approvals": "tackroom.workers.approvals.worker:WORKER",
+    "hooks": "tackroom.workers.hooks.worker:WORKER",
+    "budget": "tackroom.workers.budget.worker:WORKER",
 }
 
 
