@@ -10,16 +10,20 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import getpass
 import json
 import sys
+import time
 import uuid
 from pathlib import Path
 from typing import Any, TextIO
 
 from tackroom.contracts.messages import UserMessage
+from tackroom.engine.errors import EngineError, FunctionNotFound
 from tackroom.engine.protocol import Engine
 from tackroom.runtime.config import HarnessConfig, load_config
 from tackroom.runtime.host import Host
+from tackroom.workers.approvals import contracts as approvals
 from tackroom.workers.orchestrator.contracts import (
     APPROVALS_SCOPE,
     EVENTS_STREAM,
@@ -27,6 +31,7 @@ from tackroom.workers.orchestrator.contracts import (
     RunStartRequest,
     RunStartResponse,
 )
+from tackroom.workers.providers.routing import check_function, provider_worker
 
 __all__ = ["add_parsers", "agent_host_config", "run_agent"]
 
@@ -71,15 +76,21 @@ def _run(args: argparse.Namespace) -> int:
         max_turns=args.max_turns or config.agent.max_turns,
         tools=args.tools.split(",") if args.tools else config.agent.tools,
     )
-    host = Host.from_config(host_config, engine_url=args.engine)
+    # The local endpoint lets another terminal approve a call (tackroom approve SESSION CALL).
+    host = Host.from_config(host_config, engine_url=args.engine, serve_endpoint=True)
     return asyncio.run(run_agent(host, request, json_lines=args.json))
 
 
 def agent_host_config(
     config: HarnessConfig, *, provider: str, script: Path | None = None
 ) -> HarnessConfig:
-    """``config`` with the agent's workers and ``provider``'s worker in the boot list."""
-    workers = list(dict.fromkeys([*config.agent.workers, *config.workers, provider]))
+    """``config`` with the agent's workers and ``provider``'s worker in the boot list.
+
+    A provider served by a profile of a provider worker (``ollama`` → ``openai``) boots that
+    worker; any other provider name is taken as a worker of that name.
+    """
+    worker = provider_worker(provider, config.worker_config) or provider
+    workers = list(dict.fromkeys([*config.agent.workers, *config.workers, worker]))
     sections = dict(config.worker_config)
     if script is not None:
         sections["scripted"] = {"script_path": str(script.resolve()), "per_session": True}
@@ -89,6 +100,10 @@ def agent_host_config(
 async def run_agent(host: Host, request: RunStartRequest, *, json_lines: bool = False) -> int:
     async with host:
         engine = host.engine
+        problem = await _provider_problem(engine, request.provider)
+        if problem is not None:
+            print(f"tackroom: error: {problem}", file=sys.stderr)
+            return 2
         subscription = await engine.subscribe(EVENTS_STREAM, request.session_id)
         try:
             reply = RunStartResponse.model_validate(
@@ -112,20 +127,76 @@ async def run_agent(host: Host, request: RunStartRequest, *, json_lines: bool = 
     return 1
 
 
+async def _provider_problem(engine: Engine, provider: str) -> str | None:
+    """What keeps ``provider`` from answering (no key, no server), if it can tell."""
+    try:
+        reply = await engine.trigger(check_function(provider), {}, timeout=5.0)
+    except FunctionNotFound:
+        return None  # a provider without ``check`` is assumed ready
+    except EngineError:
+        return None
+    if isinstance(reply, dict) and reply.get("ready") is False:
+        return str(reply.get("problem") or f"provider {provider!r} is not ready")
+    return None
+
+
 async def _ask_approval(
     engine: Engine, session_id: str, data: dict[str, Any], view: _Renderer
 ) -> None:
-    call_id = data["function_call_id"]
+    """Ask on the terminal: y (allow), n (deny, the default), a (allow for the whole session)."""
+    call_id, function_id = data["function_call_id"], data["function_id"]
     if not sys.stdin.isatty():
-        view.note(f"waiting for approval of {data['function_id']} (call {call_id})")
+        view.note(f"waiting for approval of {function_id} (call {call_id})")
         return
     answer = await asyncio.to_thread(
-        input, f"allow {data['function_id']} {json.dumps(data['arguments'])}? [y/N] "
+        input, f"allow {function_id} {json.dumps(data['arguments'])}? [y/N/a=always] "
     )
-    decision = "allow" if answer.strip().lower() in ("y", "yes") else "deny"
-    await engine.set_state(
-        APPROVALS_SCOPE, f"{session_id}/{call_id}", {"decision": decision, "approver": "cli"}
-    )
+    choice = answer.strip().lower()
+    always = choice in ("a", "always")
+    decision = "allow" if always or choice in ("y", "yes") else "deny"
+    try:
+        await _decide(engine, session_id, call_id, function_id, decision, always=always)
+    except EngineError as exc:  # expired, decided elsewhere meanwhile, ...
+        view.note(f"the decision was not recorded: {exc}")
+        return
+    if always:
+        view.note(f"{function_id} is allowed for the rest of the session")
+
+
+async def _decide(
+    engine: Engine,
+    session_id: str,
+    call_id: str,
+    function_id: str,
+    decision: str,
+    *,
+    always: bool,
+) -> None:
+    """Through ``approval::resolve`` when the approvals worker holds the call pending; else (no
+    approvals worker, or a turn that parked without it) the decision is written directly,
+    create-only, where the orchestrator reads it."""
+    approver = _user()
+    key = {"session_id": session_id, "function_call_id": call_id}
+    try:
+        known = await engine.trigger(approvals.GET, key)
+    except FunctionNotFound:
+        known = None
+    if known is not None and (known.get("pending") or known.get("decision")):
+        if always:
+            await engine.trigger(
+                approvals.ALLOW_FOR_SESSION, {"session_id": session_id, "function_id": function_id}
+            )
+        await engine.trigger(approvals.RESOLVE, {**key, "decision": decision, "approver": approver})
+        return
+    record = {"decision": decision, "approver": approver, "decided_at": time.time()}
+    await engine.set_state(APPROVALS_SCOPE, f"{session_id}/{call_id}", record, expected_revision=0)
+
+
+def _user() -> str:
+    try:
+        return getpass.getuser()
+    except (OSError, KeyError):
+        return "cli"
 
 
 class _Renderer:

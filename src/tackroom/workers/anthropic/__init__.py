@@ -1,0 +1,1 @@
+"""The ``anthropic`` provider worker (Messages API: tools, thinking, prompt caching)."""

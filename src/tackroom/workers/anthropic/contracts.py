@@ -1,0 +1,77 @@
+"""The ``anthropic`` worker's contract: its config and shipped profile (no SDK import here).
+
+The shipped profile ``anthropic`` serves ``provider::anthropic::stream``, ``::complete`` and
+``::check`` against ``https://api.anthropic.com`` with ``ANTHROPIC_API_KEY``; more profiles
+(another base URL, a proxy, a second account) are configuration::
+
+    worker_config:
+      anthropic:
+        profiles:
+          anthropic: {thinking: enabled, thinking_budget: 8000, fallback_model: claude-haiku-4-5}
+          claude-eu: {base_url: "https://proxy.example/anthropic", api_key_env: EU_ANTHROPIC_KEY}
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import Field, model_validator
+
+from tackroom.runtime.worker import WorkerConfig
+from tackroom.workers.anthropic.profiles import DEFAULT_PROFILES, WORKER_NAME
+from tackroom.workers.providers.config import (
+    ProfileSettings,
+    RateLimitSettings,
+    RetrySettings,
+    check_profile_names,
+    merge_profiles,
+)
+
+__all__ = ["DEFAULT_PROFILES", "WORKER_NAME", "AnthropicConfig", "AnthropicProfile"]
+
+
+class AnthropicProfile(ProfileSettings):
+    """A Messages API endpoint."""
+
+    prompt_caching: bool = Field(
+        default=True,
+        description="cache_control on the system prompt, the last tool and two rolling anchors",
+    )
+    thinking: Literal["off", "enabled", "adaptive"] = Field(
+        default="off", description="extended thinking: off, enabled (with a budget) or adaptive"
+    )
+    thinking_budget: int = Field(default=4096, ge=1024, description="tokens, when enabled")
+    send_temperature: bool = Field(
+        default=False,
+        description="send the request's temperature (the SDK no longer has the parameter)",
+    )
+    default_max_output_tokens: int = Field(
+        default=8192,
+        ge=1,
+        description="max_tokens when the request sets none (capped by the catalog's limit)",
+    )
+
+
+class AnthropicConfig(WorkerConfig):
+    """The ``anthropic`` worker's section: profiles (merged over the shipped one), defaults."""
+
+    profiles: dict[str, AnthropicProfile] = Field(
+        default_factory=lambda: {
+            name: AnthropicProfile.model_validate(raw) for name, raw in DEFAULT_PROFILES.items()
+        },
+        description="provider name → profile; merged field by field over the shipped profile",
+    )
+    retry: RetrySettings = RetrySettings()
+    rate_limit: RateLimitSettings = RateLimitSettings()
+
+    @model_validator(mode="before")
+    @classmethod
+    def _merge_defaults(cls, data: Any) -> Any:
+        if isinstance(data, dict) and "profiles" in data:
+            return {**data, "profiles": merge_profiles(DEFAULT_PROFILES, data["profiles"])}
+        return data
+
+    @model_validator(mode="after")
+    def _unique_names(self) -> AnthropicConfig:
+        check_profile_names(self.profiles)
+        return self

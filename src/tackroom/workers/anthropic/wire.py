@@ -1,0 +1,146 @@
+"""The Messages API over the official ``anthropic`` SDK: one streamed attempt into a sink.
+
+This module imports the SDK; the worker imports it only when it starts. The SDK's own retries
+are off (``max_retries=0``): the service retries by error class. Raw stream events
+(``messages.create(stream=True)``) map to:
+
+- ``content_block_start``: ``tool_use`` announces a call (id, name), ``redacted_thinking``
+  keeps its opaque data, a block that starts with text or thinking in it passes that on;
+- ``content_block_delta``: ``text_delta`` → text, ``thinking_delta`` → thinking,
+  ``signature_delta`` → the thinking block's signature, ``input_json_delta`` → call arguments
+  (each keyed by the block ``index``, so interleaved blocks stay apart);
+- ``message_start`` / ``message_delta`` usage → ``input_tokens`` (not cached),
+  ``cache_read_input_tokens`` → cache reads, ``cache_creation_input_tokens`` → cache writes,
+  ``output_tokens``;
+- stop reasons: ``end_turn`` / ``stop_sequence`` / ``pause_turn`` → end, ``max_tokens`` and
+  ``model_context_window_exceeded`` → length, ``tool_use`` → function_call, ``refusal`` → a
+  ``permanent`` error.
+
+A stream without ``message_stop`` (and no stop reason) ended early; an in-stream ``error``
+event (e.g. ``overloaded_error``) is classified like an HTTP error of its type. A failure
+after the stop reason arrived keeps the finished answer.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from typing import Any, cast
+
+import anthropic
+from anthropic.types import (
+    InputJSONDelta,
+    RawContentBlockDeltaEvent,
+    RawContentBlockStartEvent,
+    RawMessageDeltaEvent,
+    RawMessageStartEvent,
+    RawMessageStreamEvent,
+    SignatureDelta,
+    TextDelta,
+    ThinkingDelta,
+)
+
+from tackroom.contracts.messages import StopReason
+from tackroom.workers.anthropic.contracts import AnthropicProfile
+from tackroom.workers.anthropic.convert import message_params
+from tackroom.workers.providers.errors import ProviderFailure
+from tackroom.workers.providers.service import WireCall
+from tackroom.workers.providers.sink import StreamSink
+
+__all__ = ["AnthropicAdapter"]
+
+_log = logging.getLogger("tackroom.providers")
+
+_STOP: dict[str, StopReason] = {
+    "end_turn": "end",
+    "stop_sequence": "end",
+    "pause_turn": "end",
+    "max_tokens": "length",
+    "model_context_window_exceeded": "length",
+    "tool_use": "function_call",
+}
+
+
+def _record_usage(sink: StreamSink, usage: Any) -> None:
+    sink.usage(
+        input_tokens=getattr(usage, "input_tokens", None),
+        output_tokens=getattr(usage, "output_tokens", None),
+        cache_read_tokens=getattr(usage, "cache_read_input_tokens", None),
+        cache_write_tokens=getattr(usage, "cache_creation_input_tokens", None),
+    )
+
+
+class AnthropicAdapter:
+    """One profile's SDK client (one copy per key, sharing the connection pool)."""
+
+    def __init__(self, profile: AnthropicProfile) -> None:
+        self._profile = profile
+        self._base = anthropic.AsyncAnthropic(
+            api_key=profile.placeholder_key,
+            base_url=profile.base_url,
+            max_retries=0,
+            timeout=anthropic.Timeout(profile.timeout, connect=profile.connect_timeout),
+            default_headers=profile.headers or None,
+        )
+        self._clients: dict[str, anthropic.AsyncAnthropic] = {}
+
+    def _client(self, key: str) -> anthropic.AsyncAnthropic:
+        client = self._clients.get(key)
+        if client is None:
+            client = self._clients[key] = self._base.with_options(api_key=key)
+        return client
+
+    async def run(self, call: WireCall, sink: StreamSink) -> None:
+        params = message_params(call.request, call.model, self._profile, call.info)
+        create: Any = self._client(call.key).messages.create
+        stream = cast("anthropic.AsyncStream[RawMessageStreamEvent]", await create(**params))
+        sink.opened = True
+        stop: str | None = None
+        try:
+            async with stream:
+                async for event in stream:
+                    if isinstance(event, RawContentBlockDeltaEvent):
+                        delta = event.delta
+                        index = event.index
+                        if isinstance(delta, TextDelta):
+                            await sink.text(delta.text, index)
+                        elif isinstance(delta, InputJSONDelta):
+                            await sink.call(index, arguments=delta.partial_json)
+                        elif isinstance(delta, ThinkingDelta):
+                            await sink.thinking(delta.thinking, index)
+                        elif isinstance(delta, SignatureDelta):
+                            await sink.thinking("", index, signature=delta.signature)
+                    elif isinstance(event, RawContentBlockStartEvent):
+                        await self._start_block(sink, event.index, event.content_block)
+                    elif isinstance(event, RawMessageStartEvent):
+                        _record_usage(sink, event.message.usage)
+                    elif isinstance(event, RawMessageDeltaEvent):
+                        _record_usage(sink, event.usage)
+                        if event.delta.stop_reason is not None:
+                            stop = event.delta.stop_reason
+        except Exception:
+            if stop is None:
+                raise
+            _log.debug("the stream failed after its stop reason; keeping the answer")
+        if stop is None:
+            return  # no stop reason: the sink reports an early end
+        if stop == "refusal":
+            raise ProviderFailure("permanent", "the model declined to answer (refusal)")
+        sink.stop(_STOP.get(stop, "end"))
+
+    @staticmethod
+    async def _start_block(sink: StreamSink, index: int, block: Any) -> None:
+        kind = block.type
+        if kind == "tool_use":
+            raw = block.input
+            arguments = json.dumps(raw, ensure_ascii=False) if raw else ""
+            await sink.call(index, id=block.id, name=block.name, arguments=arguments)
+        elif kind == "redacted_thinking":
+            sink.redacted_thinking(block.data, index)
+        elif kind == "thinking" and (block.thinking or block.signature):
+            await sink.thinking(block.thinking, index, signature=block.signature or None)
+        elif kind == "text" and block.text:
+            await sink.text(block.text, index)
+
+    async def aclose(self) -> None:
+        await self._base.close()

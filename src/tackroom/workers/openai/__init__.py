@@ -1,0 +1,1 @@
+"""The ``openai`` provider worker (Chat Completions, OpenAI-compatible servers by profile)."""

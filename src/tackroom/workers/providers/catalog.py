@@ -1,0 +1,155 @@
+"""What a provider worker asks of the model catalog (``models::get``), and the cost of a call.
+
+When no catalog worker serves ``models::get`` (or it fails or is slow), a model gets
+conservative defaults: no known limits, every capability assumed, and prices of zero, so the
+cost reported with the usage is 0. Answers are cached per model for ``ttl`` seconds (a missing
+catalog for ``miss_ttl``).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from tackroom.contracts.messages import Usage
+from tackroom.engine.errors import EngineError, FunctionNotFound
+from tackroom.engine.protocol import Engine
+
+__all__ = ["MODELS_GET", "CatalogClient", "ModelInfo", "Prices", "priced"]
+
+MODELS_GET = "models::get"
+
+_log = logging.getLogger("tackroom.providers")
+
+
+@dataclass(frozen=True, slots=True)
+class Prices:
+    """USD per million tokens."""
+
+    input: float = 0.0
+    output: float = 0.0
+    cache_read: float = 0.0
+    cache_write: float = 0.0
+
+    @property
+    def known(self) -> bool:
+        return any((self.input, self.output, self.cache_read, self.cache_write))
+
+
+@dataclass(frozen=True, slots=True)
+class ModelInfo:
+    """A model as the catalog describes it; :meth:`unknown` when there is no catalog."""
+
+    provider: str
+    model: str
+    context_window: int | None = None
+    max_output_tokens: int | None = None
+    capabilities: Mapping[str, bool] = field(default_factory=dict)
+    prices: Prices = Prices()
+    known: bool = False
+
+    @classmethod
+    def unknown(cls, provider: str, model: str) -> ModelInfo:
+        return cls(provider=provider, model=model)
+
+    def supports(self, capability: str) -> bool:
+        """``True`` unless the catalog *knows* the model and says it lacks ``capability`` (the
+        flags of a model the catalog does not know are guesses; the profile decides)."""
+        return not self.known or self.capabilities.get(capability, True)
+
+    @property
+    def output_limit(self) -> int | None:
+        """The catalog's output limit for a model it knows (``None``: unknown)."""
+        return self.max_output_tokens if self.known else None
+
+    @classmethod
+    def from_reply(cls, provider: str, model: str, reply: Any) -> ModelInfo:
+        if not isinstance(reply, Mapping):
+            return cls.unknown(provider, model)
+        raw_prices = reply.get("prices")
+        prices: Mapping[str, Any] = raw_prices if isinstance(raw_prices, Mapping) else {}
+        capabilities = reply.get("capabilities")
+        return cls(
+            provider=provider,
+            model=model,
+            context_window=_int(reply.get("context_window")),
+            max_output_tokens=_int(reply.get("max_output_tokens")),
+            capabilities={
+                str(k): bool(v)
+                for k, v in (capabilities.items() if isinstance(capabilities, Mapping) else ())
+            },
+            prices=Prices(
+                input=_float(prices.get("input")),
+                output=_float(prices.get("output")),
+                cache_read=_float(prices.get("cache_read")),
+                cache_write=_float(prices.get("cache_write")),
+            ),
+            known=bool(reply.get("known", True)),
+        )
+
+
+def _int(value: Any) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else None
+
+
+def _float(value: Any) -> float:
+    if isinstance(value, (int, float)) and not isinstance(value, bool) and value > 0:
+        return float(value)
+    return 0.0
+
+
+def priced(usage: Usage, prices: Prices) -> Usage:
+    """``usage`` with ``cost_usd`` from ``prices`` (cache reads and writes priced apart)."""
+    if not prices.known:
+        return usage
+    cost = (
+        usage.input_tokens * prices.input
+        + usage.output_tokens * prices.output
+        + usage.cache_read_tokens * prices.cache_read
+        + usage.cache_write_tokens * prices.cache_write
+    ) / 1_000_000
+    return usage.model_copy(update={"cost_usd": round(cost, 10)})
+
+
+class CatalogClient:
+    """Cached ``models::get`` lookups for one provider name."""
+
+    def __init__(
+        self,
+        engine: Engine,
+        provider: str,
+        *,
+        clock: Callable[[], float],
+        timeout: float = 2.0,
+        ttl: float = 300.0,
+        miss_ttl: float = 30.0,
+    ) -> None:
+        self._engine = engine
+        self._provider = provider
+        self._clock = clock
+        self._timeout = timeout
+        self._ttl = ttl
+        self._miss_ttl = miss_ttl
+        self._cache: dict[str, tuple[float, ModelInfo]] = {}
+
+    async def model(self, model: str) -> ModelInfo:
+        now = self._clock()
+        hit = self._cache.get(model)
+        if hit is not None and now < hit[0]:
+            return hit[1]
+        try:
+            reply = await self._engine.trigger(
+                MODELS_GET, {"provider": self._provider, "model": model}, timeout=self._timeout
+            )
+        except FunctionNotFound:
+            info, ttl = ModelInfo.unknown(self._provider, model), self._miss_ttl
+        except EngineError as exc:
+            _log.warning("%s %s/%s failed: %s", MODELS_GET, self._provider, model, exc)
+            info, ttl = ModelInfo.unknown(self._provider, model), self._miss_ttl
+        else:
+            info = ModelInfo.from_reply(self._provider, model, reply)
+            ttl = self._ttl if reply is not None else self._miss_ttl
+        self._cache[model] = (now + ttl, info)
+        return info

@@ -1,0 +1,340 @@
+"""One profile served on the bus: ``provider::<name>::stream``, ``::complete`` and ``::check``.
+
+The service owns what every provider shares — request parsing, the channel protocol, keys,
+the rate limit, retries, the fallback model, the catalog and cost — and hands one attempt at a
+time to a :class:`WireAdapter`, the only part that knows an SDK.
+
+A call: ``start`` frame → for each attempt: keys, rate limit, ``adapter.run`` feeding a
+:class:`StreamSink` (frames go out as they arrive) → ``usage``, ``stop``, ``done``. A failure
+**before any content frame was sent** is retried by its kind (see :func:`retry_delay`); once
+content went out, a failure ends the stream with an ``error`` frame and is **not** retried —
+the reader already showed the partial answer, and a second answer would repeat or contradict
+it. The orchestrator decides what to do with an errored turn. After the retries of a
+``rate_limited`` or ``transient`` failure are used up, ``fallback_model`` gets one attempt.
+``complete`` runs the same code without a writer; nothing is shown, so a failure there is
+always retryable by kind.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass
+from typing import Any, Protocol
+from urllib.parse import urlsplit
+
+from pydantic import ValidationError
+
+from tackroom.contracts.messages import SCHEMA_VERSION, AssistantMessage
+from tackroom.contracts.provider import ProviderRequest, complete_function, stream_function
+from tackroom.engine.errors import ChannelClosed, FunctionError
+from tackroom.engine.protocol import ChannelRef, ChannelWriter, Engine
+from tackroom.runtime.typed import describe_validation_error
+from tackroom.workers.providers.catalog import CatalogClient, ModelInfo
+from tackroom.workers.providers.config import ProfileSettings, RateLimitSettings, RetrySettings
+from tackroom.workers.providers.contracts import CheckResult, check_function
+from tackroom.workers.providers.errors import ProviderFailure, classify_exception
+from tackroom.workers.providers.keys import KeySource
+from tackroom.workers.providers.ratelimit import RateLimiter, estimate_tokens
+from tackroom.workers.providers.retry import DEFAULT_RUNTIME, Runtime, retry_delay
+from tackroom.workers.providers.sink import StreamSink
+
+__all__ = ["ProviderService", "WireAdapter", "WireCall"]
+
+_log = logging.getLogger("tackroom.providers")
+_OK = {"schema_version": SCHEMA_VERSION, "ok": True}
+
+Handler = Callable[[Any], Awaitable[Any]]
+
+
+@dataclass(frozen=True, slots=True)
+class WireCall:
+    """One attempt: the request, the model to ask (maybe the fallback), the key to use."""
+
+    request: ProviderRequest
+    model: str
+    key: str
+    info: ModelInfo
+
+
+class WireAdapter(Protocol):
+    """The SDK side of a profile: one attempt at a time, everything else is the service's."""
+
+    async def run(self, call: WireCall, sink: StreamSink) -> None:
+        """Stream one answer into ``sink`` (recording usage and the stop reason) or raise."""
+        ...
+
+    async def aclose(self) -> None: ...
+
+
+def _model_of(payload: Any) -> str:
+    model = payload.get("model") if isinstance(payload, dict) else None
+    return model if isinstance(model, str) else ""
+
+
+def _error_frame(failure: ProviderFailure) -> dict[str, Any]:
+    return {
+        "type": "error",
+        "kind": failure.kind,
+        "message": failure.message,
+        "retry_after": failure.retry_after,
+    }
+
+
+def _error_message(provider: str, model: str, failure: ProviderFailure) -> dict[str, Any]:
+    return AssistantMessage(
+        stop_reason="error",
+        error_kind=failure.kind,
+        error_message=failure.message,
+        provider=provider,
+        model=model,
+    ).model_dump(mode="json")
+
+
+class ProviderService:
+    """A profile (and its aliases) served with one adapter, key source, limiter and catalog."""
+
+    def __init__(
+        self,
+        *,
+        engine: Engine,
+        name: str,
+        profile: ProfileSettings,
+        retry: RetrySettings,
+        rate_limit: RateLimitSettings,
+        adapter: WireAdapter,
+        worker: str,
+        runtime: Runtime = DEFAULT_RUNTIME,
+        environ: Mapping[str, str] | None = None,
+    ) -> None:
+        self.name = name
+        self.profile = profile
+        self.names = [name, *profile.aliases]
+        self.worker = worker
+        self._engine = engine
+        self._retry = retry
+        self._adapter = adapter
+        self._runtime = runtime
+        self._keys = KeySource(engine, profile, name=name, clock=runtime.clock, environ=environ)
+        self._catalog = CatalogClient(engine, profile.catalog_provider or name, clock=runtime.clock)
+        self._limiter = RateLimiter(rate_limit, clock=runtime.clock, sleep=runtime.sleep)
+        self._count_tokens = rate_limit.tokens_per_minute is not None
+
+    @property
+    def keys(self) -> KeySource:
+        return self._keys
+
+    @property
+    def limiter(self) -> RateLimiter:
+        return self._limiter
+
+    def table(self) -> list[tuple[str, Handler, str]]:
+        """``(function id, handler, description)`` for every name of this profile."""
+        rows: list[tuple[str, Handler, str]] = []
+        for provider in self.names:
+            rows += [
+                (stream_function(provider), self._bind(self.handle_stream, provider),
+                 f"Stream a {provider} model's answer as provider frames on the writer."),
+                (complete_function(provider), self._bind(self.handle_complete, provider),
+                 f"Ask a {provider} model and return the finished AssistantMessage."),
+                (check_function(provider), self._bind(self.handle_check, provider),
+                 f"Is {provider} usable: a key set, its server reachable (never the key)."),
+            ]  # fmt: skip
+        return rows
+
+    @staticmethod
+    def _bind(method: Callable[[Any, str], Awaitable[Any]], provider: str) -> Handler:
+        async def handler(payload: Any) -> Any:
+            return await method(payload, provider)
+
+        return handler
+
+    # -- handlers ----------------------------------------------------------------------------
+    def _writer(self, payload: Any, provider: str) -> ChannelWriter:
+        raw = payload.get("writer") if isinstance(payload, dict) else None
+        if not isinstance(raw, dict):
+            raise FunctionError("invalid_request", f"{stream_function(provider)} needs writer")
+        try:
+            ref = ChannelRef.from_json(raw)
+        except (KeyError, TypeError, ValueError) as exc:
+            raise FunctionError("invalid_request", f"writer is not a channel ref: {exc}") from None
+        return self._engine.channel_writer(ref)
+
+    @staticmethod
+    def _parse(payload: Any) -> ProviderRequest | ProviderFailure:
+        try:
+            return ProviderRequest.model_validate(payload)
+        except ValidationError as exc:
+            return ProviderFailure(
+                "permanent", f"invalid request: {describe_validation_error(exc)}"
+            )
+
+    async def handle_stream(self, payload: Any, provider: str) -> dict[str, Any]:
+        writer = self._writer(payload, provider)
+        ended = False
+        try:
+            await writer.send({"type": "start", "provider": provider, "model": _model_of(payload)})
+            request = self._parse(payload)
+            if isinstance(request, ProviderFailure):
+                outcome: AssistantMessage | ProviderFailure = request
+            else:
+                outcome = await self.answer(request, StreamSink(writer.send), provider)
+            if isinstance(outcome, ProviderFailure):
+                await writer.send(_error_frame(outcome))
+            else:
+                await writer.send({"type": "usage", "usage": outcome.usage.model_dump()})
+                await writer.send({"type": "stop", "stop_reason": outcome.stop_reason})
+                await writer.send({"type": "done", "message": outcome.model_dump(mode="json")})
+            ended = True
+            await writer.close()
+        except ChannelClosed:
+            ended = True
+            return {**_OK, "ok": False, "error": "the reader closed the channel"}
+        finally:
+            if not ended:
+                with contextlib.suppress(ChannelClosed):
+                    await writer.abort(f"provider {provider!r} stopped mid-stream")
+        return dict(_OK)
+
+    async def handle_complete(self, payload: Any, provider: str) -> dict[str, Any]:
+        request = self._parse(payload)
+        if isinstance(request, ProviderFailure):
+            return _error_message(provider, _model_of(payload), request)
+        outcome = await self.answer(request, StreamSink(None), provider)
+        if isinstance(outcome, ProviderFailure):
+            return _error_message(provider, request.model, outcome)
+        return outcome.model_dump(mode="json")
+
+    async def handle_check(self, payload: Any, provider: str) -> dict[str, Any]:
+        keys = await self._keys.resolve()
+        problem: str | None = None
+        if self.profile.requires_key and not keys.present:
+            problem = self._keys.missing_hint()
+        elif not self.profile.requires_key:
+            problem = await self._probe()
+        return CheckResult(
+            provider=provider,
+            ready=problem is None,
+            problem=problem,
+            key_source=keys.source,
+            keys=len(keys.values),
+            base_url=self.profile.base_url,
+        ).model_dump(mode="json")
+
+    async def _probe(self, timeout: float = 1.0) -> str | None:
+        """Can a TCP connection to the base URL's host be opened? ``None``: yes."""
+        parts = urlsplit(self.profile.base_url)
+        host = parts.hostname or "localhost"
+        port = parts.port or (443 if parts.scheme == "https" else 80)
+        try:
+            _, writer = await asyncio.wait_for(asyncio.open_connection(host, port), timeout)
+        except (OSError, TimeoutError) as exc:
+            reason = type(exc).__name__ if isinstance(exc, TimeoutError) else str(exc)
+            return self._unreachable(reason)
+        writer.close()
+        with contextlib.suppress(OSError):
+            await writer.wait_closed()
+        return None
+
+    def _unreachable(self, reason: str) -> str:
+        hint = f"; {self.profile.hint}" if self.profile.hint else ""
+        return (
+            f"cannot reach the {self.name} server at {self.profile.base_url} ({reason}){hint}"
+            f" — or point worker_config.{self.worker}.profiles.{self.name}.base_url at it"
+        )
+
+    # -- one call, retried -------------------------------------------------------------------
+    async def answer(
+        self, request: ProviderRequest, sink: StreamSink, provider: str
+    ) -> AssistantMessage | ProviderFailure:
+        """Ask the model (retrying, then the fallback model): the message or the failure."""
+        if not request.model:
+            return ProviderFailure("permanent", f"name a model: {provider}:MODEL")
+        clock, started = self._runtime.clock, self._runtime.clock()
+        models = [request.model]
+        fallback = self.profile.fallback_model
+        if fallback and fallback != request.model:
+            models.append(fallback)
+        failure = ProviderFailure("transient", "no attempt was made")
+        for position, model in enumerate(models):
+            info = await self._catalog.model(model)
+            retry = 0
+            while True:
+                outcome = await self._attempt(request, model, info, sink, provider)
+                if isinstance(outcome, AssistantMessage):
+                    return outcome
+                failure = outcome
+                if sink.emitted or position > 0:
+                    return failure
+                retry += 1
+                delay = retry_delay(
+                    self._retry,
+                    failure,
+                    retry=retry,
+                    elapsed=clock() - started,
+                    draw=self._runtime.random,
+                )
+                if delay is None:
+                    break
+                _log.warning("provider %s, model %s: %s: %s; retry %d in %.2fs", provider,
+                             model, failure.kind, failure.message, retry, delay)  # fmt: skip
+                await self._runtime.sleep(delay)
+            if not failure.retryable:
+                break
+            if position + 1 < len(models):
+                _log.warning("provider %s: %s failed (%s); trying the fallback model %s",
+                             provider, model, failure.kind, models[position + 1])  # fmt: skip
+        return failure
+
+    def _estimate(self, request: ProviderRequest) -> int:
+        if not self._count_tokens:
+            return 0
+        size = len(request.system_prompt) + len(
+            json.dumps([m.model_dump(mode="json") for m in request.messages])
+        )
+        size += sum(len(json.dumps(t.parameters)) + len(t.description) for t in request.tools)
+        return estimate_tokens(size)
+
+    async def _attempt(
+        self,
+        request: ProviderRequest,
+        model: str,
+        info: ModelInfo,
+        sink: StreamSink,
+        provider: str,
+    ) -> AssistantMessage | ProviderFailure:
+        keys = await self._keys.resolve()
+        key = self._keys.pick(keys)
+        if key is None:
+            if self.profile.requires_key:
+                return ProviderFailure("auth", self._keys.missing_hint())
+            key = self.profile.placeholder_key
+        estimate = self._estimate(request)
+        await self._limiter.acquire(estimate)
+        sink.reset()
+        try:
+            await self._adapter.run(WireCall(request, model, key, info), sink)
+            message = sink.finish(provider=provider, model=model, prices=info.prices)
+        except ChannelClosed:
+            raise
+        except Exception as exc:
+            failure = classify_exception(exc).redacted(self._keys.secrets | {key})
+            if failure.kind == "auth":
+                self._keys.invalidate()
+            if failure.connection and not sink.opened and not self.profile.requires_key:
+                failure = ProviderFailure(
+                    failure.kind,
+                    self._unreachable(failure.message),
+                    retry_after=failure.retry_after,
+                    status=failure.status,
+                    connection=True,
+                )
+            return failure
+        self._limiter.settle(estimate, sink.total_tokens)
+        return message
+
+    async def aclose(self) -> None:
+        await self._adapter.aclose()
