@@ -7,13 +7,12 @@ Exit codes: 0 success; 1 a call or the host failed (typed engine error, crashed 
 from __future__ import annotations
 
 import argparse
+import importlib
 import logging
 import os
 import sys
 from collections.abc import Sequence
-from importlib.metadata import PackageNotFoundError, version
 
-from tackroom.cli import approvals, auth, budget, call, demo, models, run, serve, sessions
 from tackroom.engine.errors import EngineError
 from tackroom.engine.factory import UnsupportedEngineURL
 from tackroom.runtime.errors import (
@@ -27,39 +26,60 @@ __all__ = ["build_parser", "main"]
 
 _USAGE_ERRORS = (ConfigError, UnknownWorker, WorkerLoadError, UnsupportedEngineURL)
 
+COMMAND_MODULES: dict[str, str] = {
+    "serve": "serve",
+    "worker": "serve",
+    "call": "call",
+    "functions": "call",
+    "demo": "demo",
+    "run": "run",
+    "sessions": "sessions",
+    "auth": "auth",
+    "models": "models",
+    "approve": "approvals",
+    "deny": "approvals",
+    "approvals": "approvals",
+    "budget": "budget",
+}
+"""Which ``tackroom.cli`` module defines each command. Only the one being run is imported, so
+``tackroom run`` does not pay for the approvals or budget commands' imports."""
 
-def _version() -> str:
-    try:
-        return version("tackroom")
-    except PackageNotFoundError:
-        return "unknown"
+
+class _Version(argparse.Action):
+    """``--version``, reading package metadata only when asked (it costs ~35 ms to import)."""
+
+    def __call__(self, parser: argparse.ArgumentParser, *_: object, **__: object) -> None:
+        from importlib.metadata import PackageNotFoundError, version
+
+        try:
+            found = version("tackroom")
+        except PackageNotFoundError:
+            found = "unknown"
+        parser.exit(message=f"tackroom {found}\n")
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
+    """The parser; with ``argv`` naming a command, only that command's module is imported."""
     parser = argparse.ArgumentParser(
         prog="tackroom",
         description="An agent harness where every job is a replaceable worker on one engine bus.",
     )
-    parser.add_argument("--version", action="version", version=f"tackroom {_version()}")
+    parser.add_argument("--version", action=_Version, nargs=0, help="print the version and exit")
     parser.add_argument(
         "-v", "--verbose", action="count", default=0, help="log more (-v info, -vv debug)"
     )
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    serve.add_parsers(commands)
-    call.add_parsers(commands)
-    demo.add_parsers(commands)
-    run.add_parsers(commands)
-    sessions.add_parsers(commands)
-    auth.add_parsers(commands)
-    models.add_parsers(commands)
-    approvals.add_parsers(commands)
-    budget.add_parsers(commands)
+    named = next((arg for arg in argv or () if not arg.startswith("-")), None)
+    wanted = [COMMAND_MODULES[named]] if named in COMMAND_MODULES else COMMAND_MODULES.values()
+    for module in dict.fromkeys(wanted):
+        importlib.import_module(f"tackroom.cli.{module}").add_parsers(commands)
     return parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = build_parser()
-    args = parser.parse_args(argv)
+    arguments = sys.argv[1:] if argv is None else list(argv)
+    parser = build_parser(arguments)
+    args = parser.parse_args(arguments)
     level = {0: logging.WARNING, 1: logging.INFO}.get(args.verbose, logging.DEBUG)
     logging.basicConfig(level=level, format="%(levelname)s %(name)s: %(message)s")
     try:

@@ -4,8 +4,6 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from croniter import croniter
-
 from tackroom.engine.errors import InvalidSchedule
 
 __all__ = ["CronSchedule"]
@@ -21,6 +19,8 @@ class CronSchedule:
             )
         self.expression = expression
         self._seconds_first = len(fields) == 6
+        from croniter import croniter
+
         try:
             croniter(expression, second_at_beginning=self._seconds_first)
         except (ValueError, KeyError) as exc:
@@ -28,6 +28,8 @@ class CronSchedule:
 
     def next_after(self, moment: datetime) -> datetime:
         """The first fire time strictly after ``moment`` (an aware datetime)."""
+        from croniter import croniter
+
         it = croniter(self.expression, moment, second_at_beginning=self._seconds_first)
         fire: datetime = it.get_next(datetime)
         return fire

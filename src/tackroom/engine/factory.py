@@ -1,12 +1,14 @@
-"""Open an engine from its URL: ``embedded:[PATH]`` (default) or, later, ``nats://host:port``."""
+"""Open an engine from its URL: ``embedded:[PATH]`` (default) or ``nats://host:port[,host:port]``."""
 
 from __future__ import annotations
 
 from pathlib import Path
-
-from opentelemetry.sdk.trace import TracerProvider
+from typing import TYPE_CHECKING
 
 from tackroom.engine.protocol import Engine
+
+if TYPE_CHECKING:
+    from opentelemetry.sdk.trace import TracerProvider
 
 __all__ = ["DEFAULT_EMBEDDED_PATH", "UnsupportedEngineURL", "open_engine", "parse_embedded_url"]
 
@@ -38,7 +40,15 @@ def open_engine(
         from tackroom.engine.embedded import EmbeddedEngine
 
         return EmbeddedEngine(path=parse_embedded_url(url), tracer_provider=tracer_provider)
+    if url.startswith(("nats://", "tls://")):
+        try:
+            from tackroom.engine.nats import NatsEngine
+        except ImportError as exc:  # pragma: no cover - the nats extra is missing
+            raise UnsupportedEngineURL(
+                f"a NATS engine URL needs the nats extra: pip install 'tackroom[nats]' ({exc})"
+            ) from None
+        return NatsEngine.from_url(url, tracer_provider=tracer_provider)
     scheme = url.split(":", 1)[0]
     raise UnsupportedEngineURL(
-        f"engine URL {url!r}: scheme {scheme!r} is not served (known: embedded:)"
+        f"engine URL {url!r}: scheme {scheme!r} is not served (known: embedded:, nats://)"
     )

@@ -15,20 +15,17 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from opentelemetry import baggage, context, trace
 from opentelemetry.baggage.propagation import W3CBaggagePropagator
 from opentelemetry.propagators.composite import CompositePropagator
-from opentelemetry.sdk.resources import Resource
-from opentelemetry.sdk.trace import TracerProvider
-from opentelemetry.sdk.trace.export import (
-    BatchSpanProcessor,
-    ConsoleSpanExporter,
-    SpanExporter,
-)
 from opentelemetry.trace import Span, SpanKind, Status, StatusCode
 from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
+
+if TYPE_CHECKING:  # the SDK loads only when tracing is on (it costs ~45 ms to import)
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import SpanExporter
 
 __all__ = [
     "BAGGAGE_FROM_PAYLOAD",
@@ -58,9 +55,13 @@ def build_tracer_provider(
     config: TracingConfig, *, exporter: SpanExporter | None = None
 ) -> TracerProvider | None:
     """A provider for ``config``, or ``None`` when tracing is off. ``exporter`` overrides it."""
+    if exporter is None and config.exporter == "none":
+        return None
+    from opentelemetry.sdk.resources import Resource
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import BatchSpanProcessor, ConsoleSpanExporter
+
     if exporter is None:
-        if config.exporter == "none":
-            return None
         if config.exporter == "console":
             exporter = ConsoleSpanExporter()
         else:

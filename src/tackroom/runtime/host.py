@@ -14,9 +14,7 @@ import functools
 import logging
 from collections.abc import Sequence
 from types import TracebackType
-from typing import Any
-
-from opentelemetry.sdk.trace import TracerProvider
+from typing import TYPE_CHECKING, Any
 
 from tackroom.engine.factory import open_engine
 from tackroom.engine.protocol import Engine
@@ -24,8 +22,11 @@ from tackroom.engine.tracing import build_tracer_provider
 from tackroom.runtime.config import HarnessConfig
 from tackroom.runtime.endpoint import LocalEndpoint
 from tackroom.runtime.errors import ConfigError, WorkerCrashed, WorkerStartError
-from tackroom.runtime.registry import available_workers, load_worker
+from tackroom.runtime.registry import available_workers, is_builtin, load_worker
 from tackroom.runtime.worker import WorkerContext, WorkerSpec
+
+if TYPE_CHECKING:
+    from opentelemetry.sdk.trace import TracerProvider
 
 __all__ = ["Host"]
 
@@ -73,7 +74,8 @@ class Host:
         ``serve_endpoint`` opens the local endpoint when the engine is embedded (a NATS engine is
         already reachable by other processes).
         """
-        config.check_worker_sections(available_workers())
+        if not all(is_builtin(name) for name in config.worker_config):
+            config.check_worker_sections(available_workers())
         specs = [load_worker(name) for name in (config.workers if workers is None else workers)]
         url = engine_url or config.engine
         provider = build_tracer_provider(config.tracing.to_tracing_config())

@@ -1,7 +1,9 @@
 """Find workers by name: the built-in table first, then the ``tackroom.workers`` entry points.
 
-The built-in table lets a source checkout run its own workers without reinstalling the package
-after a new entry point is added; an installed entry point of the same name wins over it.
+The built-in table lets a source checkout run its own workers without reinstalling the package,
+and resolves without reading package metadata (a start-up cost of ~35 ms). Other packages add
+workers under new names through the entry point group; to replace a layer, boot your worker
+under its own name — it registers the same function ids.
 """
 
 from __future__ import annotations
@@ -9,13 +11,18 @@ from __future__ import annotations
 import difflib
 import functools
 import importlib
-from importlib.metadata import entry_points
 from typing import Any
 
 from tackroom.runtime.errors import UnknownWorker, WorkerLoadError
 from tackroom.runtime.worker import WorkerSpec
 
-__all__ = ["BUILTIN_WORKERS", "ENTRY_POINT_GROUP", "available_workers", "load_worker"]
+__all__ = [
+    "BUILTIN_WORKERS",
+    "ENTRY_POINT_GROUP",
+    "available_workers",
+    "is_builtin",
+    "load_worker",
+]
 
 ENTRY_POINT_GROUP = "tackroom.workers"
 
@@ -36,14 +43,23 @@ BUILTIN_WORKERS: dict[str, str] = {
     "approvals": "tackroom.workers.approvals.worker:WORKER",
     "hooks": "tackroom.workers.hooks.worker:WORKER",
     "budget": "tackroom.workers.budget.worker:WORKER",
+    "redactor": "tackroom.workers.redactor.worker:WORKER",
 }
 
 
+@functools.cache
+def _entry_point_targets() -> dict[str, str]:
+    from importlib.metadata import entry_points
+
+    return {point.name: point.value for point in entry_points(group=ENTRY_POINT_GROUP)}
+
+
 def _targets() -> dict[str, str]:
-    targets = dict(BUILTIN_WORKERS)
-    for point in entry_points(group=ENTRY_POINT_GROUP):
-        targets[point.name] = point.value
-    return targets
+    return {**_entry_point_targets(), **BUILTIN_WORKERS}
+
+
+def is_builtin(name: str) -> bool:
+    return name in BUILTIN_WORKERS
 
 
 def available_workers() -> list[str]:
@@ -53,9 +69,9 @@ def available_workers() -> list[str]:
 
 def load_worker(name: str) -> WorkerSpec[Any]:
     """Import the worker registered as ``name``; raise ``UnknownWorker`` with close names."""
-    targets = _targets()
-    target = targets.get(name)
+    target = BUILTIN_WORKERS.get(name) or _entry_point_targets().get(name)
     if target is None:
+        targets = _targets()
         known = sorted(targets)
         raise UnknownWorker(
             name, suggestions=difflib.get_close_matches(name, known, n=3), known=known

@@ -10,6 +10,8 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, Any
+
 from tackroom.testing.engines import FAST_QUEUE, MEMORY_URL, memory_engine, running_engine
 from tackroom.testing.handlers import Call, RecordingHandler, Responder
 from tackroom.testing.scripted import (
@@ -22,7 +24,6 @@ from tackroom.testing.scripted import (
     Violation,
     collect_stream,
 )
-from tackroom.testing.spans import SpanRecorder
 from tackroom.testing.waiting import DEFAULT_WAIT, WaitTimeout, next_item, take, wait_until
 
 __all__ = [
@@ -48,3 +49,16 @@ __all__ = [
     "take",
     "wait_until",
 ]
+
+if TYPE_CHECKING:
+    from tackroom.testing.spans import SpanRecorder
+
+
+def __getattr__(name: str) -> Any:
+    """``SpanRecorder`` needs the OpenTelemetry SDK: it is imported on first use, so a harness
+    booting the scripted provider does not pay for it."""
+    if name == "SpanRecorder":
+        from tackroom.testing.spans import SpanRecorder
+
+        return SpanRecorder
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

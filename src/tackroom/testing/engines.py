@@ -4,10 +4,12 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
-
-from opentelemetry.sdk.trace import TracerProvider
+from typing import TYPE_CHECKING
 
 from tackroom.engine import Engine, QueueConfig, open_engine
+
+if TYPE_CHECKING:
+    from opentelemetry.sdk.trace import TracerProvider
 
 __all__ = ["FAST_QUEUE", "MEMORY_URL", "memory_engine", "running_engine"]
 

@@ -9,9 +9,7 @@ import time
 from datetime import UTC, datetime
 from pathlib import Path
 from types import TracebackType
-from typing import Any
-
-from opentelemetry.sdk.trace import TracerProvider
+from typing import TYPE_CHECKING, Any
 
 from tackroom.engine.cron import CronSchedule
 from tackroom.engine.embedded.queues import QueueDispatcher
@@ -43,6 +41,9 @@ from tackroom.engine.protocol import (
     WorkerInfo,
 )
 from tackroom.engine.tracing import EngineTracer
+
+if TYPE_CHECKING:
+    from opentelemetry.sdk.trace import TracerProvider
 
 __all__ = ["TRIGGER_QUEUE", "EmbeddedEngine"]
 
