@@ -13,9 +13,11 @@ import pytest
 
 from tackroom.engine import Engine
 from tackroom.testing import SpanRecorder, running_engine
+from tackroom.testing.nats import nats_test_url
 
 BACKENDS: dict[str, Callable[[Path], str]] = {
     "embedded": lambda tmp_path: f"embedded:{tmp_path / 'engine.db'}",
+    "nats": nats_test_url,
 }
 """Backend name → engine URL for one test, from its ``tmp_path``.
 

@@ -1,4 +1,8 @@
-"""``tackroom call`` and ``tackroom functions``: reach a running serve via its endpoint."""
+"""``tackroom call`` and ``tackroom functions``: reach a running harness.
+
+On an embedded engine through the local endpoint of its ``tackroom serve``; on a shared engine
+(``--engine nats://…``, or a config whose ``engine:`` is one) straight over the bus.
+"""
 
 from __future__ import annotations
 
@@ -9,6 +13,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from tackroom.engine.factory import open_engine
 from tackroom.engine.protocol import DEFAULT_TIMEOUT
 from tackroom.runtime.client import LocalClient
 from tackroom.runtime.config import load_config
@@ -35,18 +40,31 @@ def add_parsers(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -
 def _endpoint_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--socket", type=Path, help="endpoint socket (default: from the config)")
     parser.add_argument("--config", type=Path, help="config file (default: ./tackroom.yaml)")
+    parser.add_argument("--engine", help="a shared engine URL (nats://…) to call over the bus")
 
 
-def _client(args: argparse.Namespace) -> LocalClient:
+def _client(args: argparse.Namespace) -> LocalClient | str:
+    """The local endpoint's client, or the URL of a shared engine to call over the bus."""
+    if args.engine is not None:
+        return str(args.engine)
     if args.socket is not None:
         return LocalClient(args.socket)
-    endpoint = load_config(args.config).endpoint
-    return LocalClient(endpoint.socket, max_frame_bytes=endpoint.max_frame_bytes)
+    config = load_config(args.config)
+    if not config.engine.startswith("embedded:"):
+        return config.engine
+    return LocalClient(config.endpoint.socket, max_frame_bytes=config.endpoint.max_frame_bytes)
 
 
 async def _trigger(
-    client: LocalClient, function_id: str, payload: Any, *, timeout: float = DEFAULT_TIMEOUT
+    client: LocalClient | str, function_id: str, payload: Any, *, timeout: float = DEFAULT_TIMEOUT
 ) -> Any:
+    if isinstance(client, str):
+        engine = open_engine(client)
+        await engine.start()
+        try:
+            return await engine.trigger(function_id, payload, timeout=timeout)
+        finally:
+            await engine.close()
     async with client:
         return await client.trigger(function_id, payload, timeout=timeout)
 

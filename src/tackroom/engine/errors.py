@@ -14,6 +14,7 @@ __all__ = [
     "EngineClosed",
     "EngineError",
     "EngineLocked",
+    "EngineUnavailable",
     "FunctionError",
     "FunctionNotFound",
     "InvalidPayload",
@@ -176,6 +177,16 @@ class EngineLocked(EngineError):
     code = "engine_locked"
 
 
+class EngineUnavailable(EngineError):
+    """The engine's transport is down (a networked backend lost its server).
+
+    A call that was in flight when the connection dropped may or may not have run; retry only
+    what is idempotent.
+    """
+
+    code = "engine_unavailable"
+
+
 def error_from_wire(wire: dict[str, Any]) -> EngineError:
     """Rebuild a typed error from :meth:`EngineError.to_wire` output."""
     kind = wire.get("type")
@@ -199,6 +210,7 @@ def error_from_wire(wire: dict[str, Any]) -> EngineError:
             ChannelClosed,
             EngineClosed,
             EngineLocked,
+            EngineUnavailable,
         )
     }
     if isinstance(kind, str) and kind in simple:

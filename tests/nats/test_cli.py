@@ -1,0 +1,116 @@
+"""``tackroom serve --engine nats://…`` and ``tackroom worker run NAME --engine nats://…``."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import re
+import signal
+import sys
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+from tackroom.engine import Engine
+from tackroom.testing import running_engine, wait_until
+
+STARTUP = 30.0
+
+
+@asynccontextmanager
+async def tackroom(*args: str, cwd: Path) -> AsyncIterator[asyncio.subprocess.Process]:
+    """Run ``tackroom ARGS`` until it prints its ready line; SIGTERM it on the way out."""
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-m",
+        "tackroom.cli.main",
+        *args,
+        cwd=cwd,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+    )
+    try:
+        assert proc.stdout is not None
+        line = (await asyncio.wait_for(proc.stdout.readline(), STARTUP)).decode()
+        assert line == "tackroom ready workers=engine\n", f"unexpected ready line {line!r}"
+        yield proc
+    finally:
+        if proc.returncode is None:
+            proc.send_signal(signal.SIGTERM)
+            try:
+                await asyncio.wait_for(proc.wait(), STARTUP)
+            except TimeoutError:
+                proc.kill()
+                await proc.wait()
+
+
+@dataclass
+class Completed:
+    returncode: int
+    stdout: str
+    stderr: str
+
+
+async def run_cli(*args: str, cwd: Path) -> Completed:
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-m",
+        "tackroom.cli.main",
+        *args,
+        cwd=cwd,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+    )
+    out, err = await asyncio.wait_for(proc.communicate(), STARTUP)
+    assert proc.returncode is not None
+    return Completed(proc.returncode, out.decode(), err.decode())
+
+
+async def test_serve_on_nats_answers_another_process(tmp_path: Path, nats_url: str) -> None:
+    (tmp_path / "tackroom.yaml").write_text("schema_version: 1\nworkers: [engine]\n")
+
+    async with (
+        tackroom("serve", "--engine", nats_url, cwd=tmp_path) as serve,
+        running_engine(nats_url) as engine,
+    ):
+        written = await engine.trigger(
+            "state::set", {"scope": "s", "key": "k", "value": {"hello": "nats"}}, timeout=10
+        )
+        answer = await engine.trigger("state::get", {"scope": "s", "key": "k"}, timeout=10)
+        assert answer == {"value": {"hello": "nats"}, "revision": written["revision"]}
+        catalog = await engine.trigger("engine::functions::list", None, timeout=10)
+        assert "state::get" in {f["function_id"] for f in catalog["functions"]}
+        workers = await engine.list_workers()
+        assert [w.pid for w in workers if w.name == "engine"] == [serve.pid]
+
+        called = await run_cli(
+            "call", "state::get", '{"scope": "s", "key": "k"}', "--engine", nats_url, cwd=tmp_path
+        )
+        assert called.returncode == 0, called.stderr
+        assert json.loads(called.stdout) == answer
+        listed = await run_cli("functions", "--engine", nats_url, cwd=tmp_path)
+        assert re.search(r"^state::get\s+engine\s+Read a state value", listed.stdout, re.M)
+
+        serve.send_signal(signal.SIGTERM)
+        assert await asyncio.wait_for(serve.wait(), STARTUP) == 0
+
+
+async def test_worker_run_joins_a_shared_nats_engine(tmp_path: Path, nats_url: str) -> None:
+    (tmp_path / "tackroom.yaml").write_text("schema_version: 1\nworkers: [engine]\n")
+
+    async with running_engine(nats_url) as engine:
+        await engine.set_state("shared", "k", 7)
+        async with tackroom("worker", "run", "engine", "--engine", nats_url, cwd=tmp_path) as run:
+            answer = await engine.trigger("state::get", {"scope": "shared", "key": "k"}, timeout=10)
+            assert answer is not None
+            assert answer["value"] == 7
+            run.send_signal(signal.SIGTERM)
+            assert await asyncio.wait_for(run.wait(), STARTUP) == 0
+
+        # A clean stop removes the worker from the catalog at once.
+        await wait_until(lambda: _no_engine_worker(engine), timeout=5)
+
+
+async def _no_engine_worker(engine: Engine) -> bool:
+    return all(w.name != "engine" for w in await engine.list_workers())
