@@ -16,18 +16,13 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-import os
-import platform
-import sqlite3
-import statistics
-import sys
 import tempfile
 import time
 from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime
-from pathlib import Path
 from typing import Any
 
+from _common import machine, p50_p99
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import BatchSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
@@ -38,12 +33,11 @@ Sample = Callable[[], Awaitable[float]]
 
 
 def summarize(samples: list[float]) -> dict[str, float]:
-    ordered = sorted(samples)
-    p99 = ordered[min(len(ordered) - 1, round(0.99 * (len(ordered) - 1)))]
+    p50, p99 = p50_p99(samples)
     return {
-        "p50_us": round(statistics.median(ordered) * 1e6, 1),
+        "p50_us": round(p50 * 1e6, 1),
         "p99_us": round(p99 * 1e6, 1),
-        "samples": len(ordered),
+        "samples": len(samples),
     }
 
 
@@ -102,7 +96,9 @@ async def bench_cas(engine: Engine, count: int) -> dict[str, float]:
 
 
 async def bench_stream(engine: Engine, count: int) -> dict[str, float]:
-    subscription = await engine.subscribe("bench-events", "g1")
+    # A group of this run's own: an engine given with --engine may hold an earlier run's records.
+    group = f"g-{time.time_ns()}"
+    subscription = await engine.subscribe("bench-events", group)
     arrived: asyncio.Queue[float] = asyncio.Queue()
 
     async def reader() -> None:
@@ -114,7 +110,7 @@ async def bench_stream(engine: Engine, count: int) -> dict[str, float]:
 
         async def sample() -> float:
             start = time.perf_counter()
-            await engine.append("bench-events", "g1", {"delta": "token"})
+            await engine.append("bench-events", group, {"delta": "token"})
             return (await arrived.get()) - start
 
         return await measure(sample, count)
@@ -141,25 +137,6 @@ async def run_suite(url: str, count: int, *, tracing: bool) -> dict[str, Any]:
         await engine.close()
         if provider is not None:
             provider.shutdown()
-
-
-def machine() -> dict[str, Any]:
-    cpu = platform.processor()
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                cpu = line.split(":", 1)[1].strip()
-                break
-    except OSError:
-        pass
-    return {
-        "cpu": cpu,
-        "cores": os.cpu_count(),
-        "platform": platform.platform(),
-        "python": sys.version.split()[0],
-        "sqlite": sqlite3.sqlite_version,
-        "loadavg_1m": round(os.getloadavg()[0], 2),
-    }
 
 
 async def main() -> None:

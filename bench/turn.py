@@ -1,0 +1,826 @@
+"""Turn benchmark: one agent turn, end to end, on an embedded harness; prints one JSON document.
+
+    python bench/turn.py [--quick] [--only NAME]...
+    python bench/turn.py --profile [TURNS]     # cProfile of sequential turns, as text
+
+A turn is one ``run::start`` with one user message, timed until ``agent_end`` arrives on a
+subscription to ``agent::events`` for the session: the scripted model calls ``calc::add`` with
+``{"a": 2, "b": 3}``, the tool runs, and the model's answer streams as 50 text deltas (two model
+calls, one tool execution). The harness runs in this process: the engine on a temp SQLite file
+(durable, WAL), the engine, sessions, orchestrator (gate thin: no policy), utilities and scripted
+provider workers, events on, tracing on (a real ``TracerProvider`` with a ``BatchSpanProcessor``
+whose exporter counts and drops spans, so memory figures hold no span buffer).
+
+Figures (``--only`` takes these names; bench/README.md says how each is measured):
+- ``sequential_fresh``: p50/p99 ms per turn, one turn in each of N fresh sessions;
+- ``sequential_same_session``: p50/p99 ms per turn, 20 turns in one session (a few such sessions);
+- ``concurrent``: 200 sessions x 5 turns at once: turns/s and p50/p99 ms per turn;
+- ``storage``: bytes stored by turn 1 and by turn 200 of one session, and their ratio;
+- ``idle_sessions``: RSS growth per idle session after 10,000 sessions with one finished turn;
+- ``operations``: engine calls, SQL statements, queue messages, spans and tasks of one turn.
+
+Targets sit next to the figures with a pass flag; they are informational (the exit code is 0
+whatever the figures). Timing is wall clock on a shared machine: compare medians and ratios from
+one run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import cProfile
+import gc
+import io
+import json
+import os
+import pstats
+import sqlite3
+import sys
+import tempfile
+import time
+from collections import Counter
+from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Generator, Sequence
+from dataclasses import dataclass, replace
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from _common import machine, p50_p99
+from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
+from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter, SpanExportResult
+
+from tackroom.contracts.messages import UserMessage
+from tackroom.engine import Engine, open_engine
+from tackroom.engine.protocol import StreamRecord
+from tackroom.runtime.host import Host
+from tackroom.runtime.registry import load_worker
+from tackroom.testing import Script, ScriptedProvider, ScriptTurn
+from tackroom.workers.orchestrator.contracts import EVENTS_STREAM, RUN_START, RunStartRequest
+
+SCHEMA_VERSION = 1
+WORKERS = ("engine", "sessions", "orchestrator", "utilities")
+TOOLS = ["calc::add"]
+USER_TEXT = "What is 2 + 3? Use the calculator."
+ANSWER = (
+    "I used the calculator: 2 + 3 = 5. Adding two and three gives five, because counting three "
+    "more from two passes three and four and lands on five. So the answer to your question is 5, "
+    "exactly, with no rounding involved. Let me know if you need anything else."
+)
+ANSWER_DELTAS = 50
+TURN_TIMEOUT = 60.0
+SECTIONS = (
+    "operations",
+    "sequential_fresh",
+    "sequential_same_session",
+    "concurrent",
+    "storage",
+    "idle_sessions",
+)
+REFERENCE = {
+    "langgraph_sqlite_checkpointer_ms": 10.0,
+    "openai_agents_sdk_sqlite_session_ms": 7.0,
+    "source": "quoted in the issue for the same turn; not measured here",
+}
+
+
+@dataclass(frozen=True, slots=True)
+class Sizes:
+    fresh: int = 300
+    warmup: int = 30
+    same_sessions: int = 10
+    same_turns: int = 20
+    concurrent_sessions: int = 200
+    concurrent_turns: int = 5
+    storage_turns: int = 200
+    idle_sessions: int = 10_000
+    idle_concurrency: int = 200
+
+
+QUICK = Sizes(
+    fresh=10,
+    warmup=2,
+    same_sessions=1,
+    same_turns=4,
+    concurrent_sessions=10,
+    concurrent_turns=2,
+    storage_turns=6,
+    idle_sessions=100,
+    idle_concurrency=20,
+)
+
+
+@dataclass(frozen=True, slots=True)
+class Target:
+    op: str  # "<=" or ">="
+    limit: float
+
+    def check(self, value: float | None) -> dict[str, Any]:
+        met = value is not None and (
+            value <= self.limit if self.op == "<=" else value >= self.limit
+        )
+        return {"target": f"{self.op} {self.limit:g}", "value": value, "pass": met}
+
+
+TARGETS: dict[str, dict[str, Target]] = {
+    "sequential_fresh": {"p50_ms": Target("<=", 1.0)},
+    "sequential_same_session": {"p50_ms": Target("<=", 1.0)},
+    "concurrent": {"turns_per_s": Target(">=", 1000.0)},
+    "storage": {"ratio": Target("<=", 1.2)},
+    "idle_sessions": {"rss_per_session_bytes": Target("<=", 5 * 1024.0)},
+}
+
+
+class BenchError(RuntimeError):
+    """The harness did not run the workload as scripted: the figures would mean nothing."""
+
+
+# -- the harness -----------------------------------------------------------------------------------
+class DroppingExporter(SpanExporter):
+    """Counts the spans the batch processor hands over, and keeps none."""
+
+    def __init__(self) -> None:
+        self.spans = 0
+
+    def export(self, spans: Sequence[ReadableSpan]) -> SpanExportResult:
+        self.spans += len(spans)
+        return SpanExportResult.SUCCESS
+
+    def shutdown(self) -> None:
+        return None
+
+
+@dataclass(slots=True)
+class Harness:
+    engine: Engine
+    provider: ScriptedProvider
+    tracer_provider: TracerProvider
+    exporter: DroppingExporter
+    database: Path
+
+    def spans(self) -> int:
+        self.tracer_provider.force_flush()
+        return self.exporter.spans
+
+
+def workload_script(turns_per_session: int) -> Script:
+    """``turns_per_session`` agent turns, each two model calls: the tool call, then the answer."""
+    turn = [
+        ScriptTurn.call("calc::add", {"a": 2, "b": 3}),
+        ScriptTurn.say(ANSWER, deltas=ANSWER_DELTAS),
+    ]
+    return Script(turn * turns_per_session)
+
+
+@contextlib.asynccontextmanager
+async def harness(directory: Path, name: str, *, turns_per_session: int) -> AsyncIterator[Harness]:
+    """An embedded harness on ``directory/name.db``; every session may run that many turns."""
+    exporter = DroppingExporter()
+    tracer_provider = TracerProvider()
+    tracer_provider.add_span_processor(BatchSpanProcessor(exporter))
+    provider = ScriptedProvider(
+        workload_script(turns_per_session), per_session=True, record_requests=False
+    )
+    database = directory / f"{name}.db"
+    host = Host(
+        engine=open_engine(f"embedded:{database}", tracer_provider=tracer_provider),
+        workers=[*(load_worker(worker) for worker in WORKERS), provider.worker_spec()],
+        tracer_provider=tracer_provider,  # the host shuts it down
+    )
+    async with host:
+        yield Harness(host.engine, provider, tracer_provider, exporter, database)
+    if provider.violations:
+        raise BenchError(f"the scripted provider saw violations: {provider.problems()}")
+
+
+class Client:
+    """A client of one session; its subscription to ``agent::events`` stays open across turns."""
+
+    def __init__(self, engine: Engine, session_id: str) -> None:
+        self.engine = engine
+        self.session_id = session_id
+        self.turns = 0
+        self._request = RunStartRequest(
+            session_id=session_id,
+            provider="scripted",
+            model="bench",
+            messages=[UserMessage.text(USER_TEXT)],
+            tools=TOOLS,
+        ).model_dump(mode="json")
+        self._close: Callable[[], Awaitable[None]] | None = None
+        self._events: AsyncIterator[StreamRecord] | None = None
+
+    async def __aenter__(self) -> Client:
+        subscription = await self.engine.subscribe(EVENTS_STREAM, self.session_id)
+        self._close = subscription.aclose
+        self._events = subscription.__aiter__()
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        if self._close is not None:
+            await self._close()
+
+    async def turn(self) -> float:
+        """Run one turn; seconds from calling ``run::start`` to receiving ``agent_end``."""
+        assert self._events is not None, "use the client as an async context manager"
+        self.turns += 1
+        tool_ok = False
+        answer: str | None = None
+        end: dict[str, Any] | None = None
+        async with asyncio.timeout(TURN_TIMEOUT):
+            start = time.perf_counter()
+            reply = await self.engine.trigger(RUN_START, self._request)
+            if not isinstance(reply, dict) or not reply.get("started"):
+                raise BenchError(f"{self.session_id} turn {self.turns}: run refused: {reply}")
+            run_id = reply["run_id"]
+            async for record in self._events:
+                event = record.data
+                if event.get("run_id") != run_id:
+                    continue
+                kind = event.get("type")
+                if kind == "agent_end":
+                    elapsed = time.perf_counter() - start
+                    end = event["data"]
+                    break
+                if kind == "function_execution_end":
+                    tool_ok = event["data"].get("is_error") is False
+                elif kind == "message_complete":
+                    message = event["data"]["message"]
+                    if message.get("stop_reason") == "end":
+                        answer = "".join(b.get("text", "") for b in message.get("content", []))
+        if end is None:
+            raise BenchError(f"{self.session_id}: the event stream ended before agent_end")
+        if not (
+            tool_ok
+            and answer == ANSWER
+            and end.get("state") == "stopped"
+            and end.get("stop_reason") == "end"
+        ):
+            raise BenchError(
+                f"{self.session_id} turn {self.turns} did not run as scripted: agent_end {end},"
+                f" tool ok {tool_ok}, answer {answer!r:.60}"
+            )
+        return elapsed
+
+
+async def one_turn(engine: Engine, session_id: str) -> float:
+    async with Client(engine, session_id) as client:
+        return await client.turn()
+
+
+async def session_turns(engine: Engine, session_id: str, turns: int) -> list[float]:
+    async with Client(engine, session_id) as client:
+        return [await client.turn() for _ in range(turns)]
+
+
+def latency(samples: list[float]) -> dict[str, Any]:
+    p50, p99 = p50_p99(samples)
+    return {
+        "p50_ms": round(p50 * 1e3, 3),
+        "p99_ms": round(p99 * 1e3, 3),
+        "mean_ms": round(sum(samples) / len(samples) * 1e3, 3),
+        "samples": len(samples),
+    }
+
+
+# -- sequential ------------------------------------------------------------------------------------
+async def bench_sequential_fresh(directory: Path, sizes: Sizes) -> dict[str, Any]:
+    async with harness(directory, "fresh", turns_per_session=1) as h:
+        for i in range(sizes.warmup):
+            await one_turn(h.engine, f"warm-{i}")
+        samples = [await one_turn(h.engine, f"fresh-{i}") for i in range(sizes.fresh)]
+    return {
+        **latency(samples),
+        "warmup_turns": sizes.warmup,
+        "measured": "one turn in each of `samples` fresh sessions, one after another; the"
+        " session's subscription is opened before the clock starts",
+    }
+
+
+async def bench_sequential_same_session(directory: Path, sizes: Sizes) -> dict[str, Any]:
+    turns = sizes.same_turns
+    async with harness(directory, "same", turns_per_session=turns) as h:
+        for i in range(sizes.warmup):
+            await one_turn(h.engine, f"warm-{i}")
+        runs = [
+            await session_turns(h.engine, f"same-{i}", turns) for i in range(sizes.same_sessions)
+        ]
+    by_turn = [[run[n] for run in runs] for n in range(turns)]
+    return {
+        **latency([sample for run in runs for sample in run]),
+        "sessions": sizes.same_sessions,
+        "turns_per_session": turns,
+        "first_turn_p50_ms": round(p50_p99(by_turn[0])[0] * 1e3, 3),
+        "last_turn_p50_ms": round(p50_p99(by_turn[-1])[0] * 1e3, 3),
+        "warmup_turns": sizes.warmup,
+        "measured": f"{turns} turns one after another in each of {sizes.same_sessions}"
+        " session(s), one session after another",
+    }
+
+
+# -- concurrent ------------------------------------------------------------------------------------
+async def bench_concurrent(directory: Path, sizes: Sizes) -> dict[str, Any]:
+    sessions, turns = sizes.concurrent_sessions, sizes.concurrent_turns
+    async with harness(directory, "concurrent", turns_per_session=turns) as h:
+        await asyncio.gather(*(one_turn(h.engine, f"warm-{i}") for i in range(sessions)))
+        start = time.perf_counter()
+        runs = await asyncio.gather(
+            *(session_turns(h.engine, f"conc-{i}", turns) for i in range(sessions))
+        )
+        wall = time.perf_counter() - start
+    total = sessions * turns
+    return {
+        "turns_per_s": round(total / wall, 1),
+        **latency([sample for run in runs for sample in run]),
+        "sessions": sessions,
+        "turns_per_session": turns,
+        "wall_s": round(wall, 3),
+        "warmup_turns": sessions,
+        "measured": f"{sessions} sessions at once, each running {turns} turns one after another;"
+        " turns/s = all turns / wall time from the first run::start to the last agent_end",
+    }
+
+
+# -- storage ---------------------------------------------------------------------------------------
+@dataclass(frozen=True, slots=True)
+class Stored:
+    by_source: dict[str, int]
+    """UTF-8 bytes of keys and values: ``state:<scope>``, ``stream:<name>``, ``queue:<name>``."""
+    page_bytes: int
+    """Bytes of the database's pages in use (page count less free pages), WAL included."""
+    queued: int
+
+    @property
+    def total(self) -> int:
+        return sum(self.by_source.values())
+
+
+def read_stored(database: Path) -> Stored:
+    """What the database holds, read on a connection of its own (WAL lets it read alongside)."""
+    sizes: dict[str, int] = {}
+    db = sqlite3.connect(f"file:{database}?mode=ro", uri=True, isolation_level=None)
+    try:
+        queries = (
+            (
+                "state",
+                "SELECT scope, SUM(LENGTH(CAST(key AS BLOB)) + LENGTH(CAST(value AS BLOB)))"
+                " FROM state GROUP BY scope",
+            ),
+            (
+                "stream",
+                "SELECT stream, SUM(LENGTH(CAST(grp AS BLOB)) + LENGTH(CAST(data AS BLOB)))"
+                " FROM streams GROUP BY stream",
+            ),
+            (
+                "queue",
+                "SELECT queue, SUM(LENGTH(CAST(payload AS BLOB))"
+                " + COALESCE(LENGTH(CAST(headers AS BLOB)), 0)) FROM messages GROUP BY queue",
+            ),
+        )
+        for kind, sql in queries:
+            for name, size in db.execute(sql):
+                sizes[f"{kind}:{name}"] = int(size)
+        page_size = int(db.execute("PRAGMA page_size").fetchone()[0])
+        pages = int(db.execute("PRAGMA page_count").fetchone()[0])
+        free = int(db.execute("PRAGMA freelist_count").fetchone()[0])
+        queued = int(db.execute("SELECT COUNT(*) FROM messages").fetchone()[0])
+    finally:
+        db.close()
+    return Stored(sizes, (pages - free) * page_size, queued)
+
+
+async def settled(database: Path, *, timeout: float = 10.0) -> Stored:
+    """The database once the turn's queue message is acknowledged (it is, just after agent_end)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        stored = read_stored(database)
+        if stored.queued == 0:
+            return stored
+        if time.monotonic() > deadline:
+            raise BenchError(f"{stored.queued} queue message(s) still stored after {timeout:g}s")
+        await asyncio.sleep(0.001)
+
+
+def added(after: Stored, before: Stored) -> dict[str, Any]:
+    sources = sorted(set(after.by_source) | set(before.by_source))
+    by_source = {
+        name: after.by_source.get(name, 0) - before.by_source.get(name, 0) for name in sources
+    }
+    return {
+        "bytes": after.total - before.total,
+        "by_source": {name: size for name, size in by_source.items() if size},
+    }
+
+
+async def bench_storage(directory: Path, sizes: Sizes) -> dict[str, Any]:
+    turns = sizes.storage_turns
+    window = max(1, min(10, turns // 2))
+    marks = {1, 2, window, turns - window, turns - 1, turns}
+    snapshots: dict[int, Stored] = {}
+    samples: list[float] = []
+    async with (
+        harness(directory, "storage", turns_per_session=turns) as h,
+        Client(h.engine, "storage") as client,
+    ):
+        snapshots[0] = await settled(h.database)
+        for n in range(1, turns + 1):
+            samples.append(await client.turn())
+            if n in marks:
+                snapshots[n] = await settled(h.database)
+    first = added(snapshots[1], snapshots[0])
+    second = added(snapshots[2], snapshots[1])
+    last = added(snapshots[turns], snapshots[turns - 1])
+    ratio = last["bytes"] / first["bytes"] if first["bytes"] else None
+    ratio_2 = last["bytes"] / second["bytes"] if second["bytes"] else None
+    early = (snapshots[window].page_bytes - snapshots[0].page_bytes) / window
+    late = (snapshots[turns].page_bytes - snapshots[turns - window].page_bytes) / window
+    return {
+        "turns": turns,
+        "first_turn": {"turn": 1, **first},
+        "last_turn": {"turn": turns, **last},
+        "ratio": None if ratio is None else round(ratio, 3),
+        "second_turn_bytes": second["bytes"],
+        "ratio_to_second_turn": None if ratio_2 is None else round(ratio_2, 3),
+        "page_bytes_per_turn": {
+            f"turns_1_{window}": round(early),
+            f"turns_{turns - window + 1}_{turns}": round(late),
+        },
+        "total_bytes_after_last_turn": snapshots[turns].total,
+        "latency_ms": {
+            "turn_1": round(samples[0] * 1e3, 3),
+            f"turn_{turns}": round(samples[-1] * 1e3, 3),
+            f"p50_turns_1_{window}": round(p50_p99(samples[:window])[0] * 1e3, 3),
+            f"p50_turns_{turns - window + 1}_{turns}": round(
+                p50_p99(samples[-window:])[0] * 1e3, 3
+            ),
+        },
+        "measured": f"{turns} turns in one session; bytes = UTF-8 bytes of keys and values in"
+        " the SQLite file (state, streams, queue messages) added by a turn, read on a separate"
+        " connection once the turn's queue message is acknowledged (turn 1 also creates the"
+        " session: ratio_to_second_turn leaves that out); page bytes = pages in use, averaged"
+        " over the first and the last turns",
+    }
+
+
+# -- idle sessions ---------------------------------------------------------------------------------
+def memory() -> dict[str, int]:
+    """Resident memory (bytes) after a full collection: VmRSS and its anonymous part."""
+    gc.collect()
+    found: dict[str, int] = {}
+    try:
+        for line in Path("/proc/self/status").read_text().splitlines():
+            name, _, value = line.partition(":")
+            if name in ("VmRSS", "RssAnon", "RssFile", "RssShmem"):
+                found[name] = int(value.split()[0]) * 1024
+    except OSError:
+        import resource  # peak RSS only: a fallback where /proc is missing
+
+        found["VmRSS"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+    found["allocated_blocks"] = sys.getallocatedblocks()
+    return found
+
+
+def object_counts() -> Counter[str]:
+    return Counter(type(obj).__name__ for obj in gc.get_objects())
+
+
+async def run_pool(engine: Engine, prefix: str, count: int, concurrency: int) -> None:
+    """One finished turn in each of ``count`` new sessions, ``concurrency`` at a time."""
+    indexes = iter(range(count))
+
+    async def worker() -> None:
+        for i in indexes:
+            await one_turn(engine, f"{prefix}-{i:05d}")
+
+    await asyncio.gather(*(worker() for _ in range(concurrency)))
+
+
+def cursor_bytes_per_session(provider: ScriptedProvider) -> int | None:
+    """The scripted provider's own per-session cursor (a benchmark artifact), if it can be seen."""
+    cursors = getattr(getattr(provider, "_cursors", None), "_cursors", None)
+    if not isinstance(cursors, dict) or not cursors:
+        return None
+    size = sys.getsizeof(cursors)
+    size += sum(sys.getsizeof(key) + sys.getsizeof(value) for key, value in cursors.items())
+    return round(size / len(cursors))
+
+
+async def bench_idle_sessions(directory: Path, sizes: Sizes) -> dict[str, Any]:
+    count, concurrency = sizes.idle_sessions, sizes.idle_concurrency
+    async with harness(directory, "idle", turns_per_session=1) as h:
+        # A round at full concurrency first, so the baseline holds the working set of busy turns.
+        await run_pool(h.engine, "warm", concurrency * 2, concurrency)
+        h.tracer_provider.force_flush()
+        objects_before = object_counts()
+        before = memory()
+        start = time.perf_counter()
+        await run_pool(h.engine, "idle", count, concurrency)
+        elapsed = time.perf_counter() - start
+        h.tracer_provider.force_flush()
+        after = memory()
+        objects_after = object_counts()
+        cursor = cursor_bytes_per_session(h.provider)
+    growth = {key: after[key] - before[key] for key in after if key in before}
+    grown = objects_after - objects_before
+    return {
+        "sessions": count,
+        "rss_per_session_bytes": round(growth["VmRSS"] / count),
+        "rss_anon_per_session_bytes": (
+            round(growth["RssAnon"] / count) if "RssAnon" in growth else None
+        ),
+        "allocated_blocks_per_session": round(growth["allocated_blocks"] / count, 2),
+        "gc_objects_per_session_top": {
+            name: round(n / count, 2) for name, n in grown.most_common(8) if n / count >= 0.01
+        },
+        "rss_before_bytes": before["VmRSS"],
+        "rss_after_bytes": after["VmRSS"],
+        "scripted_cursor_bytes_per_session": cursor,
+        "creation_turns_per_s": round(count / elapsed, 1),
+        "concurrency": concurrency,
+        "measured": f"{count} sessions each with one finished turn (a full turn, not just"
+        f" metadata), run {concurrency} at a time, subscriptions closed; growth of VmRSS from"
+        " /proc/self/status after gc.collect() and a span flush, over a baseline taken after a"
+        f" warm-up round of {concurrency * 2} sessions; includes the scripted provider's"
+        " per-session cursor (scripted_cursor_bytes_per_session), which a real provider lacks",
+    }
+
+
+# -- operations ------------------------------------------------------------------------------------
+ENGINE_CALLS = (
+    "get_state",
+    "set_state",
+    "update_state",
+    "delete_state",
+    "list_state",
+    "append",
+    "read",
+    "subscribe",
+    "trigger",
+    "enqueue",
+    "open_channel",
+    "list_functions",
+)
+
+
+@contextlib.contextmanager
+def counted_engine_calls(engine: Engine, counts: Counter[str]) -> Generator[None, None, None]:
+    """Count calls made through ``engine``'s public methods (workers hold the same object)."""
+    for name in ENGINE_CALLS:
+        original = getattr(engine, name)
+
+        def wrap(name: str, original: Callable[..., Awaitable[Any]]) -> Callable[..., Any]:
+            async def counted(*args: Any, **kwargs: Any) -> Any:
+                counts[name] += 1
+                if name == "trigger":
+                    counts[f"trigger {args[0]}"] += 1
+                return await original(*args, **kwargs)
+
+            return counted
+
+        setattr(engine, name, wrap(name, original))
+    original_writer = engine.channel_writer
+
+    def channel_writer(*args: Any, **kwargs: Any) -> Any:
+        counts["channel_writer"] += 1
+        return original_writer(*args, **kwargs)
+
+    setattr(engine, "channel_writer", channel_writer)  # noqa: B010 (a method on the instance)
+    try:
+        yield
+    finally:
+        for name in (*ENGINE_CALLS, "channel_writer"):
+            with contextlib.suppress(AttributeError):
+                delattr(engine, name)
+
+
+@contextlib.contextmanager
+def counted_sql(engine: Engine, counts: Counter[str]) -> Generator[bool, None, None]:
+    """Count the embedded engine's SQL statements by verb (reaches into its private store)."""
+    db = getattr(getattr(engine, "_store", None), "_db", None)
+    if not isinstance(db, sqlite3.Connection):
+        yield False
+        return
+
+    def trace(statement: str) -> None:
+        words = statement.split(None, 3)
+        verb = words[0].upper() if words else "?"
+        if verb == "INSERT" and "messages" in statement.split("(", 1)[0]:
+            counts["INSERT messages"] += 1
+        counts[verb] += 1
+
+    db.set_trace_callback(trace)
+    try:
+        yield True
+    finally:
+        db.set_trace_callback(None)
+
+
+@contextlib.contextmanager
+def counted_tasks(counts: Counter[str]) -> Generator[None, None, None]:
+    loop = asyncio.get_running_loop()
+
+    def factory(
+        loop: asyncio.AbstractEventLoop,
+        coro: Coroutine[Any, Any, Any] | Generator[Any, None, Any],
+        **kwargs: Any,
+    ) -> asyncio.Future[Any]:
+        counts["tasks"] += 1
+        return asyncio.Task(coro, loop=loop, **kwargs)
+
+    loop.set_task_factory(factory)
+    try:
+        yield
+    finally:
+        loop.set_task_factory(None)
+
+
+async def bench_operations(directory: Path, sizes: Sizes) -> dict[str, Any]:
+    engine_calls: Counter[str] = Counter()
+    sql: Counter[str] = Counter()
+    tasks: Counter[str] = Counter()
+    async with harness(directory, "operations", turns_per_session=1) as h:
+        for i in range(max(1, sizes.warmup)):
+            await one_turn(h.engine, f"warm-{i}")
+        await settled(h.database)
+        spans_before = h.spans()
+        with (
+            counted_engine_calls(h.engine, engine_calls),
+            counted_sql(h.engine, sql) as sql_seen,
+            counted_tasks(tasks),
+        ):
+            await one_turn(h.engine, "operations")
+            await settled(h.database)
+        spans = h.spans() - spans_before
+    calls = {name: n for name, n in engine_calls.items() if not name.startswith("trigger ")}
+    triggers = {
+        name.removeprefix("trigger "): n
+        for name, n in sorted(engine_calls.items())
+        if name.startswith("trigger ")
+    }
+    return {
+        "state_reads": calls.get("get_state", 0) + calls.get("list_state", 0),
+        "state_writes": sum(calls.get(n, 0) for n in ("set_state", "update_state", "delete_state")),
+        "stream_appends": calls.get("append", 0),
+        "triggers": calls.get("trigger", 0),
+        "queue_messages": sql.get("INSERT messages") if sql_seen else None,
+        "engine_calls": dict(sorted(calls.items())),
+        "triggers_by_function": triggers,
+        "sql_statements": (
+            {"total": sum(n for k, n in sql.items() if k != "INSERT messages"), **dict(sql)}
+            if sql_seen
+            else None
+        ),
+        "spans": spans,
+        "tasks_created": tasks["tasks"],
+        "measured": "one turn in a fresh session after warm-up, counted through the engine's"
+        " public methods (the client's subscribe and run::start included; 'read' covers no"
+        " subscription catch-up, which reads the store directly); SQL by statement verb via"
+        " sqlite3's trace callback, COMMIT = transactions; queue hops = queue_messages (each"
+        " one delivery); spans exported by the batch processor",
+    }
+
+
+BENCHES: dict[str, Callable[[Path, Sizes], Awaitable[dict[str, Any]]]] = {
+    "operations": bench_operations,
+    "sequential_fresh": bench_sequential_fresh,
+    "sequential_same_session": bench_sequential_same_session,
+    "concurrent": bench_concurrent,
+    "storage": bench_storage,
+    "idle_sessions": bench_idle_sessions,
+}
+
+
+def attach_targets(name: str, result: dict[str, Any]) -> list[dict[str, Any]]:
+    checks = {field: t.check(result.get(field)) for field, t in TARGETS.get(name, {}).items()}
+    if checks:
+        result["targets"] = checks
+    return [{"figure": f"{name}.{field}", **check} for field, check in checks.items()]
+
+
+# -- profile ---------------------------------------------------------------------------------------
+def _where(filename: str, line: int, function: str) -> str:
+    for marker in ("/site-packages/", "/src/", "/lib/python3"):
+        if marker in filename:
+            filename = filename.split(marker, 1)[1]
+            break
+    return f"{function}  {filename}:{line}" if line else function
+
+
+def profile_table(stats: pstats.Stats, turns: int, *, key: int, top: int) -> list[str]:
+    """Rows of the profile sorted by cumulative (``key=3``) or own (``key=2``) time, per turn."""
+    raw: dict[tuple[str, int, str], tuple[int, int, float, float, Any]] = stats.stats  # type: ignore[attr-defined]
+    rows = sorted(raw.items(), key=lambda item: item[1][key], reverse=True)[:top]
+    lines = [f"{'cum ms/turn':>11} {'own ms/turn':>11} {'calls/turn':>10}  function"]
+    for (filename, line, function), (_cc, calls, own, cumulative, _callers) in rows:
+        lines.append(
+            f"{cumulative / turns * 1e3:11.3f} {own / turns * 1e3:11.3f} {calls / turns:10.1f}"
+            f"  {_where(filename, line, function)}"
+        )
+    return lines
+
+
+async def run_profile(directory: Path, turns: int, top: int) -> str:
+    async with harness(directory, "profile", turns_per_session=1) as h:
+        for i in range(30):
+            await one_turn(h.engine, f"warm-{i}")
+        plain = [await one_turn(h.engine, f"plain-{i}") for i in range(turns)]
+        profiler = cProfile.Profile()
+        start = time.perf_counter()
+        profiler.enable()
+        for i in range(turns):
+            await one_turn(h.engine, f"profiled-{i}")
+        profiler.disable()
+        wall = time.perf_counter() - start
+    stats = pstats.Stats(profiler, stream=io.StringIO())
+    operations = await bench_operations(directory, QUICK)
+    operations.pop("measured")
+    lines = [
+        f"turn profile: {turns} sequential turns in fresh sessions (cProfile)",
+        f"p50 without profiler: {p50_p99(plain)[0] * 1e3:.3f} ms/turn;"
+        f" with profiler: {wall / turns * 1e3:.3f} ms/turn (profiler overhead included below)",
+        "",
+        "operations of one turn: " + json.dumps(operations, indent=2),
+        "",
+        f"top {top} by cumulative time:",
+        *profile_table(stats, turns, key=3, top=top),
+        "",
+        f"top {top} by own time:",
+        *profile_table(stats, turns, key=2, top=top),
+    ]
+    return "\n".join(lines)
+
+
+# -- main ------------------------------------------------------------------------------------------
+async def run(sizes: Sizes, only: list[str], *, quick: bool) -> dict[str, Any]:
+    started = time.perf_counter()
+    load_at_start = round(os.getloadavg()[0], 2)
+    results: dict[str, Any] = {}
+    targets: list[dict[str, Any]] = []
+    with tempfile.TemporaryDirectory(prefix="tackroom-turn-bench-") as tmp:
+        for name in SECTIONS:
+            if only and name not in only:
+                continue
+            result = await BENCHES[name](Path(tmp), sizes)
+            targets.extend(attach_targets(name, result))
+            results[name] = result
+    return {
+        "schema_version": SCHEMA_VERSION,
+        "benchmark": "turn",
+        "engine": "embedded:<tempfile>",
+        "measured_at": datetime.now(UTC).isoformat(timespec="seconds"),
+        "quick": quick,
+        "machine": {**machine(), "loadavg_1m_at_start": load_at_start},
+        "workload": {
+            "turn": "run::start with one user message until agent_end: model call 1 answers"
+            " with a calc::add call {a: 2, b: 3}, the tool runs, model call 2 streams the answer",
+            "model_calls_per_turn": 2,
+            "tool_calls_per_turn": 1,
+            "answer_chars": len(ANSWER),
+            "answer_deltas": ANSWER_DELTAS,
+            "tools_offered": TOOLS,
+            "workers": [*WORKERS, "scripted"],
+            "durability": "embedded engine on a SQLite file (WAL, synchronous=NORMAL)",
+            "gate": "thin (no policy function)",
+            "events": "agent::events, read by a subscription per session",
+            "tracing": "TracerProvider + BatchSpanProcessor, exporter that drops spans",
+            "provider": "ScriptedProvider(per_session=True, record_requests=False)",
+        },
+        "reference": REFERENCE,
+        "results": results,
+        "targets": targets,
+        "elapsed_s": round(time.perf_counter() - started, 1),
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
+    parser.add_argument("--quick", action="store_true", help="small sizes: a smoke run")
+    parser.add_argument(
+        "--only",
+        action="append",
+        choices=SECTIONS,
+        default=[],
+        metavar="NAME",
+        help=f"run only this figure (repeatable): {', '.join(SECTIONS)}",
+    )
+    parser.add_argument(
+        "--profile",
+        nargs="?",
+        type=int,
+        const=200,
+        metavar="TURNS",
+        help="print a cProfile of TURNS (default 200) sequential turns instead of the JSON",
+    )
+    parser.add_argument("--top", type=int, default=25, help="rows of the profile tables")
+    args = parser.parse_args()
+    if args.profile is not None:
+        with tempfile.TemporaryDirectory(prefix="tackroom-turn-profile-") as tmp:
+            print(asyncio.run(run_profile(Path(tmp), max(1, args.profile), args.top)))
+        return
+    sizes = replace(QUICK) if args.quick else Sizes()
+    report = asyncio.run(run(sizes, args.only, quick=args.quick))
+    print(json.dumps(report, indent=2))
+
+
+if __name__ == "__main__":
+    main()

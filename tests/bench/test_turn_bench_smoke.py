@@ -1,0 +1,78 @@
+"""``bench/turn.py --quick`` runs the whole turn workload and prints a JSON report of this shape.
+
+Only the shape is checked: timings on a shared machine are the benchmark's business, not a test's.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+BENCH = Path(__file__).resolve().parents[2] / "bench" / "turn.py"
+
+SECTIONS = {
+    "operations": {"state_reads", "state_writes", "stream_appends", "triggers", "spans"},
+    "sequential_fresh": {"p50_ms", "p99_ms", "samples"},
+    "sequential_same_session": {"p50_ms", "p99_ms", "samples", "turns_per_session"},
+    "concurrent": {"turns_per_s", "p50_ms", "p99_ms", "samples", "sessions"},
+    "storage": {"first_turn", "last_turn", "ratio", "page_bytes_per_turn", "latency_ms"},
+    "idle_sessions": {"sessions", "rss_per_session_bytes", "allocated_blocks_per_session"},
+}
+TARGETED = {
+    "sequential_fresh.p50_ms",
+    "sequential_same_session.p50_ms",
+    "concurrent.turns_per_s",
+    "storage.ratio",
+    "idle_sessions.rss_per_session_bytes",
+}
+
+
+def run_bench(*args: str) -> dict[str, Any]:
+    done = subprocess.run(
+        [sys.executable, str(BENCH), "--quick", *args],
+        capture_output=True,
+        text=True,
+        timeout=50,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    report: dict[str, Any] = json.loads(done.stdout)
+    return report
+
+
+def test_quick_run_prints_every_figure_with_its_target() -> None:
+    report = run_bench()
+
+    assert report["schema_version"] == 1
+    assert report["benchmark"] == "turn"
+    assert report["quick"] is True
+    assert {"cpu", "cores", "python", "sqlite"} <= set(report["machine"])
+    results = report["results"]
+    assert set(results) == set(SECTIONS)
+    for name, keys in SECTIONS.items():
+        assert keys <= set(results[name]), name
+    for name in ("sequential_fresh", "sequential_same_session", "concurrent"):
+        assert 0 < results[name]["p50_ms"] <= results[name]["p99_ms"]
+    assert results["concurrent"]["turns_per_s"] > 0
+    storage = results["storage"]
+    assert storage["first_turn"]["bytes"] > 0
+    assert storage["last_turn"]["turn"] == storage["turns"]
+    assert storage["first_turn"]["by_source"]["stream:agent::events"] > 0
+    operations = results["operations"]
+    assert operations["triggers_by_function"]["calc::add"] == 1
+    assert operations["triggers_by_function"]["provider::scripted::stream"] == 2
+    assert {entry["figure"] for entry in report["targets"]} == TARGETED
+    for entry in report["targets"]:
+        assert isinstance(entry["pass"], bool)
+        section, figure = entry["figure"].split(".")
+        assert results[section]["targets"][figure]["pass"] is entry["pass"]
+
+
+def test_only_runs_the_named_figure() -> None:
+    report = run_bench("--only", "sequential_fresh")
+
+    assert set(report["results"]) == {"sequential_fresh"}
+    assert [entry["figure"] for entry in report["targets"]] == ["sequential_fresh.p50_ms"]
