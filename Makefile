@@ -24,6 +24,7 @@ check: setup
 
 bench: setup
 	$(PY) bench/engine.py
+	$(PY) bench/turn.py
 
 demo: setup
 	$(VENV)/bin/tackroom demo
