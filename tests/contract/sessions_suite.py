@@ -335,6 +335,25 @@ class SessionsContract:
         bad = {**steering, "item": {"role": "robot"}}
         assert await self.code_of(bus, "session-inbox::push", bad) == "invalid_request"
 
+    async def test_messages_since_an_entry_lists_only_what_came_after(self, bus: Engine) -> None:
+        sid = await self.new_session(bus)
+        for i in range(5):
+            await self.append(bus, sid, f"e{i}", f"m{i}")
+        reply = await self.call(
+            bus, "session-tree::messages", {"session_id": sid, "since_entry_id": "e2"}
+        )
+        assert reply["partial"] is True
+        assert [item["entry_id"] for item in reply["messages"]] == ["e3", "e4"]
+        assert reply["leaf_id"] == "e4"
+        latest = {"session_id": sid, "since_entry_id": "e4"}
+        assert (await self.call(bus, "session-tree::messages", latest))["messages"] == []
+        # A branch from e1 becomes active: e2 is not on the path any more, the whole path comes.
+        await self.append(bus, sid, "b1", "branch", parent_id="e1")
+        stale = {"session_id": sid, "since_entry_id": "e2"}
+        reply = await self.call(bus, "session-tree::messages", stale)
+        assert reply["partial"] is False
+        assert [item["entry_id"] for item in reply["messages"]] == ["e0", "e1", "b1"]
+
     async def test_inbox_remove_takes_exactly_what_was_peeked(self, bus: Engine) -> None:
         """Peek, commit, remove: a repeated remove removes nothing; later pushes stay."""
         sid = await self.new_session(bus)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections import OrderedDict
 from typing import Any
 
 from tackroom.contracts.messages import AgentMessage, messages_adapter
@@ -11,9 +12,19 @@ __all__ = ["SessionsClient"]
 
 
 class SessionsClient:
-    def __init__(self, engine: Engine, *, timeout: float = 30.0) -> None:
+    """Calls by function id; keeps the validated history of recently active sessions.
+
+    A model call needs the whole transcript; reading and validating it every time made a turn
+    cost grow with the session. The cache keeps each session's messages with the entry id they
+    end at and asks the sessions worker only for what came after (``since_entry_id``); when the
+    worker cannot answer that way (another branch became active), it reads the whole path.
+    """
+
+    def __init__(self, engine: Engine, *, timeout: float = 30.0, cache_size: int = 1024) -> None:
         self._engine = engine
         self._timeout = timeout
+        self._cache_size = cache_size
+        self._history: OrderedDict[str, tuple[str, list[AgentMessage]]] = OrderedDict()
 
     async def ensure(self, session_id: str) -> None:
         await self._engine.trigger(
@@ -38,10 +49,22 @@ class SessionsClient:
 
     async def messages(self, session_id: str) -> list[AgentMessage]:
         """The active path, oldest first."""
-        reply = await self._engine.trigger(
-            "session-tree::messages", {"session_id": session_id}, timeout=self._timeout
-        )
-        return messages_adapter.validate_python([item["message"] for item in reply["messages"]])
+        cached = self._history.get(session_id)
+        request: dict[str, Any] = {"session_id": session_id}
+        if cached is not None:
+            request["since_entry_id"] = cached[0]
+        reply = await self._engine.trigger("session-tree::messages", request, timeout=self._timeout)
+        fresh = messages_adapter.validate_python([item["message"] for item in reply["messages"]])
+        messages = [*cached[1], *fresh] if cached is not None and reply.get("partial") else fresh
+        leaf = reply.get("leaf_id")
+        if leaf is None:
+            self._history.pop(session_id, None)
+        else:
+            self._history[session_id] = (leaf, messages)
+            self._history.move_to_end(session_id)
+            while len(self._history) > self._cache_size:
+                self._history.popitem(last=False)
+        return list(messages)
 
     async def peek(self, session_id: str, name: str) -> list[Any]:
         reply = await self._engine.trigger(

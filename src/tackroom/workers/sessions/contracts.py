@@ -227,6 +227,11 @@ class AppendBatchResponse(_Model):
 class MessagesRequest(_Model):
     session_id: SessionId
     leaf_id: EntryId | None = Field(default=None, description="default: the active leaf")
+    since_entry_id: EntryId | None = Field(
+        default=None,
+        description="only the entries after this one on the active path (a reader's cursor); "
+        "when it is not on the path, the whole path comes back with partial=false",
+    )
 
 
 class PathMessage(_Model):
@@ -239,6 +244,9 @@ class MessagesResponse(_Model):
     session_id: str
     leaf_id: str | None
     messages: list[PathMessage] = Field(description="root to leaf, shared history included")
+    partial: bool = Field(
+        default=False, description="true: only the entries after since_entry_id are listed"
+    )
 
 
 class ForkRequest(_Model):

@@ -46,6 +46,9 @@ from tackroom.workers.sessions.retry import backoff
 
 __all__ = ["NewEntry", "SessionStore"]
 
+_SINCE_LIMIT = 256
+"""Entries a ``since_entry_id`` read walks back at most before reading the full path."""
+
 NewEntry = tuple[str | None, AgentMessage]
 """``(entry_id or None, message)``: one entry to append."""
 
@@ -274,8 +277,24 @@ class SessionStore:
             f"session {session_id!r}: append lost {self._max_attempts} compare-and-sets in a row",
         )
 
-    async def messages(self, session_id: str, *, leaf_id: str | None = None) -> MessagesResponse:
+    async def messages(
+        self, session_id: str, *, leaf_id: str | None = None, since_entry_id: str | None = None
+    ) -> MessagesResponse:
         meta, _ = await self.load(session_id)
+        if since_entry_id is not None and leaf_id is None:
+            recent = await self._since(meta, since_entry_id)
+            if recent is not None:
+                return MessagesResponse(
+                    session_id=session_id,
+                    leaf_id=meta.leaf_id,
+                    messages=[
+                        PathMessage.model_construct(
+                            entry_id=e.entry_id, type=e.type, message=e.message
+                        )
+                        for e in recent
+                    ],
+                    partial=True,
+                )
         own = await self._history.own_entries(meta)
         known: Known = {session_id: own}
         start: Address | None = None
@@ -296,6 +315,29 @@ class SessionStore:
                 for e in path
             ],
         )
+
+    async def _since(self, meta: SessionMeta, since_entry_id: str) -> list[SessionEntry] | None:
+        """The own entries after ``since_entry_id`` on the active path, oldest first.
+
+        Walks back from the leaf one entry read at a time, so a reader that keeps its place
+        pays for what is new, not for the whole history. ``None`` when the walk does not meet
+        ``since_entry_id`` within :data:`_SINCE_LIMIT` steps inside this session (another
+        branch became active, the cursor is in shared history): the caller reads the full path.
+        """
+        if meta.leaf_session_id not in (None, meta.session_id):
+            return None
+        recent: list[SessionEntry] = []
+        current = meta.leaf_id
+        while current is not None and len(recent) <= _SINCE_LIMIT:
+            if current == since_entry_id:
+                recent.reverse()
+                return recent
+            entry = await self._history.find_own(meta, current)
+            if entry is None or entry.parent_session_id not in (None, meta.session_id):
+                return None
+            recent.append(entry)
+            current = entry.parent_id
+        return None
 
     async def tree(self, session_id: str) -> TreeResponse:
         meta, _ = await self.load(session_id)

@@ -57,7 +57,9 @@ async def _start(ctx: WorkerContext[SessionsConfig]) -> None:
         return c.AppendBatchResponse(results=results)
 
     async def messages(request: c.MessagesRequest) -> c.MessagesResponse:
-        return await store.messages(request.session_id, leaf_id=request.leaf_id)
+        return await store.messages(
+            request.session_id, leaf_id=request.leaf_id, since_entry_id=request.since_entry_id
+        )
 
     async def fork(request: c.ForkRequest) -> c.SessionInfo:
         return await store.fork(
