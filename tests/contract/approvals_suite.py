@@ -25,16 +25,14 @@ import pytest
 from tackroom.engine import Engine, InvocationError, open_engine
 from tackroom.runtime import Host, load_worker
 from tackroom.runtime.config import HarnessConfig
-from tackroom.testing import MEMORY_URL, RecordingHandler, wait_until
+from tackroom.testing import RecordingHandler, wait_until
+from tackroom.testing.contract import WorkerContract
 
 __all__ = ["ApprovalsContract"]
 
-TIMEOUT = 10.0
 
-
-class ApprovalsContract:
+class ApprovalsContract(WorkerContract):
     worker_name: ClassVar[str] = "approvals"
-    engine_url: ClassVar[str] = MEMORY_URL
     worker_config: ClassVar[dict[str, Any]] = {}
     """The worker's config section for every test but the expiry one."""
     fast_expiry_config: ClassVar[dict[str, Any]] = {
@@ -62,16 +60,6 @@ class ApprovalsContract:
             yield host.engine
 
     # -- helpers -------------------------------------------------------------------------------
-    @staticmethod
-    async def call(bus: Engine, function_id: str, payload: Any) -> Any:
-        return await bus.trigger(function_id, payload, timeout=TIMEOUT)
-
-    @staticmethod
-    async def code_of(bus: Engine, function_id: str, payload: Any) -> str:
-        with pytest.raises(InvocationError) as caught:
-            await bus.trigger(function_id, payload, timeout=TIMEOUT)
-        return caught.value.remote_code
-
     async def ask(
         self, bus: Engine, sid: str, cid: str, function_id: str = "fs::write", **extra: Any
     ) -> dict[str, Any]:

@@ -14,42 +14,21 @@ from __future__ import annotations
 
 import asyncio
 import random
-from collections.abc import AsyncIterator
 from typing import Any, ClassVar
 
 import pytest
 
-from tackroom.engine import Engine, InvocationError, open_engine
-from tackroom.runtime import Host, load_worker
-from tackroom.testing import MEMORY_URL, wait_until
+from tackroom.engine import Engine
+from tackroom.testing import wait_until
+from tackroom.testing.contract import WorkerContract
 
 __all__ = ["BudgetContract"]
 
-TIMEOUT = 10.0
 
-
-class BudgetContract:
+class BudgetContract(WorkerContract):
     worker_name: ClassVar[str] = "budget"
-    engine_url: ClassVar[str] = MEMORY_URL
-
-    @pytest.fixture
-    async def bus(self) -> AsyncIterator[Engine]:
-        """An engine serving the worker under test (and nothing else)."""
-        spec = load_worker(self.worker_name)
-        async with Host(engine=open_engine(self.engine_url), workers=[spec]) as host:
-            yield host.engine
 
     # -- helpers -------------------------------------------------------------------------------
-    @staticmethod
-    async def call(bus: Engine, function_id: str, payload: Any) -> Any:
-        return await bus.trigger(function_id, payload, timeout=TIMEOUT)
-
-    @staticmethod
-    async def code_of(bus: Engine, function_id: str, payload: Any) -> str:
-        with pytest.raises(InvocationError) as caught:
-            await bus.trigger(function_id, payload, timeout=TIMEOUT)
-        return caught.value.remote_code
-
     async def budget(self, bus: Engine, scope: str, cap: float, **extra: Any) -> str:
         made = await self.call(bus, "budget::create", {"scope": scope, "cap_usd": cap, **extra})
         budget_id: str = made["id"]

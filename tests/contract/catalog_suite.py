@@ -14,18 +14,13 @@ models the provider workers rely on finding.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
 from typing import Any, ClassVar
 
-import pytest
-
-from tackroom.engine import Engine, InvocationError, open_engine
-from tackroom.runtime import Host, load_worker
-from tackroom.testing import MEMORY_URL
+from tackroom.engine import Engine
+from tackroom.testing.contract import WorkerContract
 
 __all__ = ["CatalogContract"]
 
-TIMEOUT = 10.0
 MODEL_KEYS = {
     "schema_version",
     "provider",
@@ -50,9 +45,8 @@ FULL = {
 }
 
 
-class CatalogContract:
+class CatalogContract(WorkerContract):
     worker_name: ClassVar[str] = "catalog"
-    engine_url: ClassVar[str] = MEMORY_URL
     required_models: ClassVar[list[tuple[str, str]]] = [
         ("openai", "gpt-5"),
         ("openai", "gpt-5-mini"),
@@ -64,22 +58,6 @@ class CatalogContract:
         ("deepseek", "deepseek-chat"),
     ]
     local_provider: ClassVar[str] = "ollama"
-
-    @pytest.fixture
-    async def bus(self) -> AsyncIterator[Engine]:
-        spec = load_worker(self.worker_name)
-        async with Host(engine=open_engine(self.engine_url), workers=[spec]) as host:
-            yield host.engine
-
-    @staticmethod
-    async def call(bus: Engine, function_id: str, payload: Any) -> Any:
-        return await bus.trigger(function_id, payload, timeout=TIMEOUT)
-
-    @staticmethod
-    async def failure(bus: Engine, function_id: str, payload: Any) -> InvocationError:
-        with pytest.raises(InvocationError) as caught:
-            await bus.trigger(function_id, payload, timeout=TIMEOUT)
-        return caught.value
 
     async def reconcile(self, bus: Engine, provider: str, *models: dict[str, Any]) -> Any:
         return await self.call(bus, "models::reconcile", {"provider": provider, "models": models})

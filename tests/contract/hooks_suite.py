@@ -13,43 +13,23 @@ Every check goes through ``engine.trigger``, except that subscriptions are read 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import Awaitable, Callable
 from typing import Any, ClassVar
 
 import pytest
 
-from tackroom.engine import Engine, FunctionError, InvocationError, open_engine
-from tackroom.runtime import Host, load_worker
-from tackroom.testing import MEMORY_URL
+from tackroom.engine import Engine, FunctionError
+from tackroom.testing.contract import WorkerContract
 
 __all__ = ["HooksContract"]
 
-TIMEOUT = 10.0
 SCOPE = "hook-subscriptions"
 
 
-class HooksContract:
+class HooksContract(WorkerContract):
     worker_name: ClassVar[str] = "hooks"
-    engine_url: ClassVar[str] = MEMORY_URL
-
-    @pytest.fixture
-    async def bus(self) -> AsyncIterator[Engine]:
-        """An engine serving the worker under test (and nothing else)."""
-        spec = load_worker(self.worker_name)
-        async with Host(engine=open_engine(self.engine_url), workers=[spec]) as host:
-            yield host.engine
 
     # -- helpers -------------------------------------------------------------------------------
-    @staticmethod
-    async def call(bus: Engine, function_id: str, payload: Any) -> Any:
-        return await bus.trigger(function_id, payload, timeout=TIMEOUT)
-
-    @staticmethod
-    async def code_of(bus: Engine, function_id: str, payload: Any) -> str:
-        with pytest.raises(InvocationError) as caught:
-            await bus.trigger(function_id, payload, timeout=TIMEOUT)
-        return caught.value.remote_code
-
     async def subscriber(
         self,
         bus: Engine,

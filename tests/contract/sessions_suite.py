@@ -13,18 +13,12 @@ Every check goes through ``engine.trigger`` only: no test reads the worker's sto
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
 from typing import Any, ClassVar
 
-import pytest
-
-from tackroom.engine import Engine, InvocationError, open_engine
-from tackroom.runtime import Host, load_worker
-from tackroom.testing import MEMORY_URL
+from tackroom.engine import Engine
+from tackroom.testing.contract import WorkerContract
 
 __all__ = ["SessionsContract"]
-
-TIMEOUT = 10.0
 
 
 def user(text: str) -> dict[str, Any]:
@@ -35,28 +29,10 @@ def text(message: dict[str, Any]) -> str:
     return "".join(block.get("text", "") for block in message["content"])
 
 
-class SessionsContract:
+class SessionsContract(WorkerContract):
     worker_name: ClassVar[str] = "sessions"
-    engine_url: ClassVar[str] = MEMORY_URL
-
-    @pytest.fixture
-    async def bus(self) -> AsyncIterator[Engine]:
-        """An engine serving the worker under test (and nothing else)."""
-        spec = load_worker(self.worker_name)
-        async with Host(engine=open_engine(self.engine_url), workers=[spec]) as host:
-            yield host.engine
 
     # -- helpers -------------------------------------------------------------------------------
-    @staticmethod
-    async def call(bus: Engine, function_id: str, payload: Any) -> Any:
-        return await bus.trigger(function_id, payload, timeout=TIMEOUT)
-
-    @staticmethod
-    async def code_of(bus: Engine, function_id: str, payload: Any) -> str:
-        with pytest.raises(InvocationError) as caught:
-            await bus.trigger(function_id, payload, timeout=TIMEOUT)
-        return caught.value.remote_code
-
     async def new_session(self, bus: Engine, **fields: Any) -> str:
         info = await self.call(bus, "session-tree::create", fields)
         session_id: str = info["session_id"]
