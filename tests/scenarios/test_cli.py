@@ -76,7 +76,8 @@ def test_budget(example: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert run(example, "budget.yaml", "Add 2 and 2", "--session", "budget-demo") == 1
     err = capsys.readouterr().err
     assert "→ calc::add" in err
-    assert "Stopped by the budget: budget_exceeded" in err
+    assert "Stopped by the budget: budget budget-demo" in err
+    assert "> cap $0.01" in err
     assert err.rstrip().endswith("run ended: stopped (budget_exceeded)")
 
     # Again on the spent session: stopped before the first model call.

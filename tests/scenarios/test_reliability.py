@@ -285,12 +285,6 @@ async def test_a_model_cannot_approve_its_own_calls_or_write_credentials(example
         assert (verdict["decision"], verdict["rule_id"]) == ("allow", "anything-goes")
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="finding: with tools '*' a model is offered hook::* functions (a hook called by the "
-    "model with a forged payload) and models::reconcile (rewrites the catalog's prices, which "
-    "budget estimates use); neither is in NEVER_OFFERED nor in PROTECTED_FUNCTIONS",
-)
 async def test_hooks_and_catalog_writes_are_not_offered_to_a_model(example: Path) -> None:
     async with governed(example, "protected.yaml") as harness:
         await harness.start("greedy", "Approve your own calls", tools=["*"])
@@ -301,11 +295,6 @@ async def test_hooks_and_catalog_writes_are_not_offered_to_a_model(example: Path
         assert [f for f in offered if f.startswith("hook::") or f == "models::reconcile"] == []
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="finding: a budget::record that fails after the model answered fails the run "
-    "(unexpected_error) and the answer is lost; a budget::check failure stops the run cleanly",
-)
 async def test_a_failing_budget_record_does_not_fail_the_run(example: Path) -> None:
     def break_record(engine: Any) -> None:
         register = engine.register_function

@@ -11,6 +11,7 @@ estimate is 0, so only budgets already at their cap refuse.
 from __future__ import annotations
 
 import json
+import logging
 from dataclasses import dataclass
 from typing import Any
 
@@ -20,6 +21,8 @@ from tackroom.engine.protocol import Engine
 from tackroom.workers.orchestrator.record import TurnRecord
 
 __all__ = ["BudgetGuard", "Reservation", "estimate_cost"]
+
+_log = logging.getLogger("tackroom.orchestrator")
 
 _CHARS_PER_TOKEN = 4
 _DEFAULT_OUTPUT_TOKENS = 1024
@@ -31,6 +34,9 @@ class Reservation:
     reservation_id: str | None = None
     estimate_usd: float = 0.0
     reason: str = ""
+    """A code (``budget_exceeded``, ``budget_paused``, ...)."""
+    detail: str = ""
+    """The budget worker's words for people."""
     budget_id: str | None = None
 
 
@@ -91,14 +97,27 @@ class BudgetGuard:
             reservation_id=reply.get("reservation_id"),
             estimate_usd=estimate,
             reason=str(reply.get("reason") or ""),
+            detail=str(reply.get("detail") or ""),
             budget_id=reply.get("budget_id"),
         )
 
     async def settle(self, record: TurnRecord, reservation: Reservation, usage: Usage) -> None:
+        """Record the actual cost. A failure here loses no answer: the model's message is kept
+        and the unsettled reservation runs out on its own TTL (logged, not raised)."""
         if self._record is None or not reservation.allowed:
             return
+        try:
+            await self._settle(self._record, record, reservation, usage)
+        except EngineError as exc:
+            _log.warning(
+                "budget: settling %s failed; its reservation will expire: %s", record.run_id, exc
+            )
+
+    async def _settle(
+        self, function_id: str, record: TurnRecord, reservation: Reservation, usage: Usage
+    ) -> None:
         await self._engine.trigger(
-            self._record,
+            function_id,
             {
                 "reservation_id": reservation.reservation_id,
                 "record_id": f"{record.run_id}:t{record.turn_count + 1}",  # a re-run settles once

@@ -184,7 +184,8 @@ class AgentEvent(_Model):
       "approver", "decided_at"}`` (written by the approvals worker)
     - ``gate_decision``: ``{"function_call_id", "function_id", "decision", "decided_by",
       "rule_id", "reason"}`` (only when a policy or approvals layer is configured)
-    - ``budget_decision``: ``{"allowed", "estimate_usd", "reason", "budget_id"}``
+    - ``budget_decision``: ``{"allowed", "estimate_usd", "reason" (a code), "detail",
+      "budget_id"}``
     - ``turn_end``: ``{"turn_count", "message_id", "function_results"}``
     - ``agent_end``: ``{"state", "stop_reason", "usage"}``
     - ``error``: ``{"kind", "message"}``

@@ -170,11 +170,14 @@ class Driver:
                     "allowed": reservation.allowed,
                     "estimate_usd": reservation.estimate_usd,
                     "reason": reservation.reason,
+                    "detail": reservation.detail,
                     "budget_id": reservation.budget_id,
                 },
             )
         if not reservation.allowed:
-            return BudgetRefused(reservation.reason or "the budget's cap is reached")
+            return BudgetRefused(
+                reservation.detail or reservation.reason or "the budget's cap is reached"
+            )
 
         async def aborted() -> bool:
             return await self._abort_reason(record) is not None

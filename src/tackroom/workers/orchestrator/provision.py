@@ -56,6 +56,8 @@ NEVER_OFFERED: tuple[str, ...] = (
     "auth::*",
     "budget::*",
     "hook-fanout::*",
+    "hook::*",
+    "models::reconcile",
     "directory::skills::register",
 )
 """Functions no model may be handed as a tool, whatever a run's patterns say."""

@@ -63,18 +63,22 @@ PROTECTED_FUNCTIONS: tuple[str, ...] = (
     "run::*",
     "turn::*",
     "hook-fanout::*",
+    "hook::*",
     "provider::*",
     "session-tree::*",
     "session-inbox::*",
+    "models::reconcile",
+    "directory::skills::register",
 )
 """Functions no model may call, denied before any rule (globs: ``*`` matches anything).
 
 Approvals and policy (a model must not approve its own calls or change its own rules),
 credentials (reading a token hands a secret to the model; writing one hijacks a provider), budget
 writes, and the harness's own machinery: state, streams, the engine catalog, runs and turns, hook
-publishing, raw provider calls (spend outside the budget), and the session tree and inbox (a model
-rewriting its own history). ``auth::list_providers``/``auth::status`` and the reads in
-:data:`UNPROTECTED_READS` are left to the rules."""
+publishing and hook subscribers (a forged payload), raw provider calls (spend outside the budget),
+the session tree and inbox (a model rewriting its own history), catalog reconciliation (prices
+that budget estimates use) and skill registration. ``auth::list_providers``/``auth::status``
+and the reads in :data:`UNPROTECTED_READS` are left to the rules."""
 
 UNPROTECTED_READS: tuple[str, ...] = (
     "budget::list",
