@@ -1,33 +1,19 @@
 """Fixtures of the engine conformance suite: every test runs once per backend.
 
-Adding a backend is one line in :data:`BACKENDS`: its name and how to build a fresh engine URL
-for one test from that test's ``tmp_path``.
+The backends and their URLs are :data:`tests.backends.BACKENDS` (shared with the turn suite).
 """
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Callable, Iterator
+from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
 import pytest
 
 from tackroom.engine import Engine
 from tackroom.testing import SpanRecorder, running_engine
-from tackroom.testing.nats import nats_test_url
 
-BACKENDS: dict[str, Callable[[Path], str]] = {
-    "embedded": lambda tmp_path: f"embedded:{tmp_path / 'engine.db'}",
-    "nats": nats_test_url,
-}
-"""Backend name → engine URL for one test, from its ``tmp_path``.
-
-Each URL must name an engine of that test's own (a fresh file, or a fresh namespace on a shared
-server): tests reuse queue, scope and stream names freely.
-"""
-
-
-def engine_url_for(backend: str, tmp_path: Path) -> str:
-    return BACKENDS[backend](tmp_path)
+from ..backends import BACKENDS, engine_url_for
 
 
 @pytest.fixture(params=list(BACKENDS))

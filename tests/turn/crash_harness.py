@@ -1,4 +1,4 @@
-"""Child process of the crash matrix: an embedded harness that starts or resumes a scripted turn.
+"""Child process of the crash matrix: a harness that starts or resumes a scripted turn.
 
     python -m tests.turn.crash_harness ENGINE_URL WORKDIR --case NAME --phase first|resume
                                        [--after SEQ]

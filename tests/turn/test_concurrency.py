@@ -11,6 +11,7 @@ import pytest
 
 from tackroom.testing import MEMORY_URL, Script, wait_until
 
+from ..backends import BACKENDS, engine_url_for
 from .harness import (
     Harness,
     events_of,
@@ -52,9 +53,19 @@ def adding_script(count: int) -> Script:
     return Script(turns)
 
 
-@pytest.mark.parametrize("backend", ["memory", "file"])
+def engine_url(backend: str, tmp_path: Path) -> str:
+    """``memory`` (the in-memory embedded engine) besides the backends every suite runs on."""
+    return MEMORY_URL if backend == "memory" else engine_url_for(backend, tmp_path)
+
+
+# Every test runs on each backend; in a single process, but on nats every call, state write,
+# queue message and event still crosses the shared test server.
+on_every_backend = pytest.mark.parametrize("backend", list(BACKENDS))
+
+
+@pytest.mark.parametrize("backend", ["memory", *BACKENDS])
 async def test_100_sessions_at_once_do_not_interfere(tmp_path: Path, backend: str) -> None:
-    url = MEMORY_URL if backend == "memory" else f"embedded:{tmp_path / 'engine.db'}"
+    url = engine_url(backend, tmp_path)
     async with running_harness(tmp_path, adding_script(SESSIONS), url=url) as harness:
         replies = await asyncio.gather(
             *(
@@ -102,9 +113,12 @@ async def _check_session(harness: Harness, i: int) -> None:
     assert events[-1].data["type"] == "agent_end"
 
 
-async def test_two_starts_at_once_on_one_session_start_one_run(tmp_path: Path) -> None:
+@on_every_backend
+async def test_two_starts_at_once_on_one_session_start_one_run(
+    tmp_path: Path, backend: str
+) -> None:
     script = Script([{"text": "hello"}])
-    async with running_harness(tmp_path, script) as harness:
+    async with running_harness(tmp_path, script, url=engine_url(backend, tmp_path)) as harness:
         replies = await asyncio.gather(
             *(harness.start("one", f"hi {n}", message_id=f"run-{n}") for n in range(10))
         )
@@ -125,7 +139,10 @@ async def test_two_starts_at_once_on_one_session_start_one_run(tmp_path: Path) -
         ]
 
 
-async def test_a_busy_session_refuses_a_second_run_or_queues_its_message(tmp_path: Path) -> None:
+@on_every_backend
+async def test_a_busy_session_refuses_a_second_run_or_queues_its_message(
+    tmp_path: Path, backend: str
+) -> None:
     script = Script(
         [
             {
@@ -142,7 +159,8 @@ async def test_a_busy_session_refuses_a_second_run_or_queues_its_message(tmp_pat
         ]
     )
     release = asyncio.Event()
-    async with running_harness(tmp_path, script, hold=release) as harness:
+    url = engine_url(backend, tmp_path)
+    async with running_harness(tmp_path, script, url=url, hold=release) as harness:
         engine = harness.engine
         first = await harness.start("busy", "first question", message_id="run-1")
         assert first.started

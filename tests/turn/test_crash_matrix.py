@@ -3,7 +3,7 @@
 For each kill point a real child process (``crash_harness.py``) starts a scripted run — the
 model calls a tool with a countable side effect, a steering message waits in the inbox, the
 model answers taking it into account — and is held at the kill point, then killed with SIGKILL.
-A second child on the same database only boots; the orchestrator wakes the run, which must end
+A second child on the same engine URL only boots; the orchestrator wakes the run, which must end
 ``stopped``/``end``. Then, in this process:
 
 - the session holds exactly the expected entries, in order (no loss, no duplicate);
@@ -16,8 +16,10 @@ A second child on the same database only boots; the orchestrator wakes the run, 
 - the scripted provider saw no request it did not expect (so the resumed model call got the
   transcript it should: the tool result and the steering message).
 
-The state the killed harness left (turn state, ledger, inbox) is checked too, so each case
-proves it really stopped where it says. Kill points (``CASES`` in ``crash_harness.py``):
+The state the killed harness left (turn state, ledger, inbox) is checked too, through the engine
+API on the same URL, so each case proves it really stopped where it says. Every test runs on each
+backend of ``tests/backends.py`` (on ``nats`` the children and this process share the test
+server and a namespace of the case's own). Kill points (``CASES`` in ``crash_harness.py``):
 
 - inside ``run::start``: the turn record committed, the prompt not yet stored;
 - after ``run::start``, before the first step; after provisioning, the model call in flight;
@@ -48,6 +50,7 @@ from tackroom.workers.orchestrator.contracts import EVENTS_STREAM
 from tackroom.workers.orchestrator.dispatch import LEDGER_SCOPE
 from tackroom.workers.orchestrator.record import TurnRecord
 
+from ..backends import BACKENDS, engine_url_for
 from .crash_harness import (
     CALL_ID,
     CASES,
@@ -116,20 +119,23 @@ class Outcome:
     """What the steering inbox still holds after the run (a repeat waiting to happen)."""
 
 
-_OUTCOMES: dict[str, Outcome | Exception] = {}
+_OUTCOMES: dict[tuple[str, str], Outcome | Exception] = {}
 
 
-async def outcome_of(name: str, tmp_path_factory: pytest.TempPathFactory) -> Outcome:
-    """Run the case once per test session (several tests read each outcome, or its failure)."""
-    if name not in _OUTCOMES:
+async def outcome_of(backend: str, name: str, tmp_path_factory: pytest.TempPathFactory) -> Outcome:
+    """Run the case once per backend and test session (several tests read each outcome, or its
+    failure)."""
+    if (backend, name) not in _OUTCOMES:
+        workdir = tmp_path_factory.mktemp(f"{backend}-{name}")
+        url = engine_url_for(backend, workdir)
         try:
-            _OUTCOMES[name] = await _crash_and_resume(CASES[name], tmp_path_factory.mktemp(name))
+            _OUTCOMES[backend, name] = await _crash_and_resume(CASES[name], workdir, url)
         except Exception as exc:
-            _OUTCOMES[name] = exc
+            _OUTCOMES[backend, name] = exc
             raise
-    outcome = _OUTCOMES[name]
+    outcome = _OUTCOMES[backend, name]
     if isinstance(outcome, Exception):
-        raise AssertionError(f"case {name} failed in an earlier test: {outcome!r}")
+        raise AssertionError(f"case {name} on {backend} failed in an earlier test: {outcome!r}")
     return outcome
 
 
@@ -209,8 +215,10 @@ def _side_effects(workdir: Path) -> list[str]:
     return path.read_text().splitlines() if path.exists() else []
 
 
-async def _crash_and_resume(case: KillPoint, workdir: Path) -> Outcome:
-    url = f"embedded:{workdir / 'engine.db'}"
+async def _crash_and_resume(case: KillPoint, workdir: Path, url: str) -> Outcome:
+    """Kill the first child at the case's kill point, inspect the engine it left through the
+    engine API (the same URL opened in this process), resume in a second child, then read the
+    outcome in this process — the same way on every backend."""
     first = await _run_child(url, workdir, case, "first", kill_on=case.kill_on or None)
     cursor = max((e["seq"] for e in first.events), default=0)
     resumed: ChildOutput | None = None
@@ -260,13 +268,16 @@ async def _subscribe_from(engine: Engine, after: int, count: int) -> list[Stream
 
 KILL_POINTS = [name for name in CASES if name != "uninterrupted"]
 
+# Every test runs on every backend: the children and this process open the same engine URL.
+pytestmark = pytest.mark.parametrize("backend", list(BACKENDS))
+
 
 # -- the kill point was really reached ------------------------------------------------------------
 @pytest.mark.parametrize("name", KILL_POINTS)
 async def test_the_killed_harness_stopped_at_its_kill_point(
-    name: str, tmp_path_factory: pytest.TempPathFactory
+    backend: str, name: str, tmp_path_factory: pytest.TempPathFactory
 ) -> None:
-    outcome = await outcome_of(name, tmp_path_factory)
+    outcome = await outcome_of(backend, name, tmp_path_factory)
     case, at_kill = outcome.case, outcome.at_kill
     assert at_kill["state"] == case.state_at_kill
     assert at_kill["ledger"] == case.ledger_at_kill
@@ -282,9 +293,9 @@ async def test_the_killed_harness_stopped_at_its_kill_point(
 # -- the run completes, with the session exactly as an uninterrupted run leaves it -----------------
 @pytest.mark.parametrize("name", ["uninterrupted", *KILL_POINTS])
 async def test_the_resumed_turn_completes_without_loss_or_duplicates(
-    name: str, tmp_path_factory: pytest.TempPathFactory
+    backend: str, name: str, tmp_path_factory: pytest.TempPathFactory
 ) -> None:
-    outcome = await outcome_of(name, tmp_path_factory)
+    outcome = await outcome_of(backend, name, tmp_path_factory)
     case = outcome.case
     final = (outcome.resumed or outcome.first).marker("finished")
     assert (final["state"], final["stop_reason"]) == ("stopped", "end")
@@ -317,9 +328,9 @@ async def test_the_resumed_turn_completes_without_loss_or_duplicates(
 # -- the event stream ----------------------------------------------------------------------------
 @pytest.mark.parametrize("name", ["uninterrupted", *KILL_POINTS])
 async def test_the_event_stream_is_gap_free_across_the_crash(
-    name: str, tmp_path_factory: pytest.TempPathFactory
+    backend: str, name: str, tmp_path_factory: pytest.TempPathFactory
 ) -> None:
-    outcome = await outcome_of(name, tmp_path_factory)
+    outcome = await outcome_of(backend, name, tmp_path_factory)
     events = outcome.events
     seqs = [record.seq for record in events]
     assert seqs == list(range(1, len(events) + 1))
@@ -351,15 +362,15 @@ async def test_the_event_stream_is_gap_free_across_the_crash(
 
 @pytest.mark.parametrize("name", KILL_POINTS)
 async def test_events_repeated_by_the_resumed_step_keep_their_event_ids(
-    name: str, tmp_path_factory: pytest.TempPathFactory
+    backend: str, name: str, tmp_path_factory: pytest.TempPathFactory
 ) -> None:
     """Dropping repeats by ``event_id`` gives a client the uninterrupted run's events.
 
     ``message_update`` deltas are left out: a resumed model call streams again under a stream id
     of its own (the final ``message_complete`` carries the message).
     """
-    baseline = await outcome_of("uninterrupted", tmp_path_factory)
-    outcome = await outcome_of(name, tmp_path_factory)
+    baseline = await outcome_of(backend, "uninterrupted", tmp_path_factory)
+    outcome = await outcome_of(backend, name, tmp_path_factory)
 
     def shape(records: list[StreamRecord]) -> list[tuple[str, str]]:
         seen: set[str] = set()
@@ -383,14 +394,14 @@ async def test_events_repeated_by_the_resumed_step_keep_their_event_ids(
 
 @pytest.mark.parametrize("name", KILL_POINTS)
 async def test_a_repeated_event_id_repeats_the_same_event(
-    name: str, tmp_path_factory: pytest.TempPathFactory
+    backend: str, name: str, tmp_path_factory: pytest.TempPathFactory
 ) -> None:
     """``AgentEvent``: a client may drop a repeat by ``event_id``, so a repeat must say the same.
 
     Only ``duration_ms`` may differ: a call answered from the ledger after a restart ends again
     (for a client that saw it start) without a duration.
     """
-    outcome = await outcome_of(name, tmp_path_factory)
+    outcome = await outcome_of(backend, name, tmp_path_factory)
 
     def comparable(event: dict[str, Any]) -> dict[str, Any]:
         data = {k: v for k, v in event["data"].items() if k != "duration_ms"}
