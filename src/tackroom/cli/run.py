@@ -231,6 +231,17 @@ class _Renderer:
             self.note(" ".join(b.get("text", "") for b in data["message"]["content"]))
         elif kind == "error":
             self.note(f"error: {data['message']}")
+        elif kind == "gate_decision" and data["decision"] == "deny":
+            rule = f": {data['rule_id']}" if data.get("rule_id") else ""
+            self.note(
+                f"✗ {data['function_id']} denied ({data['decided_by']}{rule}): {data['reason']}"
+            )
+        elif kind == "approval_resolved":
+            reason = f": {data['reason']}" if data.get("reason") else ""
+            self.note(
+                f"{data['function_id']} (call {data['function_call_id']}) {data['decision']}"
+                f" by {data.get('approver') or 'unknown'}{reason}"
+            )
 
     def note(self, text: str) -> None:
         if self._mid_line and not self._json:
