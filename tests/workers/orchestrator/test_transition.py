@@ -301,3 +301,24 @@ def test_provisioning_appends_the_runs_own_messages_once() -> None:
     t = transition(start, Provisioned("p", [ADD]))
     assert appended(t) == ["r1-m0", "r1-m1"]
     assert t.record.initial_messages == []
+
+
+def test_no_event_modifies_the_record_it_was_given() -> None:
+    """Every rule that mutates calls or counts works on copies (the copy is shallow elsewhere)."""
+    two = transition(
+        record("assistant_streaming"),
+        AssistantCompleted(
+            calls(("c1", "calc__add", {"a": 1, "b": 1}), ("c2", "calc__add", {"a": 2, "b": 2}))
+        ),
+    ).record
+    parked = transition(two, CallsSettled(parked={"c2": "ask"}, results={"c1": result("c1")}))
+    decided = transition(parked.record, ApprovalsRead({"c2": ApprovalDecision(decision="deny")}))
+    for before, event in (
+        (two, CallsSettled(parked={"c2": "ask"}, results={"c1": result("c1")})),
+        (parked.record, ApprovalsRead({"c2": ApprovalDecision(decision="deny")})),
+        (parked.record, AbortRequested("stop")),
+        (decided.record, CallsSettled(results={"c2": result("c2")})),
+    ):
+        snapshot = before.model_dump()
+        transition(before, event)
+        assert before.model_dump() == snapshot
