@@ -100,3 +100,14 @@ async def test_a_failed_start_releases_the_file(tmp_path: Path) -> None:
     for _ in range(2):  # the second try must fail the same way, not with EngineLocked
         with pytest.raises(sqlite3.DatabaseError):
             await EmbeddedEngine(path=path).start()
+
+
+async def test_sequences_stay_right_when_the_head_cache_forgets(tmp_path: Path) -> None:
+    """The per-group head cache is bounded; a group it forgot continues from storage."""
+    from tackroom.engine.embedded import engine as embedded_engine
+
+    async with EmbeddedEngine(path=tmp_path / "e.db") as engine:
+        assert await engine.append("s", "first", 1) == 1
+        for group in range(embedded_engine._HEADS_CACHED + 1):
+            await engine.append("s", f"g{group}", 0)
+        assert await engine.append("s", "first", 2) == 2

@@ -6,6 +6,7 @@ import asyncio
 import fcntl
 import os
 import time
+from collections import OrderedDict
 from datetime import UTC, datetime
 from pathlib import Path
 from types import TracebackType
@@ -49,6 +50,7 @@ __all__ = ["TRIGGER_QUEUE", "EmbeddedEngine"]
 
 TRIGGER_QUEUE = "__triggers"
 DEDUPE_WINDOW = 120.0
+_HEADS_CACHED = 4096
 
 
 class EmbeddedEngine:
@@ -70,7 +72,9 @@ class EmbeddedEngine:
         self._stream_triggers: dict[str, list[LocalRegistration]] = {}
         self._cron_tasks: dict[str, asyncio.Task[None]] = {}
         self._retention: dict[str, StreamRetention] = {}
-        self._heads: dict[tuple[str, str], int] = {}
+        # Last sequence per (stream, group), saving a read per append. Bounded: a server that
+        # meets many sessions keeps only the recent ones (a miss reads stream_heads).
+        self._heads: OrderedDict[tuple[str, str], int] = OrderedDict()
 
     # -- lifecycle ------------------------------------------------------------------------------
     async def start(self) -> None:
@@ -433,6 +437,9 @@ class EmbeddedEngine:
                 payload = {"stream": stream, "group_id": group_id, "seq": record.seq, "data": data}
                 self._fire(triggers, payload, "stream_trigger", f"stream:{stream}:{group_id}")
         self._heads[head_key] = record.seq
+        self._heads.move_to_end(head_key)
+        if len(self._heads) > _HEADS_CACHED:
+            self._heads.popitem(last=False)
         self._hub.publish(record)
         if triggers:
             self._wake()
