@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Awaitable, Callable, Coroutine
+from collections.abc import Awaitable, Callable, Coroutine, Iterable
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
@@ -20,13 +20,16 @@ from tackroom.engine.protocol import Engine, Handler, Registration
 from tackroom.runtime.tasks import TaskErrorHandler, TaskSet
 from tackroom.runtime.typed import ModelHandler, typed_handler
 
-__all__ = ["WorkerConfig", "WorkerContext", "WorkerSpec"]
+__all__ = ["TypedFunction", "WorkerConfig", "WorkerContext", "WorkerSpec"]
 
 ConfigT = TypeVar("ConfigT", bound=BaseModel)
 RequestT = TypeVar("RequestT", bound=BaseModel)
 T = TypeVar("T")
 
 _log = logging.getLogger("tackroom.runtime")
+
+TypedFunction = tuple[str, Callable[[Any], Awaitable[Any]], type[BaseModel], Any, str]
+"""``(function_id, handler, request_model, response_type, description)``."""
 
 
 class WorkerConfig(BaseModel):
@@ -117,6 +120,18 @@ class WorkerContext(Generic[ConfigT]):
             request_schema=typed.request_schema,
             response_schema=typed.response_schema,
         )
+
+    async def register_typed_functions(self, table: Iterable[TypedFunction]) -> None:
+        """Register each ``(function_id, handler, request_model, response_type, description)``
+        with :meth:`register_typed_function`: a worker's whole surface as one table."""
+        for function_id, handler, request_model, response_type, description in table:
+            await self.register_typed_function(
+                function_id,
+                handler,
+                request_model=request_model,
+                response_type=response_type,
+                description=description,
+            )
 
     async def add_state_trigger(self, scope: str, function_id: str) -> Registration:
         return self._track(

@@ -26,7 +26,7 @@ from pydantic import BaseModel, Field, ValidationError
 
 from tackroom.engine.errors import EngineError, FunctionError, RevisionConflict
 from tackroom.engine.protocol import StateEntry
-from tackroom.runtime.worker import WorkerConfig, WorkerContext, WorkerSpec
+from tackroom.runtime.worker import TypedFunction, WorkerConfig, WorkerContext, WorkerSpec
 from tackroom.workers.approvals import contracts as c
 
 __all__ = [
@@ -456,7 +456,7 @@ def approvals_worker(clock: Clock = time.time) -> WorkerSpec[ApprovalsConfig]:
 
     async def start(ctx: WorkerContext[ApprovalsConfig]) -> None:
         service = ApprovalsService(ctx.engine, ctx.config, clock=clock)
-        table: list[tuple[str, Any, type[BaseModel], Any, str]] = [
+        table: list[TypedFunction] = [
             (c.REQUEST, service.request, c.ApprovalRequest, c.ApprovalRequestResponse,
              "A call needs approval: allowed at once by the session's mode, or recorded pending."),
             (c.RESOLVE, service.resolve, c.ResolveRequest, c.DecisionRecord,
@@ -474,14 +474,7 @@ def approvals_worker(clock: Clock = time.time) -> WorkerSpec[ApprovalsConfig]:
             (c.SWEEP, service.sweep, c.SweepRequest, c.SweepResponse,
              "Deny the pending approvals past their deadline (run by cron)."),
         ]  # fmt: skip
-        for function_id, handler, request_model, response_type, description in table:
-            await ctx.register_typed_function(
-                function_id,
-                handler,
-                request_model=request_model,
-                response_type=response_type,
-                description=description,
-            )
+        await ctx.register_typed_functions(table)
         await ctx.add_cron_trigger(ctx.config.sweep_schedule, c.SWEEP)
 
     return WorkerSpec(

@@ -7,13 +7,12 @@ a clock and a state wrapper for tests; ``WORKER`` is the real thing.
 from __future__ import annotations
 
 import time
-from collections.abc import Awaitable, Callable
-from typing import Any
+from collections.abc import Callable
 
 from pydantic import BaseModel, Field
 
 from tackroom.engine.protocol import Engine
-from tackroom.runtime.worker import WorkerConfig, WorkerContext, WorkerSpec
+from tackroom.runtime.worker import TypedFunction, WorkerConfig, WorkerContext, WorkerSpec
 from tackroom.workers.budget import contracts as c
 from tackroom.workers.budget.book import BudgetBook
 from tackroom.workers.budget.ledger import Ledger
@@ -113,7 +112,7 @@ async def _start(
     async def sweep(request: BaseModel) -> c.SweepResponse:
         return c.SweepResponse(deleted=await reports.sweep())
 
-    table: list[tuple[str, Callable[[Any], Awaitable[Any]], type[BaseModel], Any, str]] = [
+    table: list[TypedFunction] = [
         (c.CREATE, create, c.CreateRequest, c.Budget,
          "Create a budget: a cap in USD per period for a workspace, agent or session."),
         (c.LIST, list_budgets, c.ListRequest, c.BudgetList, "Budgets, optionally of a scope."),
@@ -142,14 +141,7 @@ async def _start(
         (c.SWEEP, sweep, _Empty, c.SweepResponse,
          "Internal: delete expired reservation records."),
     ]  # fmt: skip
-    for function_id, handler, request_model, response_type, description in table:
-        await ctx.register_typed_function(
-            function_id,
-            handler,
-            request_model=request_model,
-            response_type=response_type,
-            description=description,
-        )
+    await ctx.register_typed_functions(table)
     if config.sweep_schedule is not None:
         await ctx.add_cron_trigger(config.sweep_schedule, c.SWEEP)
 

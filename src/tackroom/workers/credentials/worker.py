@@ -18,14 +18,13 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
 
-from pydantic import BaseModel, Field
+from pydantic import Field
 
 from tackroom.engine.errors import FunctionError
-from tackroom.runtime.worker import WorkerConfig, WorkerContext, WorkerSpec
+from tackroom.runtime.worker import TypedFunction, WorkerConfig, WorkerContext, WorkerSpec
 from tackroom.workers.credentials.contracts import (
     AUTH_DELETE_TOKEN,
     AUTH_GET_TOKEN,
@@ -163,7 +162,7 @@ async def _start(ctx: WorkerContext[CredentialsConfig]) -> None:
         env_vars={**DEFAULT_ENV_VARS, **config.env},
         use_env=config.use_env,
     )
-    table: list[tuple[str, Callable[[Any], Awaitable[Any]], type[BaseModel], Any, str]] = [
+    table: list[TypedFunction] = [
         (AUTH_GET_TOKEN, service.get_token, ProviderRequest, TokenResponse,
          "A provider's API token (vault first, then its environment variable). Returns a "
          "secret: never offer it to a model."),
@@ -176,14 +175,7 @@ async def _start(ctx: WorkerContext[CredentialsConfig]) -> None:
         (AUTH_STATUS, service.status, StatusRequest, StatusResponse,
          "Per provider: configured, source and a fingerprint; never the token."),
     ]  # fmt: skip
-    for function_id, handler, request_model, response_type, description in table:
-        await ctx.register_typed_function(
-            function_id,
-            handler,
-            request_model=request_model,
-            response_type=response_type,
-            description=description,
-        )
+    await ctx.register_typed_functions(table)
 
 
 WORKER = WorkerSpec(

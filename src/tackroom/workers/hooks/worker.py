@@ -3,12 +3,11 @@
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
 from typing import Any
 
-from pydantic import BaseModel, Field
+from pydantic import Field
 
-from tackroom.runtime.worker import WorkerConfig, WorkerContext, WorkerSpec
+from tackroom.runtime.worker import TypedFunction, WorkerConfig, WorkerContext, WorkerSpec
 from tackroom.workers.hooks import contracts as c
 from tackroom.workers.hooks.fanout import publish
 from tackroom.workers.hooks.subscriptions import SubscriptionStore
@@ -47,7 +46,7 @@ async def _start(ctx: WorkerContext[HooksConfig]) -> None:
             topics = {t: s.subscribers for t, s in (await store.all()).items() if s.subscribers}
         return c.ListResponse(topics=topics)
 
-    table: list[tuple[str, Callable[[Any], Awaitable[Any]], type[BaseModel], Any, str]] = [
+    table: list[TypedFunction] = [
         (c.PUBLISH_COLLECT, publish_collect, c.PublishRequest, c.PublishResult,
          "Call a topic's subscribers and merge their replies (first_block_wins, transform, "
          "observe); a failing gate or transform blocks."),
@@ -58,14 +57,7 @@ async def _start(ctx: WorkerContext[HooksConfig]) -> None:
         (c.LIST, list_topics, c.ListRequest, c.ListResponse,
          "Subscribers by topic, in call order."),
     ]  # fmt: skip
-    for function_id, handler, request_model, response_type, description in table:
-        await ctx.register_typed_function(
-            function_id,
-            handler,
-            request_model=request_model,
-            response_type=response_type,
-            description=description,
-        )
+    await ctx.register_typed_functions(table)
 
 
 WORKER = WorkerSpec(

@@ -3,12 +3,9 @@
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
-from typing import Any
+from pydantic import Field
 
-from pydantic import BaseModel, Field
-
-from tackroom.runtime.worker import WorkerConfig, WorkerContext, WorkerSpec
+from tackroom.runtime.worker import TypedFunction, WorkerConfig, WorkerContext, WorkerSpec
 from tackroom.workers.sessions import contracts as c
 from tackroom.workers.sessions.inbox import Inbox
 from tackroom.workers.sessions.store import SessionStore
@@ -102,7 +99,7 @@ async def _start(ctx: WorkerContext[SessionsConfig]) -> None:
         removed = await inbox.remove(request.session_id, request.name, request.items)
         return c.InboxRemoveResponse(removed=removed)
 
-    table: list[tuple[str, Callable[[Any], Awaitable[Any]], type[BaseModel], Any, str]] = [
+    table: list[TypedFunction] = [
         (c.CREATE, create, c.CreateRequest, c.SessionInfo,
          "Create a session (session_exists if the given id is taken)."),
         (c.ENSURE, ensure, c.EnsureRequest, c.EnsureResponse,
@@ -130,14 +127,7 @@ async def _start(ctx: WorkerContext[SessionsConfig]) -> None:
         (c.INBOX_REMOVE, remove, c.InboxRemoveRequest, c.InboxRemoveResponse,
          "Remove items a peek returned, if still at the head (idempotent)."),
     ]  # fmt: skip
-    for function_id, handler, request_model, response_type, description in table:
-        await ctx.register_typed_function(
-            function_id,
-            handler,
-            request_model=request_model,
-            response_type=response_type,
-            description=description,
-        )
+    await ctx.register_typed_functions(table)
 
 
 WORKER = WorkerSpec(
