@@ -33,7 +33,7 @@ from tackroom.workers.orchestrator.contracts import (
 )
 from tackroom.workers.providers.routing import check_function, provider_worker
 
-__all__ = ["add_parsers", "agent_host_config", "run_agent"]
+__all__ = ["add_parsers", "agent_host_config", "read_line", "run_agent"]
 
 
 def add_parsers(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -113,18 +113,58 @@ async def run_agent(host: Host, request: RunStartRequest, *, json_lines: bool = 
                 print(f"tackroom: run refused: {reply.reason}", file=sys.stderr)
                 return 2
             view = _Renderer(sys.stdout, sys.stderr, json_lines=json_lines)
-            async for record in subscription:
-                event = record.data
-                if event.get("run_id") != reply.run_id:
-                    continue
-                view.show(record.seq, event)
-                if event["type"] == "approval_requested":
-                    await _ask_approval(engine, request.session_id, event["data"], view)
-                if event["type"] == "agent_end":
-                    return view.finish(event["data"])
+            async with _Prompts(engine, request.session_id, view) as prompts:
+                async for record in subscription:
+                    event = record.data
+                    if event.get("run_id") != reply.run_id:
+                        continue
+                    prompts.seen(event)
+                    view.show(record.seq, event)
+                    if event["type"] == "agent_end":
+                        return view.finish(event["data"])
         finally:
             await subscription.aclose()
     return 1
+
+
+class _Prompts:
+    """The approval prompts of one run, each a task this object owns.
+
+    A prompt does not hold up the event stream, and one whose call is decided elsewhere (another
+    terminal, an expiry) is withdrawn at once rather than after Enter. One prompt at a time.
+    """
+
+    def __init__(self, engine: Engine, session_id: str, view: _Renderer) -> None:
+        self._engine = engine
+        self._session_id = session_id
+        self._view = view
+        self._open: dict[str, asyncio.Task[None]] = {}
+        self._turn = asyncio.Lock()
+
+    async def __aenter__(self) -> _Prompts:
+        return self
+
+    async def __aexit__(self, *_: object) -> None:
+        tasks = list(self._open.values())
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+
+    def seen(self, event: dict[str, Any]) -> None:
+        data = event["data"]
+        if event["type"] == "approval_requested":
+            call_id = data["function_call_id"]
+            self._open[call_id] = asyncio.create_task(self._ask(data))
+            self._open[call_id].add_done_callback(lambda _: self._open.pop(call_id, None))
+        elif event["type"] == "approval_resolved":
+            task = self._open.get(data["function_call_id"])
+            if task is not None and not task.done():
+                task.cancel()
+                self._view.note("")  # end the withdrawn prompt's line
+
+    async def _ask(self, data: dict[str, Any]) -> None:
+        async with self._turn:
+            await _ask_approval(self._engine, self._session_id, data, self._view)
 
 
 async def _provider_problem(engine: Engine, provider: str) -> str | None:
@@ -148,8 +188,8 @@ async def _ask_approval(
     if not sys.stdin.isatty():
         view.note(f"waiting for approval of {function_id} (call {call_id})")
         return
-    answer = await asyncio.to_thread(
-        input, f"allow {function_id} {json.dumps(data['arguments'])}? [y/N/a=always] "
+    answer = await read_line(
+        f"allow {function_id} {json.dumps(data['arguments'])}? [y/N/a=always] "
     )
     choice = answer.strip().lower()
     always = choice in ("a", "always")
@@ -161,6 +201,26 @@ async def _ask_approval(
         return
     if always:
         view.note(f"{function_id} is allowed for the rest of the session")
+
+
+async def read_line(prompt: str) -> str:
+    """A line from stdin read through the event loop, so waiting for it can be cancelled
+    (``input()`` in a thread cannot be)."""
+    sys.stderr.write(prompt)
+    sys.stderr.flush()
+    loop = asyncio.get_running_loop()
+    line: asyncio.Future[str] = loop.create_future()
+    fd = sys.stdin.fileno()
+
+    def readable() -> None:
+        if not line.done():
+            line.set_result(sys.stdin.readline())
+
+    loop.add_reader(fd, readable)
+    try:
+        return await line
+    finally:
+        loop.remove_reader(fd)
 
 
 async def _decide(
