@@ -27,7 +27,7 @@ from tackroom.engine.protocol import (
 )
 from tackroom.engine.tracing import EngineTracer
 
-__all__ = ["FunctionRegistry", "LocalRegistration", "describe_failure"]
+__all__ = ["FunctionRegistry", "LocalRegistration", "describe_failure", "new_registration"]
 
 _ids = itertools.count(1)
 
@@ -49,6 +49,30 @@ class LocalRegistration:
         if self.on_unregister is not None:
             callback, self.on_unregister = self.on_unregister, None
             await callback(self)
+
+
+def new_registration(
+    function_id: str,
+    handler: Handler,
+    *,
+    worker: str,
+    description: str,
+    request_schema: dict[str, Any] | None,
+    response_schema: dict[str, Any] | None,
+    on_unregister: Callable[[LocalRegistration], Awaitable[None]],
+) -> LocalRegistration:
+    """A checked registration, as every backend's ``register_function`` builds it."""
+    if not function_id or not isinstance(function_id, str):
+        raise ValueError("function_id must be a non-empty string")
+    return LocalRegistration(
+        function_id=function_id,
+        handler=handler,
+        worker=worker,
+        description=description,
+        request_schema=request_schema,
+        response_schema=response_schema,
+        on_unregister=on_unregister,
+    )
 
 
 def describe_failure(exc: BaseException) -> tuple[str, str]:

@@ -23,7 +23,12 @@ from tackroom.engine.errors import (
     InvocationTimeout,
     RevisionConflict,
 )
-from tackroom.engine.functions import FunctionRegistry, LocalRegistration, describe_failure
+from tackroom.engine.functions import (
+    FunctionRegistry,
+    LocalRegistration,
+    describe_failure,
+    new_registration,
+)
 from tackroom.engine.jsonvalue import to_json_value
 from tackroom.engine.local_channels import ChannelTable, LocalChannel, LocalChannelWriter
 from tackroom.engine.ops import apply_ops
@@ -148,11 +153,9 @@ class EmbeddedEngine:
         response_schema: dict[str, Any] | None = None,
         worker: str = "anonymous",
     ) -> LocalRegistration:
-        if not function_id or not isinstance(function_id, str):
-            raise ValueError("function_id must be a non-empty string")
-        registration = LocalRegistration(
-            function_id=function_id,
-            handler=handler,
+        registration = new_registration(
+            function_id,
+            handler,
             worker=worker,
             description=description,
             request_schema=request_schema,

@@ -17,7 +17,7 @@ from nats.js import api
 from opentelemetry.sdk.trace import TracerProvider
 
 from tackroom.engine.errors import EngineClosed
-from tackroom.engine.functions import FunctionRegistry, LocalRegistration
+from tackroom.engine.functions import FunctionRegistry, LocalRegistration, new_registration
 from tackroom.engine.nats.calls import FunctionCalls
 from tackroom.engine.nats.catalog import Catalog
 from tackroom.engine.nats.channels import NatsChannel, NatsChannelWriter
@@ -250,11 +250,9 @@ class NatsEngine:
         response_schema: dict[str, Any] | None = None,
         worker: str = "anonymous",
     ) -> LocalRegistration:
-        if not function_id or not isinstance(function_id, str):
-            raise ValueError("function_id must be a non-empty string")
-        registration = LocalRegistration(
-            function_id=function_id,
-            handler=handler,
+        registration = new_registration(
+            function_id,
+            handler,
             worker=worker,
             description=description,
             request_schema=request_schema,
