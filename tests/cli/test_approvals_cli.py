@@ -19,6 +19,7 @@ import pytest
 from tackroom.cli.run import _decide
 from tackroom.engine import Engine, RevisionConflict, open_engine
 from tackroom.runtime import Host, LocalClient, load_worker
+from tackroom.testing.cli import run_tackroom
 from tackroom.workers.approvals import contracts as c
 
 STARTUP = 30.0
@@ -30,33 +31,10 @@ CONFIG = (
 
 
 @dataclass
-class Completed:
-    code: int
-    stdout: str
-    stderr: str
-
-
-@dataclass
 class Served:
     proc: asyncio.subprocess.Process
     socket: Path
     cwd: Path
-
-
-async def tackroom(*args: str, cwd: Path) -> Completed:
-    proc = await asyncio.create_subprocess_exec(
-        sys.executable,
-        "-m",
-        "tackroom.cli.main",
-        *args,
-        cwd=cwd,
-        stdin=asyncio.subprocess.DEVNULL,
-        stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.PIPE,
-    )
-    out, err = await asyncio.wait_for(proc.communicate(), STARTUP)
-    assert proc.returncode is not None
-    return Completed(proc.returncode, out.decode(), err.decode())
 
 
 async def serve(cwd: Path, workers: str = "engine, approvals") -> Served:
@@ -124,36 +102,36 @@ async def test_approve_and_deny_from_other_processes(served: Served) -> None:
     assert (await ask(served.socket, "c1"))["status"] == "pending"
     assert (await ask(served.socket, "c2", "shell::run"))["status"] == "pending"
 
-    listed = await tackroom("approvals", "list", cwd=served.cwd)
+    listed = await run_tackroom("approvals", "list", cwd=served.cwd)
     assert listed.code == 0, listed.stderr
     lines = listed.stdout.splitlines()
     assert re.match(r"s1  c1  fs::write \{\"path\": \"notes.txt\"\}  \(expires in \d+m\)", lines[0])
     assert lines[1].strip() == "writes need approval"
     assert lines[2].startswith("s1  c2  shell::run")
 
-    approved = await tackroom(
+    approved = await run_tackroom(
         "approve", "s1", "c1", "--reason", "looks fine", "--approver", "alice", cwd=served.cwd
     )
     assert approved.code == 0, approved.stderr
     assert approved.stdout.strip() == "allowed fs::write (call c1 of session s1) by alice"
 
-    again = await tackroom("deny", "s1", "c1", "--approver", "bob", cwd=served.cwd)
+    again = await run_tackroom("deny", "s1", "c1", "--approver", "bob", cwd=served.cwd)
     assert again.code == 1
     assert "[already_decided]" in again.stderr
     assert "allow (looks fine) by alice" in again.stderr
 
-    unknown = await tackroom("approve", "s1", "nope", cwd=served.cwd)
+    unknown = await run_tackroom("approve", "s1", "nope", cwd=served.cwd)
     assert unknown.code == 1
     assert "[not_pending]" in unknown.stderr
 
-    denied = await tackroom("deny", "s1", "c2", "--json", "--approver", "bob", cwd=served.cwd)
+    denied = await run_tackroom("deny", "s1", "c2", "--json", "--approver", "bob", cwd=served.cwd)
     assert denied.code == 0, denied.stderr
     record = json.loads(denied.stdout)
     assert (record["decision"], record["approver"]) == ("deny", "bob")
 
-    remaining = await tackroom("approvals", "list", "--json", cwd=served.cwd)
+    remaining = await run_tackroom("approvals", "list", "--json", cwd=served.cwd)
     assert json.loads(remaining.stdout)["pending"] == []
-    empty = await tackroom("approvals", "list", cwd=served.cwd)
+    empty = await run_tackroom("approvals", "list", cwd=served.cwd)
     assert empty.stdout.strip() == "no calls are waiting for approval"
 
     # the serve's state holds both decisions, with their approvers: the audit trail
@@ -166,12 +144,16 @@ async def test_approve_and_deny_from_other_processes(served: Served) -> None:
 
 async def test_always_and_modes_from_the_command_line(served: Served) -> None:
     await ask(served.socket, "c1")
-    always = await tackroom("approve", "s1", "c1", "--always", "--approver", "a", cwd=served.cwd)
+    always = await run_tackroom(
+        "approve", "s1", "c1", "--always", "--approver", "a", cwd=served.cwd
+    )
     assert always.code == 0, always.stderr
     assert "fs::write is allowed for the rest of the session" in always.stdout
     assert (await ask(served.socket, "c2"))["status"] == "allowed"
 
-    mode = await tackroom("approvals", "mode", "s1", "auto", "--allow", "shell::*", cwd=served.cwd)
+    mode = await run_tackroom(
+        "approvals", "mode", "s1", "auto", "--allow", "shell::*", cwd=served.cwd
+    )
     assert mode.code == 0, mode.stderr
     assert mode.stdout.strip() == "session s1: mode auto, always allow shell::*"
     assert (await ask(served.socket, "c3", "shell::run"))["status"] == "allowed"
@@ -185,13 +167,13 @@ async def test_approvals_survive_every_process_restarting(served: Served) -> Non
     await stop(served)
 
     # nothing serves the engine: the command runs the worker on the engine's file itself
-    listed = await tackroom("approvals", "list", "--session", "s1", cwd=served.cwd)
+    listed = await run_tackroom("approvals", "list", "--session", "s1", cwd=served.cwd)
     assert listed.code == 0, listed.stderr
     assert [line.split()[1] for line in listed.stdout.splitlines() if line.startswith("s1")] == [
         "c1",
         "c2",
     ]
-    denied = await tackroom("deny", "s1", "c1", "--approver", "carol", cwd=served.cwd)
+    denied = await run_tackroom("deny", "s1", "c1", "--approver", "carol", cwd=served.cwd)
     assert denied.code == 0, denied.stderr
 
     again = await serve(served.cwd)
@@ -201,7 +183,7 @@ async def test_approvals_survive_every_process_restarting(served: Served) -> Non
             pending = await client.trigger(c.LIST_PENDING, {})
         assert (got["decision"]["decision"], got["decision"]["approver"]) == ("deny", "carol")
         assert [p["function_call_id"] for p in pending["pending"]] == ["c2"]
-        approved = await tackroom("approve", "s1", "c2", "--approver", "dan", cwd=again.cwd)
+        approved = await run_tackroom("approve", "s1", "c2", "--approver", "dan", cwd=again.cwd)
         assert approved.code == 0, approved.stderr
     finally:
         await stop(again)
@@ -210,7 +192,7 @@ async def test_approvals_survive_every_process_restarting(served: Served) -> Non
 async def test_a_serve_without_the_approvals_worker(short_tmp: Path) -> None:
     running = await serve(short_tmp, workers="engine")
     try:
-        result = await tackroom("approve", "s1", "c1", cwd=short_tmp)
+        result = await run_tackroom("approve", "s1", "c1", cwd=short_tmp)
         assert result.code == 1
         assert "no worker serves function 'approval::get'" not in result.stderr
         assert "approval::resolve" in result.stderr

@@ -14,30 +14,9 @@ from pathlib import Path
 
 import pytest
 
+from tackroom.testing.cli import CliResult, run_tackroom
+
 STARTUP = 30.0
-
-
-@dataclass
-class Completed:
-    code: int
-    stdout: str
-    stderr: str
-
-
-async def tackroom(*args: str, cwd: Path, stdin: bytes | None = None) -> Completed:
-    proc = await asyncio.create_subprocess_exec(
-        sys.executable,
-        "-m",
-        "tackroom.cli.main",
-        *args,
-        cwd=cwd,
-        stdin=asyncio.subprocess.PIPE,
-        stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.PIPE,
-    )
-    out, err = await asyncio.wait_for(proc.communicate(stdin), STARTUP)
-    assert proc.returncode is not None
-    return Completed(proc.returncode, out.decode(), err.decode())
 
 
 @dataclass
@@ -74,11 +53,11 @@ async def served(short_tmp: Path) -> AsyncIterator[Served]:
             await proc.wait()
 
 
-async def stop(served: Served) -> Completed:
+async def stop(served: Served) -> CliResult:
     served.proc.send_signal(signal.SIGTERM)
     out, err = await asyncio.wait_for(served.proc.communicate(), STARTUP)
     assert served.proc.returncode is not None
-    return Completed(served.proc.returncode, out.decode(), err.decode())
+    return CliResult(served.proc.returncode, out.decode(), err.decode())
 
 
 async def test_serve_then_call_then_shutdown(served: Served) -> None:
@@ -87,18 +66,18 @@ async def test_serve_then_call_then_shutdown(served: Served) -> None:
     assert stat.S_IMODE(served.socket.parent.stat().st_mode) == 0o700
 
     payload = json.dumps({"scope": "s", "key": "k", "value": {"hello": "world"}})
-    set_result = await tackroom("call", "state::set", payload, cwd=served.cwd)
+    set_result = await run_tackroom("call", "state::set", payload, cwd=served.cwd)
     assert set_result.code == 0, set_result.stderr
     revision = json.loads(set_result.stdout)["revision"]
 
-    get_result = await tackroom(
+    get_result = await run_tackroom(
         "call", "state::get", "-", "--socket", str(served.socket), cwd=Path("/"),
         stdin=b'{"scope": "s", "key": "k"}',
     )  # fmt: skip
     assert get_result.code == 0, get_result.stderr
     assert json.loads(get_result.stdout) == {"value": {"hello": "world"}, "revision": revision}
 
-    listed = await tackroom("functions", cwd=served.cwd)
+    listed = await run_tackroom("functions", cwd=served.cwd)
     assert listed.code == 0, listed.stderr
     assert re.search(r"^state::get\s+engine\s+Read a state value", listed.stdout, re.MULTILINE)
 
@@ -109,16 +88,18 @@ async def test_serve_then_call_then_shutdown(served: Served) -> None:
 
 
 async def test_typed_errors_reach_the_caller(served: Served) -> None:
-    missing = await tackroom("call", "state::gett", '{"scope": "s", "key": "k"}', cwd=served.cwd)
+    missing = await run_tackroom(
+        "call", "state::gett", '{"scope": "s", "key": "k"}', cwd=served.cwd
+    )
     assert missing.code == 1
     assert missing.stdout == ""
     assert "no worker serves function 'state::gett'; did you mean state::get" in missing.stderr
 
-    invalid = await tackroom("call", "state::get", '{"scope": "s"}', cwd=served.cwd)
+    invalid = await run_tackroom("call", "state::get", '{"scope": "s"}', cwd=served.cwd)
     assert invalid.code == 1
     assert "[invalid_request] key: Field required" in invalid.stderr
 
-    not_json = await tackroom("call", "state::get", "{scope", cwd=served.cwd)
+    not_json = await run_tackroom("call", "state::get", "{scope", cwd=served.cwd)
     assert not_json.code == 2
     assert "payload is not JSON" in not_json.stderr
 
@@ -131,7 +112,7 @@ async def test_a_second_serve_on_the_same_socket_is_refused(served: Served) -> N
     (second / "tackroom.yaml").write_text(
         f"schema_version: 1\nengine: 'embedded::memory:'\nendpoint: {{socket: {served.socket}}}\n"
     )
-    refused = await tackroom("serve", cwd=second)
+    refused = await run_tackroom("serve", cwd=second)
     assert refused.code == 1
     assert "another tackroom process is listening" in refused.stderr
     assert served.socket.exists()
@@ -139,7 +120,7 @@ async def test_a_second_serve_on_the_same_socket_is_refused(served: Served) -> N
 
 
 async def test_call_without_a_running_serve(short_tmp: Path) -> None:
-    result = await tackroom(
+    result = await run_tackroom(
         "call", "state::get", "--socket", str(short_tmp / "none.sock"), cwd=short_tmp
     )
     assert result.code == 1
@@ -159,7 +140,7 @@ async def test_serve_survives_a_stale_socket_from_a_killed_process(served: Serve
         assert proc.stdout is not None
         line = await asyncio.wait_for(proc.stdout.readline(), STARTUP)
         assert line.startswith(b"tackroom ready")
-        result = await tackroom("call", "state::list", '{"scope": "s"}', cwd=served.cwd)
+        result = await run_tackroom("call", "state::list", '{"scope": "s"}', cwd=served.cwd)
         assert (result.code, json.loads(result.stdout)) == (0, {"items": []})
         assert (await stop(restarted)).code == 0
     finally:

@@ -9,11 +9,11 @@ import signal
 import sys
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
-from dataclasses import dataclass
 from pathlib import Path
 
 from tackroom.engine import Engine
 from tackroom.testing import running_engine, wait_until
+from tackroom.testing.cli import run_tackroom
 
 STARTUP = 30.0
 
@@ -45,28 +45,6 @@ async def tackroom(*args: str, cwd: Path) -> AsyncIterator[asyncio.subprocess.Pr
                 await proc.wait()
 
 
-@dataclass
-class Completed:
-    returncode: int
-    stdout: str
-    stderr: str
-
-
-async def run_cli(*args: str, cwd: Path) -> Completed:
-    proc = await asyncio.create_subprocess_exec(
-        sys.executable,
-        "-m",
-        "tackroom.cli.main",
-        *args,
-        cwd=cwd,
-        stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.PIPE,
-    )
-    out, err = await asyncio.wait_for(proc.communicate(), STARTUP)
-    assert proc.returncode is not None
-    return Completed(proc.returncode, out.decode(), err.decode())
-
-
 async def test_serve_on_nats_answers_another_process(tmp_path: Path, nats_url: str) -> None:
     (tmp_path / "tackroom.yaml").write_text("schema_version: 1\nworkers: [engine]\n")
 
@@ -84,12 +62,12 @@ async def test_serve_on_nats_answers_another_process(tmp_path: Path, nats_url: s
         workers = await engine.list_workers()
         assert [w.pid for w in workers if w.name == "engine"] == [serve.pid]
 
-        called = await run_cli(
+        called = await run_tackroom(
             "call", "state::get", '{"scope": "s", "key": "k"}', "--engine", nats_url, cwd=tmp_path
         )
-        assert called.returncode == 0, called.stderr
+        assert called.code == 0, called.stderr
         assert json.loads(called.stdout) == answer
-        listed = await run_cli("functions", "--engine", nats_url, cwd=tmp_path)
+        listed = await run_tackroom("functions", "--engine", nats_url, cwd=tmp_path)
         assert re.search(r"^state::get\s+engine\s+Read a state value", listed.stdout, re.M)
 
         serve.send_signal(signal.SIGTERM)

@@ -8,13 +8,13 @@ from __future__ import annotations
 import asyncio
 import json
 import sys
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from tackroom.cli.main import main
+from tackroom.testing.cli import run_tackroom
 
 from .harness import SECRETS
 
@@ -107,29 +107,6 @@ def test_a_model_cannot_call_protected_functions(
 # -- approval from another process -------------------------------------------------------------
 
 
-@dataclass
-class Completed:
-    code: int
-    stdout: str
-    stderr: str
-
-
-async def tackroom(*args: str, cwd: Path) -> Completed:
-    proc = await asyncio.create_subprocess_exec(
-        sys.executable,
-        "-m",
-        "tackroom.cli.main",
-        *args,
-        cwd=cwd,
-        stdin=asyncio.subprocess.DEVNULL,
-        stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.PIPE,
-    )
-    out, err = await asyncio.wait_for(proc.communicate(), DEADLINE)
-    assert proc.returncode is not None
-    return Completed(proc.returncode, out.decode(), err.decode())
-
-
 async def read_until(stream: asyncio.StreamReader, needle: str) -> list[str]:
     """Lines of ``stream`` up to the one holding ``needle``, within the deadline."""
     lines: list[str] = []
@@ -180,11 +157,11 @@ async def test_approval_from_another_process(
         assert agent.stderr is not None
         await read_until(agent.stderr, "waiting for approval of fs::read (call read-plan)")
 
-        listed = await tackroom("approvals", "list", "--config", config, cwd=example)
+        listed = await run_tackroom("approvals", "list", "--config", config, cwd=example)
         assert listed.code == 0, listed.stderr
         assert "appr-cli  read-plan  fs::read" in listed.stdout
 
-        decided = await tackroom(
+        decided = await run_tackroom(
             verb, "appr-cli", "read-plan", "--approver", "tester", "--reason", "checked",
             "--config", config, cwd=example,
         )  # fmt: skip
@@ -205,6 +182,8 @@ async def test_approval_from_another_process(
     else:
         assert "→ fs::read" not in err.decode()
 
-    shown_session = await tackroom("sessions", "show", "appr-cli", "--config", config, cwd=example)
+    shown_session = await run_tackroom(
+        "sessions", "show", "appr-cli", "--config", config, cwd=example
+    )
     expected = "1. tag v1.2" if verb == "approve" else "Permission denied by the user: checked"
     assert expected in shown_session.stdout
