@@ -50,17 +50,17 @@ from pydantic import TypeAdapter
 
 from tackroom.contracts.messages import UserMessage
 from tackroom.contracts.provider import ProviderRequest
+from tackroom.contracts.turn import EVENTS_STREAM, RUN_START, RunStartRequest
 from tackroom.engine import Engine
 from tackroom.runtime.config import HarnessConfig
 from tackroom.runtime.host import Host
 from tackroom.runtime.worker import WorkerContext
 from tackroom.testing import memory_engine
 from tackroom.testing.fake_llm import FakeAnthropicServer, FakeOpenAIServer, LoggedRequest, Reply
-from tackroom.workers.anthropic.contracts import AnthropicConfig
+from tackroom.workers.anthropic.config import AnthropicConfig
 from tackroom.workers.anthropic.worker import start_anthropic
-from tackroom.workers.openai.contracts import OpenAIConfig
+from tackroom.workers.openai.config import OpenAIConfig
 from tackroom.workers.openai.worker import start_openai
-from tackroom.workers.orchestrator.contracts import EVENTS_STREAM, RUN_START, RunStartRequest
 
 WIRES = ("openai", "anthropic")
 KEY = "sk-bench"

@@ -51,12 +51,12 @@ from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter, SpanExportResult
 
 from tackroom.contracts.messages import UserMessage
+from tackroom.contracts.turn import EVENTS_STREAM, RUN_START, RunStartRequest
 from tackroom.engine import Engine, open_engine
 from tackroom.engine.protocol import StreamRecord
 from tackroom.runtime.host import Host
 from tackroom.runtime.registry import load_worker
 from tackroom.testing import Script, ScriptedProvider, ScriptTurn
-from tackroom.workers.orchestrator.contracts import EVENTS_STREAM, RUN_START, RunStartRequest
 
 SCHEMA_VERSION = 1
 WORKERS = ("engine", "sessions", "orchestrator", "utilities")

@@ -6,7 +6,18 @@
 
 from __future__ import annotations
 
-from tackroom.workers.hooks.api import (
+from tackroom.contracts.hooks import (
+    AFTER_FUNCTION_CALL,
+    AFTER_MODEL_CALL,
+    BEFORE_FUNCTION_CALL,
+    BEFORE_MODEL_CALL,
+    TOPICS,
+    TURN_END,
+    HookReply,
+    PublishResult,
+)
+from tackroom.kit.hooks.publish import HookSubscriptions
+from tackroom.kit.hooks.subscribe import (
     Hook,
     HookFunction,
     HookSpec,
@@ -17,17 +28,6 @@ from tackroom.workers.hooks.api import (
     on,
     replace,
 )
-from tackroom.workers.hooks.contracts import (
-    AFTER_FUNCTION_CALL,
-    AFTER_MODEL_CALL,
-    BEFORE_FUNCTION_CALL,
-    BEFORE_MODEL_CALL,
-    TOPICS,
-    TURN_END,
-    HookReply,
-    PublishResult,
-)
-from tackroom.workers.hooks.watch import HookSubscriptions
 
 __all__ = [
     "AFTER_FUNCTION_CALL",

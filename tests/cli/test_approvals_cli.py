@@ -17,10 +17,10 @@ from typing import Any
 import pytest
 
 from tackroom.cli.run import _decide
+from tackroom.contracts import approvals as c
 from tackroom.engine import Engine, RevisionConflict, open_engine
 from tackroom.runtime import Host, LocalClient, load_worker
 from tackroom.testing.cli import run_tackroom
-from tackroom.workers.approvals import contracts as c
 
 STARTUP = 30.0
 

@@ -10,14 +10,14 @@ from typing import Any, Literal
 from tackroom.contracts.messages import AgentMessage, UserMessage
 from tackroom.contracts.provider import ProviderRequest, ToolSpec
 from tackroom.engine import Engine
+from tackroom.kit.providers.retry import Runtime
+from tackroom.kit.providers.service import ProviderService
 from tackroom.runtime.worker import WorkerContext
 from tackroom.testing.fake_llm import FakeLLMServer
-from tackroom.workers.anthropic import contracts as anthropic_contracts
+from tackroom.workers.anthropic import config as anthropic_contracts
 from tackroom.workers.anthropic.worker import start_anthropic
-from tackroom.workers.openai import contracts as openai_contracts
+from tackroom.workers.openai import config as openai_contracts
 from tackroom.workers.openai.worker import start_openai
-from tackroom.workers.providers.retry import Runtime
-from tackroom.workers.providers.service import ProviderService
 
 __all__ = ["FakeTime", "Worker", "boot", "request"]
 

@@ -20,6 +20,7 @@ from tackroom.contracts.messages import (
 )
 from tackroom.contracts.provider import ToolSpec
 from tackroom.engine import Engine
+from tackroom.kit.providers.sink import REDACTED_THINKING_PREFIX
 from tackroom.testing import collect_stream
 from tackroom.testing.fake_llm import (
     Answer,
@@ -28,7 +29,6 @@ from tackroom.testing.fake_llm import (
     FakeUsage,
     Reply,
 )
-from tackroom.workers.providers.sink import REDACTED_THINKING_PREFIX
 from tests.providers.helpers import FakeTime, boot, request
 
 EPHEMERAL = {"type": "ephemeral"}

@@ -20,10 +20,9 @@ from tackroom.contracts.messages import (
     UserMessage,
 )
 from tackroom.engine import Engine
-from tackroom.workers.openai.contracts import OpenAIConfig
-from tackroom.workers.providers.catalog import CatalogClient, ModelInfo, Prices, priced
-from tackroom.workers.providers.config import ProfileSettings, RateLimitSettings, RetrySettings
-from tackroom.workers.providers.errors import (
+from tackroom.kit.providers.catalog import CatalogClient, ModelInfo, Prices, priced
+from tackroom.kit.providers.config import ProfileSettings, RateLimitSettings, RetrySettings
+from tackroom.kit.providers.errors import (
     ProviderFailure,
     StreamEndedEarly,
     classify_exception,
@@ -31,12 +30,13 @@ from tackroom.workers.providers.errors import (
     parse_retry_after,
     redact,
 )
-from tackroom.workers.providers.history import NOT_RUN, prepare_history
-from tackroom.workers.providers.keys import KeySource
-from tackroom.workers.providers.ratelimit import RateLimiter
-from tackroom.workers.providers.retry import retry_delay
-from tackroom.workers.providers.routing import provider_worker
-from tackroom.workers.providers.sink import RAW_ARGUMENTS_KEY, StreamSink
+from tackroom.kit.providers.history import NOT_RUN, prepare_history
+from tackroom.kit.providers.keys import KeySource
+from tackroom.kit.providers.ratelimit import RateLimiter
+from tackroom.kit.providers.retry import retry_delay
+from tackroom.kit.providers.routing import provider_worker
+from tackroom.kit.providers.sink import RAW_ARGUMENTS_KEY, StreamSink
+from tackroom.workers.openai.config import OpenAIConfig
 from tests.providers.helpers import FakeTime
 
 # -- error mapping ------------------------------------------------------------------------------

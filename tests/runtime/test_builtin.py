@@ -8,8 +8,8 @@ from typing import Any
 import pytest
 
 from tackroom.engine import Engine, InvocationError, open_engine
-from tackroom.engine.builtin import WORKER, StateSetRequest, StateValue
 from tackroom.runtime import Host
+from tackroom.workers.engine.worker import WORKER, StateSetRequest, StateValue
 
 
 @pytest.fixture

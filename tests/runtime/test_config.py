@@ -6,9 +6,9 @@ from pathlib import Path
 
 import pytest
 
-from tackroom.engine.builtin import WORKER as ENGINE_WORKER
 from tackroom.runtime import ConfigError, HarnessConfig, WorkerConfig, WorkerSpec, load_config
 from tackroom.runtime.worker import WorkerContext
+from tackroom.workers.engine.worker import WORKER as ENGINE_WORKER
 
 
 @pytest.fixture

@@ -9,7 +9,6 @@ from typing import Any
 import pytest
 
 from tackroom.engine import FunctionNotFound, open_engine
-from tackroom.engine.builtin import WORKER as ENGINE_WORKER
 from tackroom.runtime import (
     ConfigError,
     HarnessConfig,
@@ -23,6 +22,7 @@ from tackroom.runtime import (
     registry,
 )
 from tackroom.testing import memory_engine, wait_until
+from tackroom.workers.engine.worker import WORKER as ENGINE_WORKER
 
 MEMORY = "embedded::memory:"
 

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import pytest
 
-from tackroom.engine.builtin import WORKER as ENGINE_WORKER
 from tackroom.runtime import (
     UnknownWorker,
     WorkerLoadError,
@@ -12,6 +11,7 @@ from tackroom.runtime import (
     load_worker,
     registry,
 )
+from tackroom.workers.engine.worker import WORKER as ENGINE_WORKER
 
 
 def test_the_engine_worker_is_available_and_loads() -> None:
@@ -33,9 +33,11 @@ def test_an_unknown_name_without_close_ones_lists_the_known() -> None:
 
 
 def test_a_target_that_is_not_a_worker_spec_is_refused(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setitem(registry.BUILTIN_WORKERS, "bogus", "tackroom.engine.builtin:_Model")
+    monkeypatch.setitem(registry.BUILTIN_WORKERS, "bogus", "tackroom.workers.engine.worker:_Model")
     monkeypatch.setitem(registry.BUILTIN_WORKERS, "missing", "tackroom.no_such_module:WORKER")
-    monkeypatch.setitem(registry.BUILTIN_WORKERS, "renamed", "tackroom.engine.builtin:WORKER")
+    monkeypatch.setitem(
+        registry.BUILTIN_WORKERS, "renamed", "tackroom.workers.engine.worker:WORKER"
+    )
     with pytest.raises(WorkerLoadError, match="is not a WorkerSpec"):
         load_worker("bogus")
     with pytest.raises(WorkerLoadError, match="cannot load"):

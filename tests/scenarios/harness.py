@@ -22,11 +22,7 @@ from opentelemetry.sdk.trace import TracerProvider
 
 from tackroom.cli.run import agent_host_config
 from tackroom.contracts.messages import UserMessage
-from tackroom.engine import Engine, Handler, Registration, open_engine
-from tackroom.runtime import Host, WorkerSpec, load_worker
-from tackroom.runtime.config import load_config
-from tackroom.testing import Script, ScriptedProvider, wait_until
-from tackroom.workers.orchestrator.contracts import (
+from tackroom.contracts.turn import (
     EVENTS_STREAM,
     RUN_START,
     TURN_ON_APPROVAL,
@@ -34,6 +30,10 @@ from tackroom.workers.orchestrator.contracts import (
     RunStartRequest,
     RunStartResponse,
 )
+from tackroom.engine import Engine, Handler, Registration, open_engine
+from tackroom.runtime import Host, WorkerSpec, load_worker
+from tackroom.runtime.config import load_config
+from tackroom.testing import Script, ScriptedProvider, wait_until
 from tackroom.workers.orchestrator.record import TURNS_SCOPE, TurnRecord
 
 __all__ = [

@@ -24,11 +24,11 @@ from typing import Any
 import pytest
 
 from tackroom.cli.main import main
+from tackroom.contracts.policy import PROTECTED_RULE_ID, protected_by
+from tackroom.contracts.turn import TURN_ON_APPROVAL, TURN_STEP
 from tackroom.engine import FunctionError, InvocationError
 from tackroom.testing import Script
-from tackroom.workers.orchestrator.contracts import TURN_ON_APPROVAL, TURN_STEP
 from tackroom.workers.orchestrator.dispatch import LEDGER_SCOPE
-from tackroom.workers.policy.contracts import PROTECTED_RULE_ID, protected_by
 from tests.turn.harness import RECORD, Hold, RecordTools, install_holds, record_call
 
 from .harness import (

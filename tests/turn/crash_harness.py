@@ -32,15 +32,15 @@ from pathlib import Path
 from typing import Any
 
 from tackroom.contracts.messages import UserMessage
-from tackroom.engine import Engine, Subscription, open_engine
-from tackroom.runtime import Host
-from tackroom.testing.scripted import status_function
-from tackroom.workers.orchestrator.contracts import (
+from tackroom.contracts.turn import (
     EVENTS_STREAM,
     RUN_START,
     RunStartRequest,
     RunStartResponse,
 )
+from tackroom.engine import Engine, Subscription, open_engine
+from tackroom.runtime import Host
+from tackroom.testing.scripted import status_function
 
 from .harness import (
     RECORD,

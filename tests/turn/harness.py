@@ -21,6 +21,13 @@ from pydantic import BaseModel, ConfigDict, Field
 from tackroom.cli.run import agent_host_config
 from tackroom.contracts.messages import UserMessage
 from tackroom.contracts.tools import CallContext
+from tackroom.contracts.turn import (
+    APPROVALS_SCOPE,
+    EVENTS_STREAM,
+    RUN_START,
+    RunStartRequest,
+    RunStartResponse,
+)
 from tackroom.engine import (
     Engine,
     FunctionError,
@@ -39,13 +46,6 @@ from tackroom.runtime import (
 )
 from tackroom.runtime.tools import register_tool
 from tackroom.testing import MEMORY_URL, Script, ScriptedProvider, wait_until
-from tackroom.workers.orchestrator.contracts import (
-    APPROVALS_SCOPE,
-    EVENTS_STREAM,
-    RUN_START,
-    RunStartRequest,
-    RunStartResponse,
-)
 from tackroom.workers.orchestrator.record import TURNS_SCOPE, TurnRecord
 
 __all__ = [

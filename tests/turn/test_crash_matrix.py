@@ -43,10 +43,10 @@ from typing import Any
 
 import pytest
 
+from tackroom.contracts.turn import EVENTS_STREAM
 from tackroom.engine import Engine, StreamRecord, open_engine
 from tackroom.runtime import Host, load_worker
 from tackroom.testing import running_engine, take
-from tackroom.workers.orchestrator.contracts import EVENTS_STREAM
 from tackroom.workers.orchestrator.dispatch import LEDGER_SCOPE
 from tackroom.workers.orchestrator.record import TurnRecord
 

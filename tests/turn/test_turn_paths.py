@@ -10,13 +10,13 @@ from pathlib import Path
 
 import pytest
 
-from tackroom.testing import RecordingHandler, Script, ScriptTurn, wait_until
-from tackroom.workers.orchestrator.contracts import (
+from tackroom.contracts.turn import (
     APPROVALS_SCOPE,
     RUN_ABORT,
     TURN_GET_STATE,
     TurnStateView,
 )
+from tackroom.testing import RecordingHandler, Script, ScriptTurn, wait_until
 
 from .harness import (
     RECORD,

@@ -19,9 +19,9 @@ from pathlib import Path
 from typing import Any
 
 from tackroom.cli._bus import bus
+from tackroom.contracts import approvals as c
 from tackroom.engine.errors import FunctionNotFound
 from tackroom.runtime.config import load_config
-from tackroom.workers.approvals import contracts as c
 
 __all__ = ["add_parsers"]
 

@@ -17,15 +17,15 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from tackroom.engine.factory import open_engine
-from tackroom.runtime.config import HarnessConfig, load_config
-from tackroom.runtime.host import Host
-from tackroom.runtime.registry import load_worker
-from tackroom.workers.credentials.contracts import (
+from tackroom.contracts.credentials import (
     AUTH_DELETE_TOKEN,
     AUTH_SET_TOKEN,
     AUTH_STATUS,
 )
+from tackroom.engine.factory import open_engine
+from tackroom.runtime.config import HarnessConfig, load_config
+from tackroom.runtime.host import Host
+from tackroom.runtime.registry import load_worker
 
 __all__ = ["add_parsers", "call_credentials"]
 

@@ -17,8 +17,8 @@ from pathlib import Path
 from typing import Any
 
 from tackroom.cli._bus import bus
+from tackroom.contracts import budget as c
 from tackroom.runtime.config import load_config
-from tackroom.workers.budget import contracts as c
 
 __all__ = ["add_parsers"]
 

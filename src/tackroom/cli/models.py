@@ -13,8 +13,8 @@ from pathlib import Path
 from typing import Any
 
 from tackroom.cli._bus import bus
+from tackroom.contracts.catalog import CAPABILITIES, MODELS_LIST
 from tackroom.runtime.config import load_config
-from tackroom.workers.catalog.contracts import CAPABILITIES, MODELS_LIST
 
 __all__ = ["add_parsers", "format_table"]
 

@@ -18,20 +18,21 @@ import uuid
 from pathlib import Path
 from typing import Any, TextIO
 
+from tackroom.contracts import approvals as approvals
 from tackroom.contracts.messages import UserMessage
-from tackroom.engine.errors import EngineError, FunctionNotFound
-from tackroom.engine.protocol import Engine
-from tackroom.runtime.config import HarnessConfig, load_config
-from tackroom.runtime.host import Host
-from tackroom.workers.approvals import contracts as approvals
-from tackroom.workers.orchestrator.contracts import (
+from tackroom.contracts.provider import check_function
+from tackroom.contracts.turn import (
     APPROVALS_SCOPE,
     EVENTS_STREAM,
     RUN_START,
     RunStartRequest,
     RunStartResponse,
 )
-from tackroom.workers.providers.routing import check_function, provider_worker
+from tackroom.engine.errors import EngineError, FunctionNotFound
+from tackroom.engine.protocol import Engine
+from tackroom.kit.providers.routing import provider_worker
+from tackroom.runtime.config import HarnessConfig, load_config
+from tackroom.runtime.host import Host
 
 __all__ = ["add_parsers", "agent_host_config", "read_line", "run_agent"]
 

@@ -29,6 +29,7 @@ from tackroom.contracts.messages import (
 )
 
 __all__ = [
+    "CheckResult",
     "DoneEvent",
     "ErrorEvent",
     "FunctionCallDelta",
@@ -41,6 +42,7 @@ __all__ = [
     "ToolNames",
     "ToolSpec",
     "UsageEvent",
+    "check_function",
     "complete_function",
     "provider_event_adapter",
     "stream_function",
@@ -58,6 +60,32 @@ def stream_function(provider: str) -> str:
 
 def complete_function(provider: str) -> str:
     return f"provider::{provider}::complete"
+
+
+def check_function(provider: str) -> str:
+    """``provider::<name>::check``: is the key there, is the local server reachable?
+
+    ``check`` tells whether a provider can be called — a key is set, a local server answers — so
+    a command line can say what is missing before it starts a run. It never returns a key. A
+    provider worker without ``check`` is simply assumed ready.
+    """
+    return f"provider::{provider}::check"
+
+
+class CheckResult(BaseModel):
+    """The answer of ``provider::<name>::check`` (``{}`` or ``null`` as request)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    schema_version: int = SCHEMA_VERSION
+    provider: str
+    ready: bool
+    problem: str | None = None
+    """What is missing, in words a person can act on (``None`` when ready)."""
+    key_source: Literal["keys_env", "vault", "env", "none"]
+    keys: int
+    """How many keys are set (round-robin); never the keys themselves."""
+    base_url: str
 
 
 class ToolSpec(_Model):

@@ -18,9 +18,9 @@ from typing import TextIO
 
 from tackroom.cli.run import agent_host_config, run_agent
 from tackroom.contracts.messages import UserMessage
+from tackroom.contracts.turn import RunStartRequest
 from tackroom.runtime.config import HarnessConfig
 from tackroom.runtime.host import Host
-from tackroom.workers.orchestrator.contracts import RunStartRequest
 
 __all__ = ["PROMPT", "run_agent_demo"]
 

@@ -14,11 +14,11 @@ from typing import Any, TextIO
 
 from pydantic import BaseModel
 
-from tackroom.engine.builtin import WORKER as ENGINE_WORKER
 from tackroom.engine.errors import FunctionNotFound, RevisionConflict
 from tackroom.engine.factory import open_engine
 from tackroom.runtime.host import Host
 from tackroom.runtime.worker import WorkerConfig, WorkerContext, WorkerSpec
+from tackroom.workers.engine.worker import WORKER as ENGINE_WORKER
 
 __all__ = ["run_demo"]
 

@@ -27,7 +27,7 @@ __all__ = [
 ENTRY_POINT_GROUP = "tackroom.workers"
 
 BUILTIN_WORKERS: dict[str, str] = {
-    "engine": "tackroom.engine.builtin:WORKER",
+    "engine": "tackroom.workers.engine.worker:WORKER",
     "sessions": "tackroom.workers.sessions.worker:WORKER",
     "orchestrator": "tackroom.workers.orchestrator.worker:WORKER",
     "scripted": "tackroom.testing.scripted.worker:WORKER",

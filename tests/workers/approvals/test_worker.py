@@ -10,10 +10,10 @@ from typing import Any
 
 import pytest
 
+from tackroom.contracts import approvals as c
 from tackroom.engine import Engine, InvocationError
 from tackroom.runtime import WorkerStartError, load_worker
 from tackroom.testing import memory_engine
-from tackroom.workers.approvals import contracts as c
 from tackroom.workers.approvals.worker import (
     WORKER,
     ApprovalsConfig,

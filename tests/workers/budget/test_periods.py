@@ -6,9 +6,9 @@ from typing import Any
 
 import pytest
 
+from tackroom.contracts.budget import period_bounds, period_key
 from tackroom.engine import Engine
 from tackroom.testing import wait_until
-from tackroom.workers.budget.periods import period_bounds, period_key
 from tests.workers.budget.conftest import FakeClock, utc
 
 

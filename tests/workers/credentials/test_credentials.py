@@ -13,10 +13,10 @@ from typing import Any
 
 import pytest
 
+from tackroom.contracts.credentials import env_var_for, fingerprint
 from tackroom.engine import Engine, InvocationError, open_engine
 from tackroom.runtime import HarnessConfig, Host
 from tackroom.testing.engines import MEMORY_URL
-from tackroom.workers.credentials.contracts import env_var_for, fingerprint
 from tackroom.workers.credentials.worker import WORKER, CredentialsConfig, default_vault_path
 
 CANARY = "sk-canary-0123456789abcdef0123456789abcdef"

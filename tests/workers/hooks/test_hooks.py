@@ -8,11 +8,11 @@ from typing import Any
 
 import pytest
 
+from tackroom.contracts.hooks import PublishRequest, Subscriber
 from tackroom.engine import Engine, FunctionError, RevisionConflict
 from tackroom.hooks import HookSubscriptions, block, hook, hook_worker, on, replace
 from tackroom.runtime import Host, WorkerConfig, WorkerContext, load_worker
 from tackroom.testing import memory_engine, wait_until
-from tackroom.workers.hooks.contracts import PublishRequest, Subscriber
 from tackroom.workers.hooks.fanout import publish
 from tackroom.workers.hooks.subscriptions import SubscriptionStore
 from tests.workers.sessions.fakes import WrappedBackend

@@ -16,7 +16,7 @@ from tackroom.contracts.messages import (
     text_of,
 )
 from tackroom.contracts.tools import ToolTraits
-from tackroom.workers.orchestrator.contracts import ApprovalDecision, TurnState
+from tackroom.contracts.turn import ApprovalDecision, TurnState
 from tackroom.workers.orchestrator.record import ToolOffer, TurnRecord
 from tackroom.workers.orchestrator.transition import (
     AbortRequested,

@@ -6,7 +6,7 @@ import textwrap
 
 import pytest
 
-from tackroom.runtime.filewatch import PolicyFileError
+from tackroom.kit.rulesfile import PolicyFileError
 from tackroom.workers.policy.loader import builtin_text, parse_rules
 from tackroom.workers.policy.rules import evaluate
 

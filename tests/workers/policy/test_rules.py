@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from tackroom.workers.policy.contracts import (
+from tackroom.contracts.policy import (
     DEFAULT_RULE_ID,
     PROTECTED_RULE_ID,
     Decision,

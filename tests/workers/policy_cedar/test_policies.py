@@ -6,8 +6,8 @@ from typing import Any
 
 import pytest
 
-from tackroom.runtime.filewatch import PolicyFileError
-from tackroom.workers.policy.contracts import DEFAULT_RULE_ID, PROTECTED_RULE_ID, CheckRequest
+from tackroom.contracts.policy import DEFAULT_RULE_ID, PROTECTED_RULE_ID, CheckRequest
+from tackroom.kit.rulesfile import PolicyFileError
 from tackroom.workers.policy_cedar.mapping import cedar_requests, entities_for, to_cedar_args
 from tackroom.workers.policy_cedar.policies import CedarPolicies, decide, parse_policies
 from tackroom.workers.policy_cedar.worker import builtin_text

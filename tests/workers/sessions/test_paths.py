@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from tackroom.contracts.messages import UserMessage
-from tackroom.workers.sessions.contracts import SessionEntry, TreeNode
+from tackroom.contracts.sessions import SessionEntry, TreeNode
 from tackroom.workers.sessions.paths import (
     Address,
     BrokenHistory,

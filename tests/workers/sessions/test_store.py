@@ -9,8 +9,8 @@ from typing import Literal
 import pytest
 
 from tackroom.contracts.messages import text_of
+from tackroom.contracts.sessions import CONTENTION_ERROR, SessionEntry
 from tackroom.engine import Engine, FunctionError
-from tackroom.workers.sessions.contracts import CONTENTION_ERROR, SessionEntry
 from tackroom.workers.sessions.inbox import Inbox
 from tackroom.workers.sessions.records import (
     DAYS_SCOPE,

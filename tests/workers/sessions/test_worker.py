@@ -7,11 +7,11 @@ from typing import Any
 
 import pytest
 
+from tackroom.contracts import sessions as contracts
 from tackroom.engine import Engine, open_engine
 from tackroom.engine.jsonvalue import dumps
 from tackroom.runtime import Host, load_worker
 from tackroom.runtime.config import HarnessConfig
-from tackroom.workers.sessions import contracts
 from tackroom.workers.sessions.records import ENTRIES_SCOPE, SESSIONS_SCOPE
 from tackroom.workers.sessions.worker import WORKER, SessionsConfig
 

@@ -9,7 +9,7 @@
 - function results become ``tool_result`` blocks of a user message (consecutive results, and a
   user message right after them, share one user message, results first);
 - custom messages and errored assistant messages are skipped; calls and results are paired
-  (:func:`~tackroom.workers.providers.history.prepare_history`); call ids are made safe for
+  (:func:`~tackroom.kit.providers.history.prepare_history`); call ids are made safe for
   the API's pattern the same way in ``tool_use`` and ``tool_result``.
 
 Prompt caching (``cache_control: {"type": "ephemeral"}``, at most four breakpoints): the last
@@ -32,10 +32,10 @@ from tackroom.contracts.messages import (
     UserMessage,
 )
 from tackroom.contracts.provider import ProviderRequest, ToolSpec
-from tackroom.workers.anthropic.contracts import AnthropicProfile
-from tackroom.workers.providers.catalog import ModelInfo
-from tackroom.workers.providers.history import prepare_history
-from tackroom.workers.providers.sink import REDACTED_THINKING_PREFIX
+from tackroom.kit.providers.catalog import ModelInfo
+from tackroom.kit.providers.history import prepare_history
+from tackroom.kit.providers.sink import REDACTED_THINKING_PREFIX
+from tackroom.workers.anthropic.config import AnthropicProfile
 
 __all__ = [
     "EPHEMERAL",

@@ -41,11 +41,11 @@ from anthropic.types import (
 )
 
 from tackroom.contracts.messages import StopReason
-from tackroom.workers.anthropic.contracts import AnthropicProfile
+from tackroom.kit.providers.errors import ProviderFailure
+from tackroom.kit.providers.service import WireCall
+from tackroom.kit.providers.sink import StreamSink
+from tackroom.workers.anthropic.config import AnthropicProfile
 from tackroom.workers.anthropic.convert import message_params
-from tackroom.workers.providers.errors import ProviderFailure
-from tackroom.workers.providers.service import WireCall
-from tackroom.workers.providers.sink import StreamSink
 
 __all__ = ["AnthropicAdapter"]
 

@@ -1,6 +1,6 @@
 """The ``approvals`` worker: human approval of function calls (``approval::*``).
 
-Other workers use :mod:`tackroom.workers.approvals.contracts` (function ids, state layout,
+Other workers use :mod:`tackroom.contracts.approvals` (function ids, state layout,
 payload models, error codes) and reach the worker through ``engine.trigger``; the rest is private.
 """
 

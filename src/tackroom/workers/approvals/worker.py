@@ -24,10 +24,10 @@ from typing import Any, Protocol, TypeVar
 
 from pydantic import BaseModel, Field, ValidationError
 
+from tackroom.contracts import approvals as c
 from tackroom.engine.errors import EngineError, FunctionError, RevisionConflict
 from tackroom.engine.protocol import StateEntry
 from tackroom.runtime.worker import TypedFunction, WorkerConfig, WorkerContext, WorkerSpec
-from tackroom.workers.approvals import contracts as c
 
 __all__ = [
     "WORKER",

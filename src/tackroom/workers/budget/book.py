@@ -12,12 +12,12 @@ import uuid
 from collections.abc import Callable
 from typing import Any, TypeVar
 
-from tackroom.engine.errors import FunctionError
-from tackroom.workers.budget.contracts import (
+from tackroom.contracts.budget import (
     BUDGET_EXISTS_ERROR,
     BUDGET_NOT_FOUND_ERROR,
     CreateRequest,
 )
+from tackroom.engine.errors import FunctionError
 from tackroom.workers.budget.records import (
     BUDGETS_SCOPE,
     DELETE,

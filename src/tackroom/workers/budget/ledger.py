@@ -21,10 +21,7 @@ import uuid
 from collections.abc import Callable
 from typing import Any, TypeVar
 
-from tackroom.engine.errors import EngineError
-from tackroom.engine.protocol import Engine
-from tackroom.workers.budget.book import BudgetBook, chain_of
-from tackroom.workers.budget.contracts import (
+from tackroom.contracts.budget import (
     ALERT_QUEUE,
     EXCEEDED,
     PAUSED,
@@ -34,8 +31,11 @@ from tackroom.workers.budget.contracts import (
     CheckResponse,
     RecordRequest,
     RecordResponse,
+    period_key,
 )
-from tackroom.workers.budget.periods import period_key
+from tackroom.engine.errors import EngineError
+from tackroom.engine.protocol import Engine
+from tackroom.workers.budget.book import BudgetBook, chain_of
 from tackroom.workers.budget.records import (
     EPSILON,
     RESERVATIONS_SCOPE,

@@ -23,9 +23,9 @@ from typing import Any, Protocol, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from tackroom.contracts.budget import SCHEMA_VERSION, Budget, Period, PeriodUsage
 from tackroom.engine.errors import FunctionError, RevisionConflict
 from tackroom.engine.protocol import StateEntry
-from tackroom.workers.budget.periods import Period
 
 __all__ = [
     "BUDGETS_SCOPE",
@@ -49,7 +49,6 @@ __all__ = [
     "mutate",
 ]
 
-SCHEMA_VERSION = 1
 BUDGETS_SCOPE = "budgets"
 INDEX_SCOPE = "budget-index"
 USAGE_SCOPE = "budget-usage"
@@ -69,26 +68,6 @@ def money(amount: float) -> float:
 
 class _Model(BaseModel):
     model_config = ConfigDict(extra="forbid")
-
-
-class Budget(_Model):
-    schema_version: int = SCHEMA_VERSION
-    id: str
-    scope: str = Field(description="workspace/<id>, agent/<id> or session/<id>")
-    period: Period
-    cap_usd: float
-    alert_thresholds: list[float] = Field(description="fractions of the cap, e.g. 0.8")
-    alert_function: str | None = None
-    exempt: bool = Field(default=False, description="checks skip it (spend is still recorded)")
-    exempt_until: float | None = None
-    paused: bool = Field(default=False, description="every check on its chain is denied")
-    enforce: bool = Field(default=True, description="false: tracked and alerted, never denies")
-    name: str | None = None
-    created_at: float
-    updated_at: float
-
-    def exempt_at(self, now: float) -> bool:
-        return self.exempt and (self.exempt_until is None or now < self.exempt_until)
 
 
 class Hold(_Model):
@@ -117,17 +96,6 @@ class Usage(_Model):
 
     def reserved_usd(self) -> float:
         return money(sum(h.amount_usd for h in self.reservations.values()))
-
-
-class PeriodUsage(_Model):
-    """The public view of one period's usage."""
-
-    period_key: str
-    spent_usd: float
-    reserved_usd: float
-    records_count: int
-    fired_thresholds: list[float]
-    reset_count: int = 0
 
 
 class ReservedOn(_Model):

@@ -4,10 +4,9 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from tackroom.contracts.budget import Forecast, UsageResponse, period_bounds, period_key
 from tackroom.engine.errors import RevisionConflict
-from tackroom.workers.budget.contracts import Forecast, UsageResponse
 from tackroom.workers.budget.ledger import usage_key
-from tackroom.workers.budget.periods import period_bounds, period_key
 from tackroom.workers.budget.records import (
     RESERVATIONS_SCOPE,
     USAGE_SCOPE,

@@ -11,9 +11,9 @@ from collections.abc import Callable
 
 from pydantic import BaseModel, Field
 
+from tackroom.contracts import budget as c
 from tackroom.engine.protocol import Engine
 from tackroom.runtime.worker import TypedFunction, WorkerConfig, WorkerContext, WorkerSpec
-from tackroom.workers.budget import contracts as c
 from tackroom.workers.budget.book import BudgetBook
 from tackroom.workers.budget.ledger import Ledger
 from tackroom.workers.budget.records import StateBackend

@@ -1,6 +1,6 @@
 """The ``catalog`` worker: model capabilities and prices (``models::*``).
 
-Other workers use :mod:`tackroom.workers.catalog.contracts` (function ids, payload models,
+Other workers use :mod:`tackroom.contracts.catalog` (function ids, payload models,
 error codes) and reach the worker through ``engine.trigger``; the rest is private.
 """
 

@@ -13,14 +13,14 @@ from typing import Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
-from tackroom.runtime.typed import describe_validation_error
-from tackroom.workers.catalog.contracts import (
+from tackroom.contracts.catalog import (
     Capabilities,
     ModelId,
     Prices,
     ProviderName,
     WireApi,
 )
+from tackroom.runtime.typed import describe_validation_error
 
 __all__ = [
     "CatalogData",

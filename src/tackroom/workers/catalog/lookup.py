@@ -11,8 +11,7 @@ from __future__ import annotations
 import difflib
 from collections.abc import Iterable, Mapping, Sequence
 
-from tackroom.engine.errors import FunctionError
-from tackroom.workers.catalog.contracts import (
+from tackroom.contracts.catalog import (
     MODEL_NOT_FOUND_ERROR,
     PROVIDER_NOT_FOUND_ERROR,
     Capabilities,
@@ -20,6 +19,7 @@ from tackroom.workers.catalog.contracts import (
     Prices,
     ReconcileEntry,
 )
+from tackroom.engine.errors import FunctionError
 from tackroom.workers.catalog.data import CatalogData, StoredModel
 
 __all__ = ["Catalog", "find_model"]

@@ -21,11 +21,7 @@ from pathlib import Path
 
 from pydantic import Field, ValidationError
 
-from tackroom.engine.errors import FunctionError
-from tackroom.engine.protocol import Engine
-from tackroom.runtime.typed import describe_validation_error
-from tackroom.runtime.worker import WorkerConfig, WorkerContext, WorkerSpec
-from tackroom.workers.catalog.contracts import (
+from tackroom.contracts.catalog import (
     INVALID_STATE_ERROR,
     MODELS_GET,
     MODELS_LIST,
@@ -41,6 +37,10 @@ from tackroom.workers.catalog.contracts import (
     SupportsRequest,
     SupportsResponse,
 )
+from tackroom.engine.errors import FunctionError
+from tackroom.engine.protocol import Engine
+from tackroom.runtime.typed import describe_validation_error
+from tackroom.runtime.worker import WorkerConfig, WorkerContext, WorkerSpec
 from tackroom.workers.catalog.data import (
     CatalogDataError,
     ReconciledList,

@@ -1,6 +1,6 @@
 """The ``credentials`` worker: provider API tokens (``auth::*``).
 
-Other workers use :mod:`tackroom.workers.credentials.contracts` (function ids, payload models,
+Other workers use :mod:`tackroom.contracts.credentials` (function ids, payload models,
 error codes) and reach the worker through ``engine.trigger``; the rest is private.
 """
 

@@ -23,9 +23,7 @@ from pathlib import Path
 
 from pydantic import Field
 
-from tackroom.engine.errors import FunctionError
-from tackroom.runtime.worker import TypedFunction, WorkerConfig, WorkerContext, WorkerSpec
-from tackroom.workers.credentials.contracts import (
+from tackroom.contracts.credentials import (
     AUTH_DELETE_TOKEN,
     AUTH_GET_TOKEN,
     AUTH_LIST_PROVIDERS,
@@ -49,6 +47,8 @@ from tackroom.workers.credentials.contracts import (
     env_var_for,
     fingerprint,
 )
+from tackroom.engine.errors import FunctionError
+from tackroom.runtime.worker import TypedFunction, WorkerConfig, WorkerContext, WorkerSpec
 from tackroom.workers.credentials.vault import Vault, VaultError
 
 __all__ = ["WORKER", "Credentials", "CredentialsConfig", "default_vault_path"]

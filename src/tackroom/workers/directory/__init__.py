@@ -1,6 +1,6 @@
 """The ``directory`` worker: skills (``directory::skills::*``) and the ``skills::get`` tool.
 
-Other workers use :mod:`tackroom.workers.directory.contracts` (function ids, payload models,
+Other workers use :mod:`tackroom.contracts.directory` (function ids, payload models,
 error codes) and reach the worker through ``engine.trigger``; the rest is private.
 """
 

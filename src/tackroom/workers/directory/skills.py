@@ -23,7 +23,7 @@ from pathlib import Path
 
 import yaml
 
-from tackroom.workers.directory.contracts import (
+from tackroom.contracts.directory import (
     MAX_BODY_CHARS,
     MAX_DESCRIPTION_CHARS,
     SKILL_NAME_PATTERN,

@@ -30,12 +30,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from tackroom.contracts.tools import TRAITS_KEY, CallContext
-from tackroom.engine.errors import FunctionError
-from tackroom.engine.protocol import Engine
-from tackroom.runtime.tools import register_tool
-from tackroom.runtime.worker import WorkerConfig, WorkerContext, WorkerSpec
-from tackroom.workers.directory.contracts import (
+from tackroom.contracts.directory import (
     SKILL_NOT_FOUND_ERROR,
     SKILLS_GET,
     SKILLS_GET_TOOL,
@@ -55,6 +50,11 @@ from tackroom.workers.directory.contracts import (
     ToolGetRequest,
     ToolSkill,
 )
+from tackroom.contracts.tools import TRAITS_KEY, CallContext
+from tackroom.engine.errors import FunctionError
+from tackroom.engine.protocol import Engine
+from tackroom.runtime.tools import register_tool
+from tackroom.runtime.worker import WorkerConfig, WorkerContext, WorkerSpec
 from tackroom.workers.directory.skills import Skill, load_folder, merge
 
 __all__ = ["WORKER", "Directory", "DirectoryConfig", "RegisteredSkill", "default_user_dir"]

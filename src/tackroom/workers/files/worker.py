@@ -17,11 +17,7 @@ from pathlib import Path
 
 from pydantic import Field
 
-from tackroom.contracts.tools import CallContext
-from tackroom.engine.errors import FunctionError
-from tackroom.runtime.tools import register_tool
-from tackroom.runtime.worker import WorkerConfig, WorkerContext, WorkerSpec
-from tackroom.workers.files.contracts import (
+from tackroom.contracts.files import (
     FS_LIST,
     FS_READ,
     FS_WRITE,
@@ -34,6 +30,10 @@ from tackroom.workers.files.contracts import (
     WriteRequest,
     WriteResponse,
 )
+from tackroom.contracts.tools import CallContext
+from tackroom.engine.errors import FunctionError
+from tackroom.runtime.tools import register_tool
+from tackroom.runtime.worker import WorkerConfig, WorkerContext, WorkerSpec
 from tackroom.workers.files.workspace import Workspaces
 
 __all__ = ["WORKER", "FilesConfig"]

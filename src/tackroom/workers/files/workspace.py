@@ -17,8 +17,7 @@ import uuid
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
-from tackroom.engine.errors import FunctionError
-from tackroom.workers.files.contracts import (
+from tackroom.contracts.files import (
     IO_ERROR,
     IS_A_DIRECTORY,
     NO_CALL_CONTEXT,
@@ -30,6 +29,7 @@ from tackroom.workers.files.contracts import (
     TOO_LARGE,
     ListEntry,
 )
+from tackroom.engine.errors import FunctionError
 
 __all__ = ["Workspaces"]
 

@@ -17,14 +17,14 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from tackroom.engine.errors import EngineError, FunctionNotFound, InvocationError, InvocationTimeout
-from tackroom.workers.hooks.contracts import (
+from tackroom.contracts.hooks import (
     HookEvent,
     HookReply,
     PublishRequest,
     PublishResult,
     Subscriber,
 )
+from tackroom.engine.errors import EngineError, FunctionNotFound, InvocationError, InvocationTimeout
 
 __all__ = ["Outcome", "Trigger", "publish"]
 

@@ -11,14 +11,14 @@ import asyncio
 import random
 from typing import Any, Protocol
 
-from tackroom.engine.errors import FunctionError, RevisionConflict
-from tackroom.engine.protocol import StateEntry
-from tackroom.workers.hooks.contracts import (
+from tackroom.contracts.hooks import (
     CONTENTION_ERROR,
     SUBSCRIPTIONS_SCOPE,
     Subscriber,
     TopicSubscriptions,
 )
+from tackroom.engine.errors import FunctionError, RevisionConflict
+from tackroom.engine.protocol import StateEntry
 
 __all__ = ["StateBackend", "SubscriptionStore", "ordered"]
 

@@ -7,8 +7,8 @@ from typing import Any
 
 from pydantic import Field
 
+from tackroom.contracts import hooks as c
 from tackroom.runtime.worker import TypedFunction, WorkerConfig, WorkerContext, WorkerSpec
-from tackroom.workers.hooks import contracts as c
 from tackroom.workers.hooks.fanout import publish
 from tackroom.workers.hooks.subscriptions import SubscriptionStore
 

@@ -7,7 +7,7 @@
 - each function result becomes a ``tool`` message; images of results (which ``tool`` messages
   cannot carry) follow in one user message;
 - custom messages and errored assistant messages are skipped, and calls and results are paired
-  (see :func:`~tackroom.workers.providers.history.prepare_history`).
+  (see :func:`~tackroom.kit.providers.history.prepare_history`).
 """
 
 from __future__ import annotations
@@ -25,8 +25,8 @@ from tackroom.contracts.messages import (
     text_of,
 )
 from tackroom.contracts.provider import ProviderRequest, ToolSpec
-from tackroom.workers.openai.contracts import OpenAIProfile
-from tackroom.workers.providers.history import prepare_history, result_text
+from tackroom.kit.providers.history import prepare_history, result_text
+from tackroom.workers.openai.config import OpenAIProfile
 
 __all__ = ["chat_messages", "chat_params", "chat_tools"]
 

@@ -33,11 +33,11 @@ from openai.types.chat import ChatCompletionChunk
 from openai.types.completion_usage import CompletionUsage
 
 from tackroom.contracts.messages import StopReason
-from tackroom.workers.openai.contracts import OpenAIProfile
+from tackroom.kit.providers.errors import ProviderFailure
+from tackroom.kit.providers.service import WireCall
+from tackroom.kit.providers.sink import StreamSink
+from tackroom.workers.openai.config import OpenAIProfile
 from tackroom.workers.openai.convert import chat_params
-from tackroom.workers.providers.errors import ProviderFailure
-from tackroom.workers.providers.service import WireCall
-from tackroom.workers.providers.sink import StreamSink
 
 __all__ = ["OpenAIAdapter"]
 

@@ -11,12 +11,12 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from tackroom.kit.providers.config import ProfileSettings
+from tackroom.kit.providers.hosting import import_wire, serve_profiles
+from tackroom.kit.providers.retry import DEFAULT_RUNTIME, Runtime
+from tackroom.kit.providers.service import ProviderService, WireAdapter
 from tackroom.runtime.worker import WorkerContext, WorkerSpec
-from tackroom.workers.openai.contracts import WORKER_NAME, OpenAIConfig, OpenAIProfile
-from tackroom.workers.providers.config import ProfileSettings
-from tackroom.workers.providers.hosting import import_wire, serve_profiles
-from tackroom.workers.providers.retry import DEFAULT_RUNTIME, Runtime
-from tackroom.workers.providers.service import ProviderService, WireAdapter
+from tackroom.workers.openai.config import WORKER_NAME, OpenAIConfig, OpenAIProfile
 
 __all__ = ["WORKER", "start_openai"]
 

@@ -16,21 +16,21 @@ import logging
 from typing import Any
 
 from tackroom.contracts.messages import UserMessage, message_adapter
-from tackroom.engine.errors import EngineClosed, RevisionConflict
-from tackroom.engine.protocol import Engine, current_invocation
-from tackroom.hooks import AFTER_MODEL_CALL, BEFORE_MODEL_CALL, TURN_END, HookSubscriptions
-from tackroom.workers.orchestrator.budget import BudgetGuard
-from tackroom.workers.orchestrator.contracts import (
+from tackroom.contracts.turn import (
     APPROVALS_SCOPE,
     ApprovalDecision,
     EventType,
 )
+from tackroom.engine.errors import EngineClosed, RevisionConflict
+from tackroom.engine.protocol import Engine, current_invocation
+from tackroom.hooks import AFTER_MODEL_CALL, BEFORE_MODEL_CALL, TURN_END, HookSubscriptions
 from tackroom.workers.orchestrator.dispatch import Dispatcher, Emit
 from tackroom.workers.orchestrator.events import EventEmitter
 from tackroom.workers.orchestrator.provision import Provisioner
 from tackroom.workers.orchestrator.record import TURNS_SCOPE, TurnRecord
-from tackroom.workers.orchestrator.sessions import SessionsClient
+from tackroom.workers.orchestrator.spend import BudgetGuard
 from tackroom.workers.orchestrator.streaming import ModelCaller
+from tackroom.workers.orchestrator.transcript import SessionsClient
 from tackroom.workers.orchestrator.transition import (
     AbortRequested,
     AppendEntries,

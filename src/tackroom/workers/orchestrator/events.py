@@ -4,13 +4,13 @@ from __future__ import annotations
 
 from typing import Any
 
-from tackroom.engine.protocol import Engine
-from tackroom.workers.orchestrator.contracts import (
+from tackroom.contracts.turn import (
     EVENTS_STREAM,
     TURN_END_STREAM,
     AgentEvent,
     EventType,
 )
+from tackroom.engine.protocol import Engine
 
 __all__ = ["EventEmitter"]
 

@@ -19,10 +19,10 @@ from opentelemetry import trace
 from pydantic import ValidationError
 
 from tackroom.contracts.messages import FunctionResultMessage
+from tackroom.contracts.turn import EventType
 from tackroom.engine.errors import EngineError
 from tackroom.engine.protocol import Engine
 from tackroom.hooks import AFTER_FUNCTION_CALL, BEFORE_FUNCTION_CALL, HookSubscriptions
-from tackroom.workers.orchestrator.contracts import EventType
 from tackroom.workers.orchestrator.planning import error_result
 from tackroom.workers.orchestrator.record import CallState, TurnRecord
 

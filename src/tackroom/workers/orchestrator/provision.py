@@ -22,9 +22,9 @@ from string import Template
 
 from tackroom.contracts.provider import ToolNames
 from tackroom.contracts.tools import traits_of
+from tackroom.contracts.turn import Mode
 from tackroom.engine.errors import EngineError
 from tackroom.engine.protocol import Engine, FunctionInfo
-from tackroom.workers.orchestrator.contracts import Mode
 from tackroom.workers.orchestrator.record import ToolOffer, TurnRecord
 from tackroom.workers.orchestrator.transition import Provisioned
 

@@ -15,7 +15,7 @@ from tackroom.contracts.messages import (
     Usage,
 )
 from tackroom.contracts.tools import ToolTraits
-from tackroom.workers.orchestrator.contracts import (
+from tackroom.contracts.turn import (
     Mode,
     ParkedCall,
     TurnError,

@@ -18,7 +18,7 @@ from tackroom.contracts.messages import (
     FunctionResultMessage,
     TextBlock,
 )
-from tackroom.workers.orchestrator.contracts import ApprovalDecision, EventType, TurnError
+from tackroom.contracts.turn import ApprovalDecision, EventType, TurnError
 from tackroom.workers.orchestrator.planning import call_signature, error_result, plan_calls
 from tackroom.workers.orchestrator.record import CallState, ToolOffer, TurnRecord
 

@@ -7,12 +7,7 @@ import os
 import uuid
 from typing import Any
 
-from tackroom.engine.errors import FunctionError, RevisionConflict
-from tackroom.engine.protocol import QueueConfig
-from tackroom.hooks import HookSubscriptions
-from tackroom.runtime.worker import WorkerConfig, WorkerContext, WorkerSpec
-from tackroom.workers.orchestrator.budget import BudgetGuard
-from tackroom.workers.orchestrator.contracts import (
+from tackroom.contracts.turn import (
     APPROVALS_SCOPE,
     RUN_ABORT,
     RUN_START,
@@ -27,13 +22,18 @@ from tackroom.workers.orchestrator.contracts import (
     TurnStateRequest,
     TurnStateView,
 )
+from tackroom.engine.errors import FunctionError, RevisionConflict
+from tackroom.engine.protocol import QueueConfig
+from tackroom.hooks import HookSubscriptions
+from tackroom.runtime.worker import WorkerConfig, WorkerContext, WorkerSpec
 from tackroom.workers.orchestrator.dispatch import Dispatcher
 from tackroom.workers.orchestrator.driver import ABORT_SCOPE, Driver
 from tackroom.workers.orchestrator.gate import Gate
 from tackroom.workers.orchestrator.provision import Provisioner
 from tackroom.workers.orchestrator.record import TURNS_SCOPE, TurnRecord
-from tackroom.workers.orchestrator.sessions import SessionsClient
+from tackroom.workers.orchestrator.spend import BudgetGuard
 from tackroom.workers.orchestrator.streaming import ModelCaller
+from tackroom.workers.orchestrator.transcript import SessionsClient
 
 __all__ = ["WORKER", "OrchestratorConfig"]
 

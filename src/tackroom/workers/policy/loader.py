@@ -17,7 +17,7 @@ from typing import Any, NoReturn
 
 import yaml
 
-from tackroom.runtime.filewatch import PolicyFileError
+from tackroom.kit.rulesfile import PolicyFileError
 from tackroom.workers.policy.rules import (
     DECISIONS,
     OPERATORS,

@@ -3,7 +3,7 @@
 Nothing here reads a file or the clock. :mod:`tackroom.workers.policy.loader` builds a
 :class:`Ruleset` from YAML; :func:`evaluate` decides one call:
 
-1. a protected function (:data:`~tackroom.workers.policy.contracts.PROTECTED_FUNCTIONS`) is
+1. a protected function (:data:`~tackroom.contracts.policy.PROTECTED_FUNCTIONS`) is
    denied, whatever the rules say;
 2. the first rule whose function glob matches and whose every constraint holds decides;
 3. otherwise the default decision.
@@ -22,7 +22,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from tackroom.workers.policy.contracts import (
+from tackroom.contracts.policy import (
     DEFAULT_RULE_ID,
     CheckResponse,
     Decision,

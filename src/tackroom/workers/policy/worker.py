@@ -25,10 +25,7 @@ from pathlib import Path
 
 from pydantic import Field
 
-from tackroom.engine.errors import FunctionError
-from tackroom.runtime.filewatch import PolicyFileError, RulesSource
-from tackroom.runtime.worker import WorkerConfig, WorkerContext, WorkerSpec
-from tackroom.workers.policy.contracts import (
+from tackroom.contracts.policy import (
     CHECK_PERMISSIONS,
     POLICY_FILE_INVALID,
     POLICY_RELOAD,
@@ -39,6 +36,9 @@ from tackroom.workers.policy.contracts import (
     EmptyRequest,
     PolicyStatus,
 )
+from tackroom.engine.errors import FunctionError
+from tackroom.kit.rulesfile import PolicyFileError, RulesSource
+from tackroom.runtime.worker import WorkerConfig, WorkerContext, WorkerSpec
 from tackroom.workers.policy.loader import BUILTIN_NAME, builtin_text, parse_rules
 from tackroom.workers.policy.rules import Ruleset, evaluate
 

@@ -25,7 +25,7 @@ import decimal
 import math
 from typing import Any
 
-from tackroom.workers.policy.contracts import CheckRequest
+from tackroom.contracts.policy import CheckRequest
 
 __all__ = [
     "ACTIONS",

@@ -25,14 +25,14 @@ from typing import Any, Literal
 
 import cedarpy
 
-from tackroom.runtime.filewatch import PolicyFileError
-from tackroom.workers.policy.contracts import (
+from tackroom.contracts.policy import (
     DEFAULT_RULE_ID,
     CheckRequest,
     CheckResponse,
     Decision,
     protected_verdict,
 )
+from tackroom.kit.rulesfile import PolicyFileError
 from tackroom.workers.policy_cedar.mapping import (
     ACTION_CALL,
     ACTIONS,

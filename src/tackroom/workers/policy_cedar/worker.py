@@ -26,10 +26,7 @@ from pathlib import Path
 
 from pydantic import Field
 
-from tackroom.engine.errors import FunctionError
-from tackroom.runtime.filewatch import PolicyFileError, RulesSource
-from tackroom.runtime.worker import WorkerConfig, WorkerContext, WorkerSpec
-from tackroom.workers.policy.contracts import (
+from tackroom.contracts.policy import (
     CHECK_PERMISSIONS,
     POLICY_FILE_INVALID,
     POLICY_RELOAD,
@@ -40,6 +37,9 @@ from tackroom.workers.policy.contracts import (
     EmptyRequest,
     PolicyStatus,
 )
+from tackroom.engine.errors import FunctionError
+from tackroom.kit.rulesfile import PolicyFileError, RulesSource
+from tackroom.runtime.worker import WorkerConfig, WorkerContext, WorkerSpec
 from tackroom.workers.policy_cedar.policies import CedarPolicies, decide, parse_policies
 
 __all__ = ["BUILTIN_NAME", "DEFAULT_POLICIES_PATH", "WORKER", "CedarPolicyConfig", "builtin_text"]

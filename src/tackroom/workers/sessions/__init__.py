@@ -1,6 +1,6 @@
 """The ``sessions`` worker: branching session trees and per-session inboxes.
 
-Other workers use :mod:`tackroom.workers.sessions.contracts` (function ids, payload models,
+Other workers use :mod:`tackroom.contracts.sessions` (function ids, payload models,
 error codes) and reach the worker through ``engine.trigger``; the rest is private.
 """
 

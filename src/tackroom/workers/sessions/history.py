@@ -6,8 +6,8 @@ the session itself), and each session on a path is listed at most once per reque
 
 from __future__ import annotations
 
+from tackroom.contracts.sessions import BROKEN_HISTORY_ERROR, SessionEntry
 from tackroom.engine.errors import FunctionError
-from tackroom.workers.sessions.contracts import BROKEN_HISTORY_ERROR, SessionEntry
 from tackroom.workers.sessions.paths import Address, BrokenHistory, walk
 from tackroom.workers.sessions.records import (
     ENTRIES_SCOPE,

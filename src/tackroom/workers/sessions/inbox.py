@@ -10,8 +10,8 @@ from __future__ import annotations
 from typing import Any
 
 from tackroom.contracts.messages import AgentMessage, messages_adapter
+from tackroom.contracts.sessions import CONTENTION_ERROR, SCHEMA_VERSION
 from tackroom.engine.errors import FunctionError, RevisionConflict
-from tackroom.workers.sessions.contracts import CONTENTION_ERROR, SCHEMA_VERSION
 from tackroom.workers.sessions.records import INBOX_SCOPE, StateBackend, entry_key
 from tackroom.workers.sessions.retry import backoff
 

@@ -13,8 +13,8 @@ import contextlib
 import re
 from typing import Literal
 
+from tackroom.contracts.sessions import INVALID_CURSOR_ERROR
 from tackroom.engine.errors import FunctionError, RevisionConflict
-from tackroom.workers.sessions.contracts import INVALID_CURSOR_ERROR
 from tackroom.workers.sessions.records import (
     DAYS_SCOPE,
     INDEX_SCOPE,

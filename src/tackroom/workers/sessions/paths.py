@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Iterable, Mapping
 
-from tackroom.workers.sessions.contracts import SessionEntry, TreeNode
+from tackroom.contracts.sessions import SessionEntry, TreeNode
 
 __all__ = ["Address", "BrokenHistory", "address_of", "build_tree", "parent_address", "walk"]
 

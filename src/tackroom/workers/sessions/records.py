@@ -18,13 +18,13 @@ from typing import Any, Protocol
 from pydantic import BaseModel, ConfigDict, Field
 
 from tackroom.contracts.messages import text_of
-from tackroom.engine.protocol import StateEntry, UpdateOp
-from tackroom.workers.sessions.contracts import (
+from tackroom.contracts.sessions import (
     SCHEMA_VERSION,
     Origin,
     SessionEntry,
     SessionInfo,
 )
+from tackroom.engine.protocol import StateEntry, UpdateOp
 
 __all__ = [
     "DAYS_SCOPE",

@@ -16,8 +16,7 @@ from typing import Any
 from pydantic import BaseModel
 
 from tackroom.contracts.messages import AgentMessage, CustomMessage
-from tackroom.engine.errors import FunctionError, RevisionConflict
-from tackroom.workers.sessions.contracts import (
+from tackroom.contracts.sessions import (
     CONTENTION_ERROR,
     ENTRY_NOT_FOUND_ERROR,
     SESSION_EXISTS_ERROR,
@@ -31,6 +30,7 @@ from tackroom.workers.sessions.contracts import (
     SessionInfo,
     TreeResponse,
 )
+from tackroom.engine.errors import FunctionError, RevisionConflict
 from tackroom.workers.sessions.history import History, Known
 from tackroom.workers.sessions.listing import SessionIndex
 from tackroom.workers.sessions.paths import Address, address_of, build_tree

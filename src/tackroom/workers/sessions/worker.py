@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from pydantic import Field
 
+from tackroom.contracts import sessions as c
 from tackroom.runtime.worker import TypedFunction, WorkerConfig, WorkerContext, WorkerSpec
-from tackroom.workers.sessions import contracts as c
 from tackroom.workers.sessions.inbox import Inbox
 from tackroom.workers.sessions.store import SessionStore
 

@@ -12,12 +12,12 @@ import math
 import operator
 from collections.abc import Callable
 
-from tackroom.engine.errors import FunctionError
-from tackroom.workers.utilities.contracts import (
+from tackroom.contracts.utilities import (
     DIVISION_BY_ZERO,
     INVALID_EXPRESSION,
     RESULT_TOO_LARGE,
 )
+from tackroom.engine.errors import FunctionError
 
 __all__ = ["MAX_EXPONENT", "MAX_INT_BITS", "evaluate"]
 

@@ -12,11 +12,7 @@ from collections.abc import Callable
 from datetime import UTC, datetime
 
 from tackroom.contracts.tools import CallContext
-from tackroom.engine.errors import FunctionError
-from tackroom.runtime.tools import register_tool
-from tackroom.runtime.worker import WorkerConfig, WorkerContext, WorkerSpec
-from tackroom.workers.utilities.calc import MAX_INT_BITS, evaluate
-from tackroom.workers.utilities.contracts import (
+from tackroom.contracts.utilities import (
     CALC_ADD,
     CALC_EVALUATE,
     CLOCK_NOW,
@@ -27,6 +23,10 @@ from tackroom.workers.utilities.contracts import (
     EvaluateRequest,
     NumberResult,
 )
+from tackroom.engine.errors import FunctionError
+from tackroom.runtime.tools import register_tool
+from tackroom.runtime.worker import WorkerConfig, WorkerContext, WorkerSpec
+from tackroom.workers.utilities.calc import MAX_INT_BITS, evaluate
 
 __all__ = ["WORKER", "UtilitiesConfig", "clock_reading"]
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Awaitable, Callable
 
-from tackroom.workers.providers.config import RateLimitSettings
+from tackroom.kit.providers.config import RateLimitSettings
 
 __all__ = ["RateLimiter", "TokenBucket", "estimate_tokens"]
 

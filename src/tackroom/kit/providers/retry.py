@@ -8,8 +8,8 @@ import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 
-from tackroom.workers.providers.config import RetrySettings
-from tackroom.workers.providers.errors import ProviderFailure
+from tackroom.kit.providers.config import RetrySettings
+from tackroom.kit.providers.errors import ProviderFailure
 
 __all__ = ["DEFAULT_RUNTIME", "Runtime", "retry_delay"]
 

@@ -16,7 +16,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from tackroom.workers.providers.profiles import merge_profiles
+from tackroom.kit.providers.profiles import merge_profiles
 
 __all__ = [
     "PROVIDER_NAME_PATTERN",

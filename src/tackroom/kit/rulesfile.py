@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Generic, Literal, TypeVar
 
-from tackroom.workers.policy.contracts import Decision, LoadProblem, PolicyStatus
+from tackroom.contracts.policy import Decision, LoadProblem, PolicyStatus
 
 __all__ = ["MAX_RULES_FILE_BYTES", "PolicyFileError", "RulesSource", "read_text"]
 

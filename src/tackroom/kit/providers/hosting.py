@@ -14,11 +14,11 @@ from collections.abc import Callable, Mapping
 from types import ModuleType
 from typing import Any
 
+from tackroom.kit.providers.config import ProfileSettings, RateLimitSettings, RetrySettings
+from tackroom.kit.providers.retry import DEFAULT_RUNTIME, Runtime
+from tackroom.kit.providers.service import ProviderService, WireAdapter
 from tackroom.runtime.errors import HarnessError
 from tackroom.runtime.worker import WorkerContext
-from tackroom.workers.providers.config import ProfileSettings, RateLimitSettings, RetrySettings
-from tackroom.workers.providers.retry import DEFAULT_RUNTIME, Runtime
-from tackroom.workers.providers.service import ProviderService, WireAdapter
 
 __all__ = ["MissingSDK", "import_wire", "serve_profiles"]
 

@@ -10,11 +10,10 @@ as ``InvocationError`` whose ``remote_code`` is one of the ``*_ERROR`` codes bel
 
 from __future__ import annotations
 
+from datetime import UTC, datetime, timedelta
 from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints
-
-from tackroom.workers.budget.records import SCHEMA_VERSION, Budget, Period, PeriodUsage
 
 __all__ = [
     "ALERT_QUEUE",
@@ -64,7 +63,92 @@ __all__ = [
     "UpdateRequest",
     "UsageRequest",
     "UsageResponse",
+    "period_bounds",
+    "period_key",
 ]
+
+# Budget periods on UTC boundaries: the key of the period an instant falls in, and its bounds.
+#
+# - ``day``: ``2026-11-30``, from 00:00 UTC to the next 00:00;
+# - ``week``: ISO week ``2026-W49``, from Monday 00:00 UTC;
+# - ``month``: ``2026-11``, from the 1st 00:00 UTC;
+# - ``total``: ``total``, from the budget's creation, never ending.
+#
+# A new period is a new key, so spend rolls over without anyone writing anything at midnight.
+
+Period = Literal["day", "week", "month", "total"]
+
+
+def _at(ts: float) -> datetime:
+    return datetime.fromtimestamp(ts, UTC)
+
+
+def period_key(period: Period, now: float) -> str:
+    moment = _at(now)
+    if period == "day":
+        return moment.strftime("%Y-%m-%d")
+    if period == "week":
+        year, week, _ = moment.isocalendar()
+        return f"{year:04d}-W{week:02d}"
+    if period == "month":
+        return moment.strftime("%Y-%m")
+    return "total"
+
+
+def period_bounds(period: Period, now: float, *, origin: float) -> tuple[float, float | None]:
+    """``(start, end)`` of the period holding ``now``; ``total`` runs from ``origin`` forever."""
+    moment = _at(now)
+    midnight = moment.replace(hour=0, minute=0, second=0, microsecond=0)
+    if period == "day":
+        start, end = midnight, midnight + timedelta(days=1)
+    elif period == "week":
+        start = midnight - timedelta(days=moment.weekday())
+        end = start + timedelta(days=7)
+    elif period == "month":
+        start = midnight.replace(day=1)
+        end = (start + timedelta(days=32)).replace(day=1)
+    else:
+        return origin, None
+    return start.timestamp(), end.timestamp()
+
+
+SCHEMA_VERSION = 1
+
+
+class _Stored(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class Budget(_Stored):
+    schema_version: int = SCHEMA_VERSION
+    id: str
+    scope: str = Field(description="workspace/<id>, agent/<id> or session/<id>")
+    period: Period
+    cap_usd: float
+    alert_thresholds: list[float] = Field(description="fractions of the cap, e.g. 0.8")
+    alert_function: str | None = None
+    exempt: bool = Field(default=False, description="checks skip it (spend is still recorded)")
+    exempt_until: float | None = None
+    paused: bool = Field(default=False, description="every check on its chain is denied")
+    enforce: bool = Field(default=True, description="false: tracked and alerted, never denies")
+    name: str | None = None
+    created_at: float
+    updated_at: float
+
+    def exempt_at(self, now: float) -> bool:
+        return self.exempt and (self.exempt_until is None or now < self.exempt_until)
+
+
+class PeriodUsage(_Stored):
+    """The public view of one period's usage."""
+
+    period_key: str
+    spent_usd: float
+    reserved_usd: float
+    records_count: int
+    fired_thresholds: list[float]
+    reset_count: int = 0
+
 
 CREATE = "budget::create"
 LIST = "budget::list"

@@ -29,10 +29,10 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
+from tackroom.contracts.hooks import SUBSCRIBE, UNSUBSCRIBE, HookReply
 from tackroom.engine.errors import EngineError
 from tackroom.engine.protocol import Engine, Registration
 from tackroom.runtime.worker import WorkerConfig, WorkerContext, WorkerSpec
-from tackroom.workers.hooks.contracts import SUBSCRIBE, UNSUBSCRIBE, HookReply
 
 __all__ = [
     "Hook",

@@ -24,10 +24,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from tackroom.engine.errors import EngineError
-from tackroom.engine.protocol import Engine
-from tackroom.runtime.worker import WorkerContext
-from tackroom.workers.hooks.contracts import (
+from tackroom.contracts.hooks import (
     DEFAULT_MERGE_RULES,
     PUBLISH_COLLECT,
     SUBSCRIPTIONS_SCOPE,
@@ -35,6 +32,9 @@ from tackroom.workers.hooks.contracts import (
     PublishResult,
     TopicSubscriptions,
 )
+from tackroom.engine.errors import EngineError
+from tackroom.engine.protocol import Engine
+from tackroom.runtime.worker import WorkerContext
 
 __all__ = ["HookSubscriptions"]
 

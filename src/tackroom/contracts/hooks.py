@@ -5,7 +5,7 @@ subscriber of the topic by function id with a :class:`HookEvent` and merges the 
 (:class:`HookReply`) by the publisher's merge rule. Subscriptions are state, in scope
 ``hook-subscriptions`` (key = topic, value :class:`TopicSubscriptions`), written by compare-and-set,
 so anyone can tell whether a topic has subscribers without a round trip (see
-``tackroom.workers.hooks.watch.HookSubscriptions``).
+``tackroom.kit.hooks.publish.HookSubscriptions``).
 """
 
 from __future__ import annotations

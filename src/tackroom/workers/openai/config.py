@@ -18,15 +18,15 @@ from typing import Any, Literal
 
 from pydantic import Field, model_validator
 
-from tackroom.runtime.worker import WorkerConfig
-from tackroom.workers.openai.profiles import DEFAULT_PROFILES, WORKER_NAME
-from tackroom.workers.providers.config import (
+from tackroom.kit.providers.config import (
     ProfileSettings,
     RateLimitSettings,
     RetrySettings,
     check_profile_names,
     merge_profiles,
 )
+from tackroom.runtime.worker import WorkerConfig
+from tackroom.workers.openai.profiles import DEFAULT_PROFILES, WORKER_NAME
 
 __all__ = ["DEFAULT_PROFILES", "WORKER_NAME", "OpenAIConfig", "OpenAIProfile"]
 

@@ -23,7 +23,7 @@ from typing import Literal
 
 from tackroom.engine.errors import EngineError, FunctionNotFound
 from tackroom.engine.protocol import Engine
-from tackroom.workers.providers.config import ProfileSettings
+from tackroom.kit.providers.config import ProfileSettings
 
 __all__ = ["AUTH_GET_TOKEN", "KeySource", "Keys", "split_keys"]
 

@@ -29,8 +29,8 @@ from tackroom.contracts.messages import (
     ThinkingBlock,
     Usage,
 )
-from tackroom.workers.providers.catalog import Prices, priced
-from tackroom.workers.providers.errors import ProviderFailure, StreamEndedEarly
+from tackroom.kit.providers.catalog import Prices, priced
+from tackroom.kit.providers.errors import ProviderFailure, StreamEndedEarly
 
 __all__ = ["RAW_ARGUMENTS_KEY", "REDACTED_THINKING_PREFIX", "Send", "StreamSink"]
 

@@ -29,18 +29,23 @@ from urllib.parse import urlsplit
 from pydantic import ValidationError
 
 from tackroom.contracts.messages import SCHEMA_VERSION, AssistantMessage
-from tackroom.contracts.provider import ProviderRequest, complete_function, stream_function
+from tackroom.contracts.provider import (
+    CheckResult,
+    ProviderRequest,
+    check_function,
+    complete_function,
+    stream_function,
+)
 from tackroom.engine.errors import ChannelClosed, FunctionError
 from tackroom.engine.protocol import ChannelRef, ChannelWriter, Engine
+from tackroom.kit.providers.catalog import CatalogClient, ModelInfo
+from tackroom.kit.providers.config import ProfileSettings, RateLimitSettings, RetrySettings
+from tackroom.kit.providers.errors import ProviderFailure, classify_exception
+from tackroom.kit.providers.keys import KeySource
+from tackroom.kit.providers.ratelimit import RateLimiter, estimate_tokens
+from tackroom.kit.providers.retry import DEFAULT_RUNTIME, Runtime, retry_delay
+from tackroom.kit.providers.sink import StreamSink
 from tackroom.runtime.typed import describe_validation_error
-from tackroom.workers.providers.catalog import CatalogClient, ModelInfo
-from tackroom.workers.providers.config import ProfileSettings, RateLimitSettings, RetrySettings
-from tackroom.workers.providers.contracts import CheckResult, check_function
-from tackroom.workers.providers.errors import ProviderFailure, classify_exception
-from tackroom.workers.providers.keys import KeySource
-from tackroom.workers.providers.ratelimit import RateLimiter, estimate_tokens
-from tackroom.workers.providers.retry import DEFAULT_RUNTIME, Runtime, retry_delay
-from tackroom.workers.providers.sink import StreamSink
 
 __all__ = ["ProviderService", "WireAdapter", "WireCall"]
 

@@ -12,22 +12,17 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from tackroom.kit.providers.profiles import profile_names
 from tackroom.workers.anthropic import profiles as anthropic_profiles
 from tackroom.workers.openai import profiles as openai_profiles
-from tackroom.workers.providers.profiles import profile_names
 
-__all__ = ["PROFILE_WORKERS", "check_function", "provider_worker"]
+__all__ = ["PROFILE_WORKERS", "provider_worker"]
 
 PROFILE_WORKERS: dict[str, Mapping[str, Mapping[str, Any]]] = {
     openai_profiles.WORKER_NAME: openai_profiles.DEFAULT_PROFILES,
     anthropic_profiles.WORKER_NAME: anthropic_profiles.DEFAULT_PROFILES,
 }
 """Profile-based provider workers and the profiles they ship."""
-
-
-def check_function(provider: str) -> str:
-    """``provider::<name>::check``: is the key there, is the local server reachable?"""
-    return f"provider::{provider}::check"
 
 
 def provider_worker(provider: str, worker_config: Mapping[str, Any]) -> str | None:

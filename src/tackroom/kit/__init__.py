@@ -1,0 +1,7 @@
+"""Shared libraries that workers build on: not workers themselves, and no function ids of their own.
+
+- :mod:`tackroom.kit.providers`: what every provider worker shares (retries, rate limit, keys,
+  the stream sink, the provider service, routing a provider name to its worker);
+- :mod:`tackroom.kit.rulesfile`: a hot-reloaded rules file (used by the policy workers);
+- :mod:`tackroom.kit.hooks`: publishing to hook topics and subscribing to them.
+"""

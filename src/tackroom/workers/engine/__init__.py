@@ -1,0 +1,2 @@
+"""The ``engine`` worker: the engine's capabilities (``state::*``, ``stream::*``,
+``engine::functions::list`` ...) as function ids on the bus."""
