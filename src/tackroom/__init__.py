@@ -1,1 +1,106 @@
-"""tackroom: an agent harness built from replaceable workers on one engine bus."""
+"""tackroom: an agent harness built from replaceable workers on one engine bus.
+
+The front door::
+
+    from tackroom import Harness
+
+    harness = Harness("openai:gpt-5-mini")
+    print(harness.run_sync("Hello").output)
+
+Names are imported on first use, so ``import tackroom`` (and every CLI command) stays cheap.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from tackroom.contracts.events import (
+        AgentEnd,
+        AgentError,
+        AgentEvent,
+        ApprovalRequested,
+        ApprovalResolved,
+        BudgetDecided,
+        FunctionExecutionEnd,
+        FunctionExecutionStart,
+        GateDecided,
+        MessageComplete,
+        MessageUpdate,
+        TurnEnd,
+        TurnStateChanged,
+    )
+    from tackroom.harness import (
+        Harness,
+        OutputInvalid,
+        PendingApproval,
+        RunResult,
+        RunStream,
+        SessionBusy,
+        StreamingModel,
+        Thinking,
+        ToolCall,
+        ToolSpec,
+        UsageError,
+    )
+    from tackroom.runtime.config import HarnessConfig
+
+__all__ = [
+    "AgentEnd",
+    "AgentError",
+    "AgentEvent",
+    "ApprovalRequested",
+    "ApprovalResolved",
+    "BudgetDecided",
+    "FunctionExecutionEnd",
+    "FunctionExecutionStart",
+    "GateDecided",
+    "Harness",
+    "HarnessConfig",
+    "MessageComplete",
+    "MessageUpdate",
+    "OutputInvalid",
+    "PendingApproval",
+    "RunResult",
+    "RunStream",
+    "SessionBusy",
+    "StreamingModel",
+    "Thinking",
+    "ToolCall",
+    "ToolSpec",
+    "TurnEnd",
+    "TurnStateChanged",
+    "UsageError",
+]
+
+_HOMES = {
+    "HarnessConfig": "tackroom.runtime.config",
+    **dict.fromkeys(
+        (
+            "AgentEnd",
+            "AgentError",
+            "AgentEvent",
+            "ApprovalRequested",
+            "ApprovalResolved",
+            "BudgetDecided",
+            "FunctionExecutionEnd",
+            "FunctionExecutionStart",
+            "GateDecided",
+            "MessageComplete",
+            "MessageUpdate",
+            "TurnEnd",
+            "TurnStateChanged",
+        ),
+        "tackroom.contracts.events",
+    ),
+}
+
+
+def __getattr__(name: str) -> Any:
+    if name not in __all__:
+        raise AttributeError(f"module 'tackroom' has no attribute {name!r}")
+    module = importlib.import_module(_HOMES.get(name, "tackroom.harness"))
+    value = getattr(module, name)
+    globals()[name] = value
+    return value

@@ -14,7 +14,7 @@ see tool names only, the orchestrator maps them back to function ids.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
@@ -192,13 +192,17 @@ class ToolNames:
     Names that would collide get a numeric suffix, so the map is always one-to-one.
     """
 
-    def __init__(self, function_ids: Iterable[str]) -> None:
+    def __init__(
+        self, function_ids: Iterable[str], *, preferred: Mapping[str, str] | None = None
+    ) -> None:
+        """``preferred``: the name a function asked for (its ``x-tackroom.name``), by id."""
         self._by_name: dict[str, str] = {}
         self._by_function: dict[str, str] = {}
         for function_id in function_ids:
             if function_id in self._by_function:
                 continue
-            base = tool_name_for(function_id)
+            wanted = (preferred or {}).get(function_id)
+            base = tool_name_for(wanted) if wanted else tool_name_for(function_id)
             name, n = base, 1
             while name in self._by_name:
                 n += 1

@@ -44,19 +44,32 @@ class ToolTraits(BaseModel):
 
     idempotent: bool = False
     parallel: bool = False
+    name: str | None = None
+    """The name the model sees (default: derived from the function id, ``fs::read`` →
+    ``fs__read``); a name another offered tool already has gets a numeric suffix."""
+    requires_approval: bool = False
+    """Every call parks for a human decision, whatever the policy allows (a denial still wins)."""
+    timeout: float | None = None
+    """Seconds one call may take (default: the orchestrator's ``call_timeout``)."""
 
 
 def with_traits(schema: dict[str, Any], traits: ToolTraits) -> dict[str, Any]:
     """``schema`` with ``traits`` recorded under ``x-tackroom``."""
-    return {**schema, TRAITS_KEY: traits.model_dump()}
+    recorded = {"idempotent": traits.idempotent, "parallel": traits.parallel}
+    return {**schema, TRAITS_KEY: {**recorded, **traits.model_dump(exclude_defaults=True)}}
 
 
 def model_schema(
-    model: type[BaseModel], *, idempotent: bool = False, parallel: bool = False
+    model: type[BaseModel],
+    *,
+    idempotent: bool = False,
+    parallel: bool = False,
+    traits: ToolTraits | None = None,
 ) -> dict[str, Any]:
     """The JSON schema of ``model`` as a tool's request schema, with its traits."""
     return with_traits(
-        model.model_json_schema(), ToolTraits(idempotent=idempotent, parallel=parallel)
+        model.model_json_schema(),
+        traits or ToolTraits(idempotent=idempotent, parallel=parallel),
     )
 
 

@@ -80,6 +80,11 @@ class RunStartRequest(_Model):
     system_prompt: str | None = Field(
         default=None, description="replaces the assembled system prompt verbatim"
     )
+    instructions: str | None = Field(
+        default=None,
+        max_length=200_000,
+        description="the application's instructions, appended to the system prompt",
+    )
     tools: list[str] = Field(
         default_factory=list,
         description="function ids or globs (fs::*) offered to the model as tools",

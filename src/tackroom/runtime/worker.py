@@ -16,6 +16,7 @@ from typing import Any, Generic, TypeVar
 
 from pydantic import BaseModel, ConfigDict
 
+from tackroom.contracts.bus import Function, Tool
 from tackroom.engine.protocol import Engine, Handler, Registration
 from tackroom.runtime.tasks import TaskErrorHandler, TaskSet
 from tackroom.runtime.typed import ModelHandler, typed_handler
@@ -24,6 +25,7 @@ __all__ = ["TypedFunction", "WorkerConfig", "WorkerContext", "WorkerSpec"]
 
 ConfigT = TypeVar("ConfigT", bound=BaseModel)
 RequestT = TypeVar("RequestT", bound=BaseModel)
+ResponseT = TypeVar("ResponseT")
 T = TypeVar("T")
 
 _log = logging.getLogger("tackroom.runtime")
@@ -117,6 +119,32 @@ class WorkerContext(Generic[ConfigT]):
             function_id,
             typed.handler,
             description=description,
+            request_schema=typed.request_schema,
+            response_schema=typed.response_schema,
+        )
+
+    async def serve(
+        self,
+        function: Function[RequestT, ResponseT],
+        handler: Callable[[RequestT], Awaitable[ResponseT]],
+        *,
+        description: str | None = None,
+    ) -> Registration:
+        """Serve ``function``'s contract with ``handler``: the request arrives validated, the
+        reply is dumped by the response type, both schemas are published in the catalog.
+
+        A :class:`~tackroom.contracts.bus.Tool` is served through ``register_tool`` instead, so
+        its traits reach the catalog; its handler also gets the call context.
+        """
+        if isinstance(function, Tool):
+            raise TypeError(f"{function!r} is a tool: serve it with runtime.tools.serve_tool")
+        typed = typed_handler(
+            handler, request_model=function.request, response_type=function.response
+        )
+        return await self.register_function(
+            function.id,
+            typed.handler,
+            description=function.description if description is None else description,
             request_schema=typed.request_schema,
             response_schema=typed.response_schema,
         )

@@ -156,7 +156,7 @@ class Dispatcher:
         payload = {**call.arguments, CALL_CONTEXT_KEY: context.model_dump()}
         try:
             value = await self._engine.trigger(
-                tool.function_id, payload, timeout=self._call_timeout
+                tool.function_id, payload, timeout=tool.traits.timeout or self._call_timeout
             )
         except FunctionNotFound as exc:
             return error_result(call, str(exc), details={"error": "function_not_found"})

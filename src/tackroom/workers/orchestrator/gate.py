@@ -31,7 +31,9 @@ __all__ = ["Emit", "Gate", "GateDecision", "denial"]
 Emit = Callable[[EventType, str, dict[str, Any]], Awaitable[None]]
 """``emit(event_type, event_key, data)``."""
 
-DecidedBy = Literal["thin", "policy", "gate_unavailable", "approval_mode", "default", "hook"]
+DecidedBy = Literal[
+    "thin", "policy", "gate_unavailable", "approval_mode", "default", "hook", "tool"
+]
 
 
 @dataclass(frozen=True, slots=True)
@@ -62,12 +64,20 @@ class Gate:
     async def check(self, record: TurnRecord, call: CallState, emit: Emit) -> GateDecision:
         """Hooks, policy, then (for ``needs_approval``) approvals; recorded as an event."""
         blocked = await self._before_hooks(record, call)
+        tool = record.tool(call.tool_name)
+        asks = tool is not None and tool.traits.requires_approval
         if blocked is not None:
             decision = blocked
-        elif self._policy_function is None and self._approvals_function is None:
+        elif self._policy_function is None and self._approvals_function is None and not asks:
             return GateDecision("allow", "thin", "no policy configured")
+        elif self._policy_function is None and asks:
+            decision = GateDecision("needs_approval", "tool", "this tool asks before every call")
         else:
             decision = await self._policy(record, call)
+            if asks and decision.decision == "allow":
+                decision = GateDecision(
+                    "needs_approval", "tool", "this tool asks before every call"
+                )
         if decision.decision == "needs_approval" and self._approvals_function is not None:
             decision = await self._request_approval(record, call, decision)
         await emit(

@@ -89,7 +89,8 @@ class Provisioner:
         catalog = await self._engine.list_functions()
         tools = offered_tools(catalog, record.tool_patterns)
         if record.system_prompt_override is not None:
-            return Provisioned(system_prompt=record.system_prompt_override, tools=tools)
+            prompt = _with_instructions(record.system_prompt_override, record.instructions)
+            return Provisioned(system_prompt=prompt, tools=tools)
         index = await self.skills_index(catalog)
         tool_name: str | None = None
         if index:
@@ -98,7 +99,9 @@ class Provisioner:
         prompt = await self.system_prompt(
             record.mode, skills_index=index if tool_name else None, skills_tool=tool_name
         )
-        return Provisioned(system_prompt=prompt, tools=tools)
+        return Provisioned(
+            system_prompt=_with_instructions(prompt, record.instructions), tools=tools
+        )
 
     async def system_prompt(
         self, mode: Mode, *, skills_index: str | None = None, skills_tool: str | None = None
@@ -158,17 +161,24 @@ def offered_tools(catalog: list[FunctionInfo], patterns: list[str]) -> list[Tool
             continue
         if _matches(info.function_id, patterns):
             chosen[info.function_id] = info
-    names = ToolNames(chosen)
+    traits = {fid: traits_of(info.request_schema) for fid, info in chosen.items()}
+    names = ToolNames(chosen, preferred={fid: t.name for fid, t in traits.items() if t.name})
     return [
         ToolOffer(
             name=names.name(function_id),
             function_id=function_id,
             description=info.description,
             parameters=_parameters(info),
-            traits=traits_of(info.request_schema),
+            traits=traits[function_id],
         )
         for function_id, info in chosen.items()
     ]
+
+
+def _with_instructions(prompt: str, instructions: str | None) -> str:
+    if not instructions:
+        return prompt
+    return f"{prompt}\n\n{instructions}" if prompt else instructions
 
 
 def _matches(function_id: str, patterns: list[str] | tuple[str, ...]) -> bool:

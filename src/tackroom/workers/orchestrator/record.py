@@ -69,6 +69,7 @@ class TurnRecord(_Model):
     model: str
     mode: Mode = "agent"
     system_prompt_override: str | None = None
+    instructions: str | None = None
     system_prompt: str = ""
     tool_patterns: list[str] = Field(default_factory=list)
     initial_messages: list[AgentMessage] = Field(

@@ -395,7 +395,12 @@ def _finish(r: TurnRecord, state: str, effects: list[Effect]) -> None:
     effects.append(
         EmitEvent(
             "agent_end",
-            {"state": r.state, "stop_reason": r.stop_reason, "usage": r.usage.model_dump()},
+            {
+                "state": r.state,
+                "stop_reason": r.stop_reason,
+                "usage": r.usage.model_dump(),
+                "error": r.error.model_dump() if r.error is not None else None,
+            },
         )
     )
 

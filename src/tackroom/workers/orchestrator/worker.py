@@ -126,6 +126,7 @@ class Orchestrator:
             mode=request.mode,
             max_turns=request.max_turns,
             system_prompt_override=request.system_prompt,
+            instructions=request.instructions,
             tool_patterns=request.tools,
             initial_messages=request.messages,
         )

@@ -1,0 +1,245 @@
+"""Typed descriptors for everything that crosses a worker wall.
+
+A contract module declares each fact once — a function with its request and response models, a
+shared state scope with its value model, an event stream with its event type — and both sides
+import the descriptor::
+
+    APPEND_BATCH = Function("session-tree::append_batch", AppendBatchRequest, AppendBatchResponse)
+
+    await ctx.serve(APPEND_BATCH, append_batch)                      # the worker
+    reply = await APPEND_BATCH.call(bus, AppendBatchRequest(...))    # a caller: typed reply
+
+Ids a config may change (``policy_function``, a provider's name) keep working: ``.at(other_id)``
+is the same contract under another id. Adapters for non-model types are built on first use, so
+importing a contract module costs no schema work.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from typing import Any, Generic, TypeVar, cast
+
+from pydantic import BaseModel, TypeAdapter
+
+from tackroom.engine.protocol import DEFAULT_TIMEOUT, Engine, StateEntry, Subscription
+
+__all__ = ["Function", "Scope", "Stream", "Tool", "dump", "load"]
+
+Req = TypeVar("Req", bound=BaseModel)
+Resp = TypeVar("Resp")
+V = TypeVar("V")
+E = TypeVar("E")
+
+
+class _Codec(Generic[V]):
+    """Validates JSON-shaped data into ``V`` and dumps ``V`` back; a model class is used directly,
+    anything else (a union, ``list[X]``, ``X | None``) through a lazily built ``TypeAdapter``."""
+
+    __slots__ = ("_adapter", "_model", "type")
+
+    def __init__(self, type_: Any) -> None:
+        self.type = type_
+        self._model: type[BaseModel] | None = (
+            type_ if isinstance(type_, type) and issubclass(type_, BaseModel) else None
+        )
+        self._adapter: TypeAdapter[Any] | None = None
+
+    def adapter(self) -> TypeAdapter[Any]:
+        if self._adapter is None:
+            self._adapter = TypeAdapter(self.type)
+        return self._adapter
+
+    def load(self, data: Any) -> V:
+        if self._model is not None:
+            return cast(V, self._model.model_validate(data))
+        return cast(V, self.adapter().validate_python(data))
+
+    def dump(self, value: V) -> Any:
+        if isinstance(value, BaseModel):
+            return value.model_dump(mode="json")
+        return self.adapter().dump_python(value, mode="json")
+
+    def json_schema(self) -> dict[str, Any]:
+        if self._model is not None:
+            return self._model.model_json_schema()
+        return self.adapter().json_schema()
+
+
+def dump(value: Any) -> Any:
+    """``value`` as JSON-shaped data (a model dumped in JSON mode, anything else as it is)."""
+    return value.model_dump(mode="json") if isinstance(value, BaseModel) else value
+
+
+def load(type_: type[V], data: Any) -> V:
+    return _Codec[V](type_).load(data)
+
+
+class Function(Generic[Req, Resp]):
+    """A function on the bus: its id, request model and response type."""
+
+    __slots__ = ("_response", "description", "id", "request")
+
+    def __init__(
+        self,
+        id: str,
+        request: type[Req],
+        response: Any,
+        *,
+        description: str = "",
+    ) -> None:
+        self.id = id
+        self.request = request
+        self._response: _Codec[Resp] = _Codec(response)
+        self.description = description
+
+    @property
+    def response(self) -> Any:
+        return self._response.type
+
+    def at(self, function_id: str) -> Function[Req, Resp]:
+        """The same contract served under ``function_id`` (configurable ids)."""
+        return self._clone(function_id)
+
+    def _clone(self, function_id: str) -> Function[Req, Resp]:
+        twin = Function[Req, Resp](
+            function_id, self.request, self._response.type, description=self.description
+        )
+        twin._response = self._response
+        return twin
+
+    async def call(self, bus: Engine, request: Req, *, timeout: float = DEFAULT_TIMEOUT) -> Resp:
+        """Trigger the function with ``request`` and return its validated reply."""
+        reply = await bus.trigger(self.id, request.model_dump(mode="json"), timeout=timeout)
+        return self._response.load(reply)
+
+    def parse_response(self, data: Any) -> Resp:
+        return self._response.load(data)
+
+    def dump_response(self, value: Resp) -> Any:
+        return self._response.dump(value)
+
+    def response_schema(self) -> dict[str, Any]:
+        return self._response.json_schema()
+
+    def __repr__(self) -> str:
+        return f"Function({self.id!r})"
+
+
+class Tool(Function[Req, Resp]):
+    """A function offered to models as a tool: the traits the orchestrator reads from the catalog
+    travel with the descriptor (``idempotent`` calls are retried after a crash, ``parallel`` ones
+    run concurrently in a batch)."""
+
+    __slots__ = ("idempotent", "parallel")
+
+    def __init__(
+        self,
+        id: str,
+        request: type[Req],
+        response: Any,
+        *,
+        description: str = "",
+        idempotent: bool,
+        parallel: bool = True,
+    ) -> None:
+        super().__init__(id, request, response, description=description)
+        self.idempotent = idempotent
+        self.parallel = parallel
+
+    def _clone(self, function_id: str) -> Tool[Req, Resp]:
+        twin = Tool[Req, Resp](
+            function_id,
+            self.request,
+            self._response.type,
+            description=self.description,
+            idempotent=self.idempotent,
+            parallel=self.parallel,
+        )
+        twin._response = self._response
+        return twin
+
+
+class Scope(Generic[V]):
+    """A shared state scope whose values are ``V``."""
+
+    __slots__ = ("_value", "name")
+
+    def __init__(self, name: str, value: Any) -> None:
+        self.name = name
+        self._value: _Codec[V] = _Codec(value)
+
+    async def get(self, bus: Engine, key: str) -> V | None:
+        entry = await bus.get_state(self.name, key)
+        return None if entry is None else self._value.load(entry.value)
+
+    async def get_entry(self, bus: Engine, key: str) -> tuple[V, int] | None:
+        """The value and its revision (for a compare-and-set after)."""
+        entry = await bus.get_state(self.name, key)
+        return None if entry is None else (self._value.load(entry.value), entry.revision)
+
+    async def set(
+        self, bus: Engine, key: str, value: V, *, expected_revision: int | None = None
+    ) -> StateEntry:
+        return await bus.set_state(
+            self.name, key, self._value.dump(value), expected_revision=expected_revision
+        )
+
+    async def delete(self, bus: Engine, key: str, *, expected_revision: int | None = None) -> bool:
+        return await bus.delete_state(self.name, key, expected_revision=expected_revision)
+
+    async def list(self, bus: Engine, *, prefix: str = "") -> list[tuple[str, V]]:
+        entries = await bus.list_state(self.name, prefix=prefix)
+        return [(entry.key, self._value.load(entry.value)) for entry in entries]
+
+    def parse(self, data: Any) -> V:
+        return self._value.load(data)
+
+    def dump_value(self, value: V) -> Any:
+        return self._value.dump(value)
+
+    def __repr__(self) -> str:
+        return f"Scope({self.name!r})"
+
+
+class Stream(Generic[E]):
+    """An event stream (one group per session, say) whose records are ``E``."""
+
+    __slots__ = ("_event", "name")
+
+    def __init__(self, name: str, event: Any) -> None:
+        self.name = name
+        self._event: _Codec[E] = _Codec(event)
+
+    async def append(self, bus: Engine, group_id: str, event: E) -> int:
+        return await bus.append(self.name, group_id, self._event.dump(event))
+
+    async def read(
+        self, bus: Engine, group_id: str, *, after: int = 0, limit: int = 1000
+    ) -> list[tuple[int, E]]:
+        records = await bus.read(self.name, group_id, after=after, limit=limit)
+        return [(record.seq, self._event.load(record.data)) for record in records]
+
+    async def subscribe(self, bus: Engine, group_id: str, *, after: int = 0) -> Subscription:
+        """The raw subscription (records carry JSON data); :meth:`parse` types one record."""
+        return await bus.subscribe(self.name, group_id, after=after)
+
+    async def events(
+        self, bus: Engine, group_id: str, *, after: int = 0
+    ) -> AsyncIterator[tuple[int, E]]:
+        """``(seq, event)`` pairs from ``after`` on, stored first, then live; closes the
+        subscription when the caller stops iterating."""
+        subscription = await bus.subscribe(self.name, group_id, after=after)
+        try:
+            async for record in subscription:
+                yield record.seq, self._event.load(record.data)
+        finally:
+            await subscription.aclose()
+
+    def parse(self, data: Any) -> E:
+        return self._event.load(data)
+
+    def dump_event(self, event: E) -> Any:
+        return self._event.dump(event)
+
+    def __repr__(self) -> str:
+        return f"Stream({self.name!r})"

@@ -1,0 +1,274 @@
+"""The typed events of ``agent::events``: one discriminated union, one id scheme.
+
+Every frame is ``{schema_version, type, session_id, run_id, event_id, data}`` (group = session id;
+the stream gives the sequence), and ``type`` decides the model of ``data``. Readers validate a
+frame with :data:`EVENTS` (``EVENTS.parse(record.data)``) and match on the class::
+
+    match event:
+        case MessageUpdate(data=update) if update.kind == "text":
+            print(update.delta, end="")
+        case AgentEnd(data=end):
+            ...
+
+``event_id`` is deterministic per run and step (:func:`event_id`), so a UI drops a repeat caused
+by a crash between emitting and committing a step. Data models ignore unknown fields, so a reader
+keeps working when a newer writer adds one.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from tackroom.contracts.bus import Stream
+from tackroom.contracts.messages import AgentMessage, FunctionResultMessage, Usage
+
+__all__ = [
+    "EVENTS",
+    "EVENT_SCHEMA_VERSION",
+    "TURN_END",
+    "AgentEnd",
+    "AgentEndData",
+    "AgentError",
+    "AgentEvent",
+    "ApprovalRequested",
+    "ApprovalRequestedData",
+    "ApprovalResolved",
+    "ApprovalResolvedData",
+    "BudgetDecided",
+    "BudgetDecidedData",
+    "ErrorData",
+    "EventType",
+    "FunctionExecutionEnd",
+    "FunctionExecutionEndData",
+    "FunctionExecutionStart",
+    "FunctionExecutionStartData",
+    "GateDecided",
+    "GateDecidedData",
+    "MessageComplete",
+    "MessageCompleteData",
+    "MessageUpdate",
+    "MessageUpdateData",
+    "TurnEnd",
+    "TurnEndData",
+    "TurnStateChanged",
+    "TurnStateChangedData",
+    "event_id",
+]
+
+EVENT_SCHEMA_VERSION = 1
+
+TurnStateName = Literal[
+    "provisioning",
+    "assistant_streaming",
+    "function_execute",
+    "function_awaiting_approval",
+    "steering_check",
+    "stopped",
+    "failed",
+]
+
+
+def event_id(run_id: str, *parts: str | int) -> str:
+    """The one id scheme: ``<run_id>:<part>:<part>…``, the same on every replay of a step."""
+    return ":".join([run_id, *(str(part) for part in parts)])
+
+
+class _Data(BaseModel):
+    model_config = ConfigDict(extra="ignore", populate_by_name=True, serialize_by_alias=True)
+
+
+class _Frame(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+
+    schema_version: int = EVENT_SCHEMA_VERSION
+    session_id: str
+    run_id: str
+    event_id: str
+
+
+class TurnStateChangedData(_Data):
+    from_: TurnStateName = Field(alias="from")
+    to: TurnStateName
+    turn_count: int
+
+
+class TurnStateChanged(_Frame):
+    type: Literal["turn_state_changed"] = "turn_state_changed"
+    data: TurnStateChangedData
+
+
+class MessageUpdateData(_Data):
+    message_id: str
+    stream_id: str | None = None
+    kind: Literal["text", "thinking", "function_call"]
+    delta: str
+    """Consecutive deltas of one kind, coalesced."""
+
+
+class MessageUpdate(_Frame):
+    type: Literal["message_update"] = "message_update"
+    data: MessageUpdateData
+
+
+class MessageCompleteData(_Data):
+    message_id: str
+    message: AgentMessage
+
+
+class MessageComplete(_Frame):
+    type: Literal["message_complete"] = "message_complete"
+    data: MessageCompleteData
+
+
+class FunctionExecutionStartData(_Data):
+    function_call_id: str
+    function_id: str
+    arguments: dict[str, Any] = Field(default_factory=dict)
+
+
+class FunctionExecutionStart(_Frame):
+    type: Literal["function_execution_start"] = "function_execution_start"
+    data: FunctionExecutionStartData
+
+
+class FunctionExecutionEndData(_Data):
+    function_call_id: str
+    function_id: str
+    result: FunctionResultMessage
+    is_error: bool = False
+    duration_ms: float | None = None
+
+
+class FunctionExecutionEnd(_Frame):
+    type: Literal["function_execution_end"] = "function_execution_end"
+    data: FunctionExecutionEndData
+
+
+class ApprovalRequestedData(_Data):
+    function_call_id: str
+    function_id: str
+    arguments: dict[str, Any] = Field(default_factory=dict)
+    reason: str = ""
+
+
+class ApprovalRequested(_Frame):
+    type: Literal["approval_requested"] = "approval_requested"
+    data: ApprovalRequestedData
+
+
+class ApprovalResolvedData(_Data):
+    function_call_id: str
+    function_id: str
+    decision: Literal["allow", "deny", "aborted", "expired"] | str
+    reason: str | None = None
+    approver: str | None = None
+    decided_at: float | None = None
+
+
+class ApprovalResolved(_Frame):
+    type: Literal["approval_resolved"] = "approval_resolved"
+    data: ApprovalResolvedData
+
+
+class GateDecidedData(_Data):
+    function_call_id: str
+    function_id: str
+    decision: Literal["allow", "deny", "needs_approval"]
+    decided_by: str
+    rule_id: str | None = None
+    matched_constraint: str | None = None
+    reason: str = ""
+
+
+class GateDecided(_Frame):
+    type: Literal["gate_decision"] = "gate_decision"
+    data: GateDecidedData
+
+
+class BudgetDecidedData(_Data):
+    allowed: bool
+    estimate_usd: float = 0.0
+    reason: str | None = None
+    """A code (``over_limit``, ``paused``, …); ``detail`` says it in words."""
+    detail: str | None = None
+    budget_id: str | None = None
+
+
+class BudgetDecided(_Frame):
+    type: Literal["budget_decision"] = "budget_decision"
+    data: BudgetDecidedData
+
+
+class TurnEndData(_Data):
+    turn_count: int
+    message_id: str
+    function_results: list[FunctionResultMessage] = Field(default_factory=list)
+
+
+class TurnEnd(_Frame):
+    type: Literal["turn_end"] = "turn_end"
+    data: TurnEndData
+
+
+class ErrorData(_Data):
+    kind: str
+    message: str
+
+
+class AgentEndData(_Data):
+    state: Literal["stopped", "failed"]
+    stop_reason: str | None = None
+    usage: Usage = Field(default_factory=Usage)
+    error: ErrorData | None = None
+    """Why a run that did not end normally ended, in words a person can act on."""
+
+
+class AgentEnd(_Frame):
+    type: Literal["agent_end"] = "agent_end"
+    data: AgentEndData
+
+
+class AgentError(_Frame):
+    type: Literal["error"] = "error"
+    data: ErrorData
+
+
+AgentEvent = Annotated[
+    TurnStateChanged
+    | MessageUpdate
+    | MessageComplete
+    | FunctionExecutionStart
+    | FunctionExecutionEnd
+    | ApprovalRequested
+    | ApprovalResolved
+    | GateDecided
+    | BudgetDecided
+    | TurnEnd
+    | AgentEnd
+    | AgentError,
+    Field(discriminator="type"),
+]
+"""One frame of ``agent::events``."""
+
+EventType = Literal[
+    "turn_state_changed",
+    "message_update",
+    "message_complete",
+    "function_execution_start",
+    "function_execution_end",
+    "approval_requested",
+    "approval_resolved",
+    "gate_decision",
+    "budget_decision",
+    "turn_end",
+    "agent_end",
+    "error",
+]
+
+EVENTS: Stream[AgentEvent] = Stream("agent::events", AgentEvent)
+"""Every event of every run, grouped by session id."""
+
+TURN_END: Stream[AgentEvent] = Stream("agent::turn_end", AgentEvent)
+"""``turn_end`` frames only (what a compactor wakes on), grouped by session id."""

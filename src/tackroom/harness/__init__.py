@@ -1,0 +1,25 @@
+"""The facade: :class:`Harness` and what a run hands back. See :mod:`tackroom.harness.facade`."""
+
+from tackroom.harness.facade import Harness
+from tackroom.harness.models import ModelChunk, StreamingModel, Thinking, ToolCall
+from tackroom.harness.output import OutputInvalid
+from tackroom.harness.result import PendingApproval, RunResult
+from tackroom.harness.runs import ApprovalCallback, RunStream, SessionBusy
+from tackroom.harness.tools import ToolSpec
+from tackroom.harness.wiring import UsageError
+
+__all__ = [
+    "ApprovalCallback",
+    "Harness",
+    "ModelChunk",
+    "OutputInvalid",
+    "PendingApproval",
+    "RunResult",
+    "RunStream",
+    "SessionBusy",
+    "StreamingModel",
+    "Thinking",
+    "ToolCall",
+    "ToolSpec",
+    "UsageError",
+]

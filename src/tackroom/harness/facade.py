@@ -1,0 +1,584 @@
+"""``Harness``: the front door. A bus client that boots the workers an agent run needs.
+
+    harness = Harness("openai:gpt-5-mini", instructions="Be brief.")
+
+    @harness.tool
+    def add(a: int, b: int) -> int:
+        "Add two integers."
+        return a + b
+
+    result = harness.run_sync("What is 2 + 3?")
+    print(result.output)
+
+Everything a run does happens on the bus: the prompt goes to ``run::start``, the answer comes
+back as typed events on ``agent::events``, tools are functions ``tool::<name>`` served by this
+process, a model object is served as a provider worker. Replacing a layer (the sessions worker,
+the policy) changes the boot list, not this class.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import inspect
+import uuid
+from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Literal, TypeVar, overload
+
+from tackroom.contracts.events import EVENTS
+from tackroom.contracts.messages import UserMessage
+from tackroom.contracts.provider import check_function
+from tackroom.contracts.turn import (
+    RUN_ABORT,
+    RUN_START,
+    TURN_GET_STATE,
+    Mode,
+    RunStartRequest,
+    RunStartResponse,
+    TurnStateView,
+)
+from tackroom.engine.errors import EngineError, FunctionNotFound
+from tackroom.engine.factory import open_engine
+from tackroom.engine.protocol import Engine
+from tackroom.engine.tracing import build_tracer_provider
+from tackroom.harness.decisions import decide
+from tackroom.harness.models import StreamingModel, model_worker
+from tackroom.harness.output import OutputInvalid, OutputSchema
+from tackroom.harness.result import PendingApproval, RunResult
+from tackroom.harness.runs import ApprovalCallback, RunStream, SessionBusy
+from tackroom.harness.tools import ToolSpec, tools_worker
+from tackroom.harness.wiring import (
+    UsageError,
+    agent_host_config,
+    parse_model,
+    resolve_config,
+    with_home,
+)
+from tackroom.kit.hooks.subscribe import HookSpec, hook_worker
+from tackroom.runtime.config import HarnessConfig
+from tackroom.runtime.endpoint import LocalEndpoint
+from tackroom.runtime.host import Host
+from tackroom.runtime.registry import load_worker
+from tackroom.runtime.worker import WorkerSpec
+
+if TYPE_CHECKING:
+    from opentelemetry.sdk.trace import TracerProvider
+
+__all__ = ["Harness"]
+
+T = TypeVar("T")
+F = TypeVar("F", bound=Callable[..., Any])
+
+_TOOLS_WORKER = "harness-tools"
+_HOOKS_WORKER = "harness-hooks"
+_HOOKS_FUNCTION = "hook-fanout::publish_collect"
+
+
+class Harness:
+    """An agent harness on one engine: ``run`` / ``run_sync`` / ``stream`` a prompt.
+
+    ``model`` is ``PROVIDER:MODEL`` (``openai:gpt-5-mini``, ``anthropic:…``, ``ollama:…``,
+    ``scripted:NAME`` with ``script=``), a model object (:class:`~tackroom.harness.models.
+    StreamingModel`, ``tackroom.testing.FunctionModel``) or a provider object with a
+    ``worker_spec()`` (``tackroom.testing.ScriptedProvider``); ``None`` takes ``agent.model`` of
+    the config. ``config`` is a :class:`HarnessConfig`, a path, or ``None`` for ``./tackroom.yaml``
+    (or the defaults). ``engine`` overrides the config's engine URL (``embedded:PATH``,
+    ``nats://…``). ``home`` puts every file the harness keeps (engine, workspaces, vault, socket)
+    under one directory.
+    """
+
+    def __init__(
+        self,
+        model: str | StreamingModel | Any | None = None,
+        *,
+        config: HarnessConfig | str | Path | None = None,
+        engine: str | None = None,
+        instructions: str | None = None,
+        tools: Sequence[Callable[..., Any] | ToolSpec | str] = (),
+        max_turns: int | None = None,
+        mode: Mode | None = None,
+        output_type: Any = None,
+        output_retries: int = 2,
+        on_approval: ApprovalCallback | None = None,
+        tracer_provider: TracerProvider | None = None,
+        home: str | Path | None = None,
+        script: Path | Sequence[Any] | None = None,
+        serve_endpoint: bool = False,
+        workers: Sequence[str | WorkerSpec[Any]] = (),
+    ) -> None:
+        base = resolve_config(config)
+        if home is not None:
+            base = with_home(base, Path(home), engine=engine)
+        self._config = base
+        self._engine_url = engine or base.engine
+        self.instructions = instructions
+        self.max_turns = max_turns or base.agent.max_turns
+        self.mode: Mode = mode or base.agent.mode
+        self.output_retries = output_retries
+        self.on_approval = on_approval
+        self._output_type = output_type
+        self._tracer_provider = tracer_provider
+        self._serve_endpoint = serve_endpoint
+        self._extra_workers = list(workers)
+        self._model_object: Any = None
+        self._script = script
+        self._tools: dict[str, ToolSpec] = {}
+        self._tool_patterns: list[str] | None = None
+        self._hooks: list[HookSpec] = []
+        self._sessions_worker = "sessions"
+        self._host: Host | None = None
+        self._lock = asyncio.Lock()
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._cursors: dict[str, int] = {}
+        self._parked: dict[str, RunStream] = {}
+        self._set_model(model if model is not None else base.agent.model)
+        for tool in tools:
+            if isinstance(tool, str):
+                self._patterns().append(tool)
+            else:
+                self.register_tool(tool)
+
+    # -- configuration (before start) --------------------------------------------------------
+    def _set_model(self, model: Any) -> None:
+        if model is None:
+            raise UsageError(
+                "no model: pass Harness('PROVIDER:MODEL') or set agent.model in tackroom.yaml"
+            )
+        if isinstance(model, str):
+            name = parse_model(model)
+            self.provider, self.model = name.provider, name.model
+            if name.provider == "scripted" and self._script is None:
+                section = self._config.worker_config.get("scripted") or {}
+                if not (section.get("script") or section.get("script_path")):
+                    raise UsageError(
+                        "the scripted model needs a script: Harness(..., script=[...])"
+                    )
+            return
+        provider = getattr(model, "name", None)
+        if not isinstance(provider, str) or not provider:
+            raise UsageError(f"model object {type(model).__name__} has no name")
+        if not (isinstance(model, StreamingModel) or hasattr(model, "worker_spec")):
+            raise UsageError(
+                f"model object {type(model).__name__} has neither stream(request) nor worker_spec()"
+            )
+        self._model_object = model
+        self.provider, self.model = provider, str(getattr(model, "model", provider))
+
+    def _patterns(self) -> list[str]:
+        if self._tool_patterns is None:
+            self._tool_patterns = []
+        return self._tool_patterns
+
+    def _require_new(self, what: str) -> None:
+        if self._host is not None:
+            raise UsageError(f"{what} must be set before the harness starts")
+
+    @overload
+    def tool(self, function: F, /) -> F: ...
+
+    @overload
+    def tool(
+        self,
+        /,
+        *,
+        name: str | None = None,
+        description: str | None = None,
+        idempotent: bool = False,
+        requires_approval: bool = False,
+        timeout: float | None = None,
+        parallel: bool = False,
+    ) -> Callable[[F], F]: ...
+
+    def tool(
+        self,
+        function: Any = None,
+        /,
+        *,
+        name: str | None = None,
+        description: str | None = None,
+        idempotent: bool = False,
+        requires_approval: bool = False,
+        timeout: float | None = None,
+        parallel: bool = False,
+    ) -> Any:
+        """Offer a Python function to the model (``@harness.tool`` or ``@harness.tool(...)``)."""
+
+        def register(fn: F) -> F:
+            self.register_tool(
+                ToolSpec.from_function(
+                    fn,
+                    name=name,
+                    description=description,
+                    idempotent=idempotent,
+                    requires_approval=requires_approval,
+                    timeout=timeout,
+                    parallel=parallel,
+                )
+            )
+            return fn
+
+        return register(function) if function is not None else register
+
+    def register_tool(self, tool: Callable[..., Any] | ToolSpec) -> ToolSpec:
+        spec = tool if isinstance(tool, ToolSpec) else ToolSpec.from_function(tool)
+        self._require_new("tools")
+        if spec.name in self._tools and self._tools[spec.name].function is not spec.function:
+            raise UsageError(f"a tool named {spec.name!r} is registered already")
+        self._tools[spec.name] = spec
+        return spec
+
+    def add_hook(self, topic: str, function: Callable[[Any], Awaitable[Any]]) -> None:
+        """Subscribe ``function`` to a hook topic (``before_function_call``, …); it may return
+        ``None``, ``block(reason)`` or ``replace(payload)`` (``tackroom.hooks``)."""
+        self._require_new("hooks")
+        self._hooks.append(HookSpec(topic, function))
+
+    def use_memory(self, worker: str | WorkerSpec[Any]) -> None:
+        """Serve sessions (the transcript tree and inboxes) with another worker, by name or spec."""
+        self._require_new("the memory worker")
+        if isinstance(worker, str):
+            self._sessions_worker = worker
+        else:
+            self._sessions_worker = worker.name
+            self._extra_workers.append(worker)
+
+    def set_tracer(self, tracer_provider: TracerProvider) -> None:
+        self._require_new("the tracer provider")
+        self._tracer_provider = tracer_provider
+
+    # -- lifecycle ---------------------------------------------------------------------------
+    @property
+    def engine(self) -> Engine:
+        if self._host is None:
+            raise UsageError("the harness is not started: use `async with` or call start()")
+        return self._host.engine
+
+    @property
+    def config(self) -> HarnessConfig:
+        return self._config
+
+    async def __aenter__(self) -> Harness:
+        await self.start()
+        return self
+
+    async def __aexit__(self, *_: object) -> None:
+        await self.close()
+
+    async def start(self) -> None:
+        async with self._lock:
+            if self._host is not None:
+                return
+            host = self._build_host()
+            await host.start()
+            self._host = host
+
+    def _build_host(self) -> Host:
+        model_spec: WorkerSpec[Any] | None = None
+        if self._model_object is not None:
+            obj = self._model_object
+            model_spec = (
+                obj.worker_spec()
+                if hasattr(obj, "worker_spec")
+                else model_worker(obj, model_name=self.model)
+            )
+        config = agent_host_config(
+            self._config,
+            provider=self.provider if model_spec is None else "",
+            script=Path(self._script) if isinstance(self._script, str) else self._script,
+        )
+        names = [self._sessions_worker if n == "sessions" else n for n in config.workers if n]
+        extra = [w for w in self._extra_workers if isinstance(w, WorkerSpec)]
+        names.extend(w for w in self._extra_workers if isinstance(w, str))
+        if self._hooks and "hooks" not in names:
+            names.append("hooks")
+        if self._hooks:
+            sections = dict(config.worker_config)
+            orchestrator = dict(sections.get("orchestrator") or {})
+            orchestrator.setdefault("hooks_function", _HOOKS_FUNCTION)
+            sections["orchestrator"] = orchestrator
+            config = config.model_copy(update={"worker_config": sections})
+        own = {spec.name for spec in extra}
+        specs = [load_worker(name) for name in dict.fromkeys(names) if name not in own]
+        specs.extend(extra)
+        if model_spec is not None:
+            specs.append(model_spec)
+        if self._tools:
+            specs.append(tools_worker(_TOOLS_WORKER, list(self._tools.values())))
+        if self._hooks:
+            specs.append(hook_worker(_HOOKS_WORKER, *self._hooks))
+        provider = self._tracer_provider
+        owned = None
+        if provider is None:
+            owned = provider = build_tracer_provider(config.tracing.to_tracing_config())
+        engine = open_engine(self._engine_url, tracer_provider=provider)
+        endpoint = (
+            LocalEndpoint(
+                engine,
+                path=config.endpoint.socket,
+                max_frame_bytes=config.endpoint.max_frame_bytes,
+            )
+            if self._serve_endpoint and self._engine_url.startswith("embedded:")
+            else None
+        )
+        return Host(
+            engine=engine, workers=specs, config=config, endpoint=endpoint, tracer_provider=owned
+        )
+
+    async def close(self) -> None:
+        async with self._lock:
+            host, self._host = self._host, None
+            for stream in list(self._parked.values()):
+                await stream.aclose()
+            self._parked.clear()
+            if host is not None:
+                await host.close()
+
+    # -- runs --------------------------------------------------------------------------------
+    async def run(
+        self,
+        prompt: str | UserMessage,
+        *,
+        session: str | None = None,
+        output_type: type[T] | None = None,
+        instructions: str | None = None,
+        max_turns: int | None = None,
+    ) -> RunResult[Any]:
+        """Run the agent on ``prompt`` to its end (or until a call waits for approval and no
+        ``on_approval`` callback decides it: ``stop_reason == "awaiting_approval"``)."""
+        kind = output_type if output_type is not None else self._output_type
+        schema = OutputSchema(kind) if kind is not None else None
+        stream = await self._begin(
+            prompt,
+            session=session,
+            instructions=self._instructions(instructions, schema),
+            max_turns=max_turns,
+        )
+        result = await self._finish(stream, return_when_parked=self.on_approval is None)
+        if schema is None or not result.ok:
+            return result
+        return await self._validated(result, schema)
+
+    def run_sync(self, prompt: str | UserMessage, **options: Any) -> RunResult[Any]:
+        """:meth:`run` from synchronous code; the harness keeps its own event loop between
+        calls (close it with :meth:`close_sync` or a ``with`` block)."""
+        return self._sync(self.run(prompt, **options))
+
+    def stream(
+        self,
+        prompt: str | UserMessage,
+        *,
+        session: str | None = None,
+        instructions: str | None = None,
+        max_turns: int | None = None,
+    ) -> RunStream:
+        """The run's typed events as they happen (``async for event in harness.stream(...)``);
+        ``RunStream.result`` once the run ended."""
+        return RunStream.deferred(
+            lambda: self._begin(
+                prompt,
+                session=session,
+                instructions=self._instructions(instructions, None),
+                max_turns=max_turns,
+            )
+        )
+
+    async def wait(self, result: RunResult[Any]) -> RunResult[Any]:
+        """Follow a run that returned ``awaiting_approval`` to its next stop."""
+        stream = self._parked.pop(result.run_id, None)
+        if stream is None:
+            stream = await self.follow(result.session_id)
+        return await self._finish(stream, return_when_parked=self.on_approval is None)
+
+    async def follow(self, session: str) -> RunStream:
+        """The run in flight on ``session`` (after a crash, say), from where its events stand."""
+        await self.start()
+        state = await self.get_state(session)
+        if state is None:
+            raise UsageError(f"session {session!r} has no run")
+        return await RunStream.open(
+            self,
+            session_id=session,
+            run_id=state.run_id,
+            prompt=None,
+            after=0,
+        )
+
+    async def get_state(self, session: str) -> TurnStateView | None:
+        await self.start()
+        reply = await self.engine.trigger(TURN_GET_STATE, {"session_id": session})
+        return None if reply is None else TurnStateView.model_validate(reply)
+
+    async def abort(self, session: str, *, reason: str = "aborted by the user") -> bool:
+        await self.start()
+        reply = await self.engine.trigger(RUN_ABORT, {"session_id": session, "reason": reason})
+        return bool(isinstance(reply, dict) and reply.get("aborted"))
+
+    async def approve(self, pending: PendingApproval, *, always: bool = False) -> None:
+        await self._decide(pending, "allow", always=always, reason=None)
+
+    async def deny(self, pending: PendingApproval, *, reason: str | None = None) -> None:
+        await self._decide(pending, "deny", always=False, reason=reason)
+
+    async def _decide(
+        self,
+        pending: PendingApproval,
+        decision: Literal["allow", "deny"],
+        *,
+        always: bool,
+        reason: str | None,
+    ) -> None:
+        await decide(
+            self.engine,
+            session_id=pending.session_id,
+            function_call_id=pending.function_call_id,
+            function_id=pending.function_id,
+            decision=decision,
+            reason=reason,
+            always=always,
+        )
+
+    async def check_provider(self) -> str | None:
+        """What keeps the model's provider from answering (no key, no server), if it can tell."""
+        await self.start()
+        try:
+            reply = await self.engine.trigger(check_function(self.provider), {}, timeout=5.0)
+        except (FunctionNotFound, EngineError):
+            return None
+        if isinstance(reply, dict) and reply.get("ready") is False:
+            return str(reply.get("problem") or f"provider {self.provider!r} is not ready")
+        return None
+
+    # -- internals ---------------------------------------------------------------------------
+    def _instructions(self, extra: str | None, schema: OutputSchema[Any] | None) -> str | None:
+        parts = [p for p in (self.instructions, extra) if p]
+        if schema is not None:
+            parts.append(schema.instructions())
+        return "\n\n".join(parts) or None
+
+    def _tool_list(self) -> list[str]:
+        patterns = list(self._config.agent.tools if self._tool_patterns is None else [])
+        patterns.extend(self._tool_patterns or [])
+        patterns.extend(tool.function_id for tool in self._tools.values())
+        return list(dict.fromkeys(patterns))
+
+    async def _begin(
+        self,
+        prompt: str | UserMessage,
+        *,
+        session: str | None,
+        instructions: str | None,
+        max_turns: int | None,
+        run_id: str | None = None,
+    ) -> RunStream:
+        await self.start()
+        message = UserMessage.text(prompt) if isinstance(prompt, str) else prompt
+        session_id = session or f"s-{uuid.uuid4().hex[:12]}"
+        run_id = run_id or f"run-{uuid.uuid4().hex[:12]}"
+        request = RunStartRequest(
+            session_id=session_id,
+            message_id=run_id,
+            provider=self.provider,
+            model=self.model,
+            mode=self.mode,
+            messages=[message],
+            max_turns=max_turns or self.max_turns,
+            tools=self._tool_list(),
+            instructions=instructions,
+        )
+        stream = await RunStream.open(
+            self,
+            session_id=session_id,
+            run_id=run_id,
+            prompt=message,
+            after=self._cursors.get(session_id, 0),
+        )
+        try:
+            reply = RunStartResponse.model_validate(
+                await self.engine.trigger(RUN_START, request.model_dump(mode="json"))
+            )
+        except BaseException:
+            await stream.aclose()
+            raise
+        if not reply.started:
+            await stream.aclose()
+            raise SessionBusy(session_id, reply.reason or "the session has a run in flight")
+        return stream
+
+    async def _finish(self, stream: RunStream, *, return_when_parked: bool) -> RunResult[Any]:
+        async with contextlib.AsyncExitStack() as stack:
+            stack.push_async_callback(stream.aclose)
+            async for _ in stream.until_stop(return_when_parked=return_when_parked):
+                pass
+            if stream.parked:
+                stack.pop_all()
+                self._parked[stream.run_id] = stream
+        return stream.result
+
+    async def _validated(self, result: RunResult[Any], schema: OutputSchema[Any]) -> RunResult[Any]:
+        retries = 0
+        while True:
+            try:
+                value = schema.parse(result.text)
+            except ValueError as exc:
+                if retries >= self.output_retries:
+                    raise OutputInvalid(
+                        f"the answer did not validate against {schema.name} after"
+                        f" {retries} corrective retries: {exc}",
+                        result=result,
+                    ) from None
+                retries += 1
+                stream = await self._begin(
+                    schema.correction(str(exc)),
+                    session=result.session_id,
+                    instructions=self._instructions(None, schema),
+                    max_turns=None,
+                )
+                previous = result
+                result = await self._finish(stream, return_when_parked=self.on_approval is None)
+                result.messages = [*previous.messages, *result.messages]
+                result.usage = previous.usage + result.usage
+                if not result.ok:
+                    result.output_retries = retries
+                    return result
+                continue
+            result.output = value
+            result.output_retries = retries
+            return result
+
+    def _note_cursor(self, session_id: str, seq: int) -> None:
+        if seq > self._cursors.get(session_id, 0):
+            self._cursors[session_id] = seq
+
+    # -- sync use ----------------------------------------------------------------------------
+    def _sync(self, coro: Coroutine[Any, Any, T]) -> T:
+        try:
+            asyncio.get_running_loop()
+        except RuntimeError:
+            pass
+        else:
+            if inspect.iscoroutine(coro):
+                coro.close()
+            raise UsageError("run_sync was called from a running event loop: await run() instead")
+        if self._loop is None or self._loop.is_closed():
+            self._loop = asyncio.new_event_loop()
+        return self._loop.run_until_complete(coro)
+
+    def close_sync(self) -> None:
+        if self._loop is None or self._loop.is_closed():
+            return
+        try:
+            self._loop.run_until_complete(self.close())
+        finally:
+            self._loop.close()
+            self._loop = None
+
+    def __enter__(self) -> Harness:
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self.close_sync()
+
+    def events(self, session: str, *, after: int = 0) -> AsyncIterator[tuple[int, Any]]:
+        """Every typed event of ``session`` from ``after`` on (stored, then live)."""
+        return EVENTS.events(self.engine, session, after=after)

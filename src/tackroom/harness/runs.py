@@ -1,0 +1,233 @@
+"""One run as the facade follows it: a subscription to the session's events, filtered to the run,
+typed, folded into a :class:`~tackroom.harness.result.RunResult`.
+
+The subscription is opened *before* ``run::start`` (from the last sequence this harness saw on
+the session), so no event of the run can be missed, and it is closed when the run ends, when the
+caller stops iterating, or when the harness closes.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import TYPE_CHECKING, Any, Literal
+
+from tackroom.contracts.events import (
+    EVENTS,
+    AgentEnd,
+    AgentEvent,
+    ApprovalRequested,
+    TurnStateChanged,
+)
+from tackroom.contracts.messages import UserMessage
+from tackroom.engine.protocol import Subscription
+from tackroom.harness.result import PendingApproval, RunCollector, RunResult
+from tackroom.runtime.errors import HarnessError
+
+if TYPE_CHECKING:
+    from tackroom.harness.facade import Harness
+
+__all__ = ["ApprovalCallback", "RunStream", "SessionBusy"]
+
+ApprovalCallback = Callable[[PendingApproval], "bool | str | Awaitable[bool | str | None] | None"]
+"""Decides a parked call: ``True``/``"allow"`` allows, ``False``/``"deny"`` denies, ``None``
+leaves it pending (decide it later with ``Harness.approve``/``deny``)."""
+
+_PARK_SETTLE = 2.0
+
+
+class SessionBusy(HarnessError):
+    """The session has a run in flight; follow it (``Harness.follow``) or abort it first."""
+
+    def __init__(self, session_id: str, reason: str) -> None:
+        super().__init__(
+            f"session {session_id} is busy ({reason}): wait for that run with"
+            f" `tackroom run --resume {session_id}` / Harness.follow(), or abort it"
+        )
+        self.session_id = session_id
+        self.reason = reason
+
+
+class RunStream:
+    """An async iterator of one run's typed events; :attr:`result` once it stopped."""
+
+    def __init__(self) -> None:
+        self._harness: Harness | None = None
+        self._opener: Callable[[], Awaitable[RunStream]] | None = None
+        self._subscription: Subscription | None = None
+        self._collector: RunCollector | None = None
+        self.session_id = ""
+        self.run_id = ""
+        self.ended = False
+        self.parked = False
+        self._parked_calls: list[PendingApproval] = []
+        self._closed = False
+
+    @classmethod
+    async def open(
+        cls,
+        harness: Harness,
+        *,
+        session_id: str,
+        run_id: str,
+        prompt: UserMessage | None,
+        after: int,
+    ) -> RunStream:
+        stream = cls()
+        stream._harness = harness
+        stream.session_id, stream.run_id = session_id, run_id
+        stream._collector = RunCollector(session_id=session_id, run_id=run_id, prompt=prompt)
+        stream._subscription = await harness.engine.subscribe(EVENTS.name, session_id, after=after)
+        return stream
+
+    @classmethod
+    def deferred(cls, opener: Callable[[], Awaitable[RunStream]]) -> RunStream:
+        """A stream whose run starts on first iteration (``Harness.stream`` is not async)."""
+        stream = cls()
+        stream._opener = opener
+        return stream
+
+    async def _ensure_open(self) -> None:
+        if self._opener is None:
+            return
+        opener, self._opener = self._opener, None
+        opened = await opener()
+        self._harness, self._subscription = opened._harness, opened._subscription
+        self._collector = opened._collector
+        self.session_id, self.run_id = opened.session_id, opened.run_id
+
+    def __aiter__(self) -> RunStream:
+        return self
+
+    async def __anext__(self) -> AgentEvent:
+        await self._ensure_open()
+        if self.ended or self._closed:
+            raise StopAsyncIteration
+        event = await self._next_event()
+        if event is None:
+            raise StopAsyncIteration
+        return event
+
+    async def _next_event(self) -> AgentEvent | None:
+        assert self._subscription is not None
+        assert self._harness is not None
+        assert self._collector is not None
+        while True:
+            try:
+                record = await self._subscription.__anext__()
+            except StopAsyncIteration:
+                await self.aclose()
+                return None
+            self._harness._note_cursor(self.session_id, record.seq)
+            data = record.data
+            if not isinstance(data, dict) or data.get("run_id") != self.run_id:
+                continue
+            event = EVENTS.parse(data)
+            self._collector.add(event)
+            if isinstance(event, ApprovalRequested) and self._harness.on_approval is not None:
+                await self._ask(event)
+            if isinstance(event, AgentEnd):
+                self.ended = True
+                await self.aclose()
+            return event
+
+    async def until_stop(self, *, return_when_parked: bool) -> AsyncIterator[AgentEvent]:
+        """Events until the run ends — or, with ``return_when_parked``, until it waits for a
+        decision nobody here will make."""
+        await self._ensure_open()
+        self.parked = False
+        while not self.ended:
+            event = await self._next_event()
+            if event is None:
+                return
+            yield event
+            if (
+                return_when_parked
+                and isinstance(event, TurnStateChanged)
+                and event.data.to == "function_awaiting_approval"
+                and await self._settle_parked()
+            ):
+                self.parked = True
+                return
+
+    async def _settle_parked(self) -> bool:
+        """The calls the turn parked (from ``turn::get_state``, the committed record)."""
+        assert self._harness is not None
+        deadline = asyncio.get_running_loop().time() + _PARK_SETTLE
+        while True:
+            view = await self._harness.get_state(self.session_id)
+            if view is None or view.run_id != self.run_id:
+                return False
+            if view.state == "function_awaiting_approval" and view.awaiting_approval:
+                self._parked_calls = [
+                    PendingApproval(
+                        session_id=self.session_id,
+                        run_id=self.run_id,
+                        function_call_id=call.function_call_id,
+                        function_id=call.function_id,
+                        arguments=call.arguments,
+                        reason=self._reason_of(call.function_call_id),
+                    )
+                    for call in view.awaiting_approval
+                ]
+                return True
+            if view.state != "function_execute" or asyncio.get_running_loop().time() > deadline:
+                return False
+            await asyncio.sleep(0.01)
+
+    def _reason_of(self, call_id: str) -> str:
+        assert self._collector is not None
+        known = self._collector.pending.get(call_id)
+        return known.reason if known is not None else ""
+
+    async def _ask(self, event: ApprovalRequested) -> None:
+        assert self._harness is not None
+        assert self._harness.on_approval is not None
+        pending = PendingApproval(
+            session_id=event.session_id,
+            run_id=event.run_id,
+            function_call_id=event.data.function_call_id,
+            function_id=event.data.function_id,
+            arguments=event.data.arguments,
+            reason=event.data.reason,
+        )
+        callback = self._harness.on_approval
+        if inspect.iscoroutinefunction(callback):
+            answer = await callback(pending)
+        else:
+            answer = await asyncio.to_thread(callback, pending)
+            if inspect.isawaitable(answer):
+                answer = await answer
+        decision = _decision(answer)
+        if decision == "allow":
+            await self._harness.approve(pending)
+        elif decision == "deny":
+            await self._harness.deny(pending, reason="denied by the application")
+
+    @property
+    def result(self) -> RunResult[Any]:
+        if self._collector is None:
+            raise RuntimeError("the run has not started: iterate the stream first")
+        result = self._collector.result()
+        if not self.ended:
+            result.pending = list(self._parked_calls) or result.pending
+        return result
+
+    async def aclose(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        subscription, self._subscription = self._subscription, None
+        if subscription is not None:
+            await subscription.aclose()
+        if self._harness is not None:
+            self._harness._parked.pop(self.run_id, None)
+
+
+def _decision(answer: Any) -> Literal["allow", "deny"] | None:
+    if answer is True or answer == "allow":
+        return "allow"
+    if answer is False or answer == "deny":
+        return "deny"
+    return None

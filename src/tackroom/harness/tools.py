@@ -1,0 +1,235 @@
+"""Python functions as tools: a schema from the type hints and docstring, served on the bus.
+
+``ToolSpec.from_function(fn)`` reads ``fn``'s signature: each parameter becomes a field of a
+pydantic arguments model (its annotation, its default, its description from the docstring's
+``Args:`` or ``:param x:`` lines); the docstring's first paragraph is the tool's description.
+A parameter annotated :class:`~tackroom.contracts.tools.CallContext` is not shown to the model:
+it receives the session and call the tool serves.
+
+Each tool is served as ``tool::<name>`` by one worker (:func:`tools_worker`), so it runs as a
+real function on the bus and passes the same gate, ledger and events as any other: a sync
+function runs in a thread (it may block), an async one on the loop. Whatever it returns — a
+string, a dict, a pydantic model, a dataclass — reaches the model as text and stays whole in the
+result's ``details``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import re
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any, get_type_hints
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model
+from pydantic_core import to_jsonable_python
+
+from tackroom.contracts.tools import CallContext, ToolTraits, model_schema, split_call
+from tackroom.engine.errors import FunctionError
+from tackroom.runtime.typed import describe_validation_error
+from tackroom.runtime.worker import WorkerConfig, WorkerContext, WorkerSpec
+
+__all__ = ["TOOL_PREFIX", "ToolSpec", "tools_worker"]
+
+TOOL_PREFIX = "tool::"
+"""Function ids of tools registered through the facade: ``tool::<name>``."""
+
+_NAME = re.compile(r"^[a-zA-Z0-9_-]{1,64}$")
+_PARAM_LINE = re.compile(r"^\s*(?::param\s+)?\*{0,2}(\w+)\s*(?:\([^)]*\))?\s*:\s*(.*)$")
+
+
+class _Arguments(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ToolSpec:
+    """A function offered to models: what it is called, takes, does, and how it may be run."""
+
+    function: Callable[..., Any]
+    name: str
+    description: str
+    arguments: type[BaseModel]
+    context_parameter: str | None = None
+    idempotent: bool = False
+    """Safe to run again after a crash mid-call (else the model is told the outcome is unknown)."""
+    requires_approval: bool = False
+    timeout: float | None = None
+    parallel: bool = False
+
+    @property
+    def function_id(self) -> str:
+        return TOOL_PREFIX + self.name
+
+    @classmethod
+    def from_function(
+        cls,
+        function: Callable[..., Any],
+        *,
+        name: str | None = None,
+        description: str | None = None,
+        idempotent: bool = False,
+        requires_approval: bool = False,
+        timeout: float | None = None,
+        parallel: bool = False,
+    ) -> ToolSpec:
+        name = name or str(getattr(function, "__name__", ""))
+        if not _NAME.match(name):
+            raise ValueError(
+                f"tool name {name!r} must be 1-64 letters, digits, '_' or '-' (pass name=...)"
+            )
+        if timeout is not None and not (timeout > 0 and timeout < float("inf")):
+            raise ValueError(f"tool {name}: timeout must be a positive number of seconds")
+        summary, params = _parse_docstring(inspect.getdoc(function) or "")
+        arguments, context_parameter = _arguments_model(function, name, params)
+        return cls(
+            function=function,
+            name=name,
+            description=description if description is not None else summary,
+            arguments=arguments,
+            context_parameter=context_parameter,
+            idempotent=idempotent,
+            requires_approval=requires_approval,
+            timeout=timeout,
+            parallel=parallel,
+        )
+
+    @property
+    def traits(self) -> ToolTraits:
+        return ToolTraits(
+            idempotent=self.idempotent,
+            parallel=self.parallel,
+            name=self.name,
+            requires_approval=self.requires_approval,
+            timeout=self.timeout,
+        )
+
+    async def invoke(self, payload: Any) -> Any:
+        """Run the tool on a bus payload: validate, call, and return a JSON-shaped value."""
+        raw, call = split_call({} if payload is None else payload)
+        try:
+            arguments = self.arguments.model_validate(raw)
+        except ValidationError as exc:
+            raise FunctionError("invalid_request", describe_validation_error(exc)) from None
+        kwargs = {field: getattr(arguments, field) for field in type(arguments).model_fields}
+        if self.context_parameter is not None:
+            kwargs[self.context_parameter] = call
+        try:
+            if inspect.iscoroutinefunction(self.function):
+                value = await self.function(**kwargs)
+            else:
+                value = await asyncio.to_thread(self.function, **kwargs)
+                if inspect.isawaitable(value):
+                    value = await value
+        except FunctionError:
+            raise
+        except Exception as exc:
+            raise FunctionError("tool_error", f"{type(exc).__name__}: {exc}") from exc
+        return _jsonable(value)
+
+
+def _jsonable(value: Any) -> Any:
+    if isinstance(value, BaseModel):
+        return value.model_dump(mode="json")
+    return to_jsonable_python(value, fallback=str)
+
+
+def _parse_docstring(doc: str) -> tuple[str, dict[str, str]]:
+    """The first paragraph, and parameter descriptions from Google (``Args:``) or Sphinx
+    (``:param x:``) sections."""
+    paragraphs = doc.strip().split("\n\n")
+    summary = " ".join(paragraphs[0].split()) if paragraphs and paragraphs[0] else ""
+    params: dict[str, str] = {}
+    in_args = False
+    current: str | None = None
+    for line in doc.splitlines():
+        stripped = line.strip()
+        if stripped.lower() in ("args:", "arguments:", "parameters:", "params:"):
+            in_args, current = True, None
+            continue
+        sphinx = stripped.startswith(":param ")
+        if in_args or sphinx:
+            if in_args and stripped and not line.startswith((" ", "\t")) and not sphinx:
+                in_args, current = False, None
+                continue
+            match = _PARAM_LINE.match(stripped) if stripped else None
+            if match is not None and (sphinx or _indent(line) <= _args_indent(doc)):
+                current = match.group(1)
+                params[current] = match.group(2).strip()
+            elif current is not None and stripped:
+                params[current] = f"{params[current]} {stripped}".strip()
+    if summary.lower().startswith(("args:", ":param")):
+        summary = ""
+    return summary, params
+
+
+def _indent(line: str) -> int:
+    return len(line) - len(line.lstrip())
+
+
+def _args_indent(doc: str) -> int:
+    """The indentation of the first parameter line under ``Args:`` (continuations are deeper)."""
+    lines = doc.splitlines()
+    for index, line in enumerate(lines):
+        if line.strip().lower() in ("args:", "arguments:", "parameters:", "params:"):
+            for following in lines[index + 1 :]:
+                if following.strip():
+                    return _indent(following)
+    return 0
+
+
+def _arguments_model(
+    function: Callable[..., Any], name: str, descriptions: dict[str, str]
+) -> tuple[type[BaseModel], str | None]:
+    signature = inspect.signature(function)
+    try:
+        hints = get_type_hints(function, include_extras=True)
+    except NameError as exc:
+        raise TypeError(f"tool {name}: cannot resolve a type hint ({exc})") from None
+    fields: dict[str, Any] = {}
+    context_parameter: str | None = None
+    for parameter in signature.parameters.values():
+        if parameter.kind in (parameter.VAR_POSITIONAL, parameter.VAR_KEYWORD):
+            raise TypeError(f"tool {name}: *{parameter.name} parameters cannot be offered")
+        if parameter.kind is parameter.POSITIONAL_ONLY:
+            raise TypeError(f"tool {name}: positional-only parameter {parameter.name!r}")
+        annotation = hints.get(parameter.name, Any)
+        if annotation is CallContext or annotation == CallContext | None:
+            context_parameter = parameter.name
+            continue
+        default = ... if parameter.default is parameter.empty else parameter.default
+        description = descriptions.get(parameter.name)
+        fields[parameter.name] = (annotation, Field(default, description=description))
+    model: type[BaseModel] = create_model(f"{_camel(name)}Arguments", __base__=_Arguments, **fields)
+    return model, context_parameter
+
+
+def _camel(name: str) -> str:
+    return "".join(part.capitalize() for part in re.split(r"[_-]", name) if part) or "Tool"
+
+
+class _NoConfig(WorkerConfig):
+    pass
+
+
+def tools_worker(name: str, tools: Sequence[ToolSpec]) -> WorkerSpec[Any]:
+    """A worker serving ``tools`` as ``tool::<name>`` functions."""
+    chosen = list(tools)
+
+    async def start(ctx: WorkerContext[_NoConfig]) -> None:
+        for tool in chosen:
+            await ctx.register_function(
+                tool.function_id,
+                tool.invoke,
+                description=tool.description,
+                request_schema=model_schema(tool.arguments, traits=tool.traits),
+                response_schema={},
+            )
+
+    return WorkerSpec(
+        name=name,
+        description=f"Tools registered in Python: {', '.join(t.name for t in chosen) or '-'}.",
+        config_model=_NoConfig,
+        start=start,
+    )

@@ -1,0 +1,127 @@
+"""From the facade's options to a boot list: which workers, which config sections, where files go.
+
+One place decides what an agent run boots — ``tackroom run``, ``tackroom serve``, the demo, the
+tests and the benchmark all come through here — so they cannot drift apart.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from tackroom.kit.providers.routing import provider_worker
+from tackroom.runtime.config import HarnessConfig, load_config
+from tackroom.runtime.errors import HarnessError
+
+__all__ = [
+    "ModelName",
+    "UsageError",
+    "agent_host_config",
+    "agent_workers",
+    "parse_model",
+    "resolve_config",
+    "with_home",
+]
+
+_MODEL = re.compile(r"^([a-zA-Z0-9_-]+):(.+)$")
+
+
+class UsageError(HarnessError):
+    """The harness was asked for something it cannot do as configured (a usage problem)."""
+
+
+@dataclass(frozen=True, slots=True)
+class ModelName:
+    provider: str
+    model: str
+
+    def __str__(self) -> str:
+        return f"{self.provider}:{self.model}"
+
+
+def parse_model(model: str) -> ModelName:
+    """``PROVIDER:MODEL`` (``openai:gpt-5-mini``, ``scripted:demo``)."""
+    match = _MODEL.match(model.strip())
+    if match is None:
+        raise UsageError(
+            "name a model as PROVIDER:MODEL, e.g. openai:gpt-5-mini or scripted:demo"
+            f" (got {model!r})"
+        )
+    return ModelName(match.group(1), match.group(2))
+
+
+def resolve_config(config: HarnessConfig | str | Path | None) -> HarnessConfig:
+    """A config object as given, a file read from a path, or ``tackroom.yaml``/the defaults."""
+    if isinstance(config, HarnessConfig):
+        return config
+    return load_config(Path(config) if config is not None else None)
+
+
+def with_home(config: HarnessConfig, home: Path, *, engine: str | None) -> HarnessConfig:
+    """Every file of the harness under ``home``: the engine database (unless ``engine`` names
+    another), the endpoint socket, workspaces, skills and the credentials vault."""
+    home = home.expanduser().absolute()
+    sections: dict[str, dict[str, Any] | None] = dict(config.worker_config)
+
+    def section(name: str, **values: Any) -> None:
+        merged = dict(sections.get(name) or {})
+        for key, value in values.items():
+            merged.setdefault(key, value)
+        sections[name] = merged
+
+    section("files", workspace_root=str(home / "workspaces"))
+    section("credentials", vault_path=str(home / "credentials.json"))
+    section("directory", user_dir=str(home / "skills"))
+    endpoint = config.endpoint.model_copy(update={"socket": home / "tackroom.sock"})
+    return config.model_copy(
+        update={
+            "engine": engine or f"embedded:{home / 'engine.db'}",
+            "endpoint": endpoint,
+            "worker_config": sections,
+        }
+    )
+
+
+def agent_workers(
+    config: HarnessConfig, *, provider_worker_name: str | None, sessions: str = "sessions"
+) -> list[str]:
+    """The boot list of an agent run: the config's agent workers, its own workers, the provider's
+    worker last; ``sessions`` replaces the ``sessions`` worker (``Harness.use_memory``)."""
+    names = [*config.agent.workers, *config.workers]
+    if provider_worker_name:
+        names.append(provider_worker_name)
+    names = [sessions if name == "sessions" else name for name in names]
+    return list(dict.fromkeys(names))
+
+
+def provider_worker_for(provider: str, worker_config: Mapping[str, Any]) -> str:
+    """The worker serving ``provider``: a profile's worker (``ollama`` → ``openai``), else the
+    worker of that name (``scripted``, a user's own provider worker)."""
+    return provider_worker(provider, worker_config) or provider
+
+
+def agent_host_config(
+    config: HarnessConfig,
+    *,
+    provider: str,
+    script: Path | Sequence[Mapping[str, Any]] | None = None,
+) -> HarnessConfig:
+    """``config`` with the agent's workers and ``provider``'s worker in the boot list; a script
+    for the scripted provider goes into its section."""
+    worker = provider_worker_for(provider, config.worker_config)
+    sections = dict(config.worker_config)
+    if script is not None:
+        section = {k: v for k, v in (sections.get("scripted") or {}).items() if k != "script_path"}
+        section.pop("script", None)
+        if isinstance(script, Path):
+            section["script_path"] = str(script.resolve())
+        else:
+            section["script"] = [dict(turn) for turn in script]
+        section.setdefault("per_session", True)
+        section.setdefault("name", provider)
+        sections["scripted"] = section
+    workers = agent_workers(config, provider_worker_name=worker)
+    return config.model_copy(update={"workers": workers, "worker_config": sections})
