@@ -457,7 +457,11 @@ class Harness:
         return "\n\n".join(parts) or None
 
     def _tool_list(self) -> list[str]:
-        patterns = list(self._config.agent.tools if self._tool_patterns is None else [])
+        """The functions offered: ``tools=`` patterns and registered tools; a config file's
+        ``agent.tools`` only when it sets them (the facade offers no built-in tool unasked)."""
+        agent = self._config.agent
+        configured = agent.tools if "tools" in agent.model_fields_set else []
+        patterns = list(configured if self._tool_patterns is None else [])
         patterns.extend(self._tool_patterns or [])
         patterns.extend(tool.function_id for tool in self._tools.values())
         return list(dict.fromkeys(patterns))

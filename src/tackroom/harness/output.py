@@ -14,12 +14,12 @@ import json
 import re
 from typing import Any, Generic, TypeVar
 
-from pydantic import TypeAdapter, ValidationError
+from pydantic import PydanticSchemaGenerationError, PydanticUserError, TypeAdapter, ValidationError
 
 from tackroom.runtime.errors import HarnessError
 from tackroom.runtime.typed import describe_validation_error
 
-__all__ = ["OutputInvalid", "OutputSchema"]
+__all__ = ["OutputInvalid", "OutputSchema", "OutputTypeUnsupported"]
 
 T = TypeVar("T")
 
@@ -34,13 +34,20 @@ class OutputInvalid(HarnessError):
         self.result = result
 
 
+class OutputTypeUnsupported(HarnessError):
+    """``output_type`` is not a type pydantic can validate and describe."""
+
+
 class OutputSchema(Generic[T]):
     """Instructions, parsing and the corrective message for one ``output_type``."""
 
     def __init__(self, output_type: type[T]) -> None:
         self.type = output_type
-        self._adapter: TypeAdapter[T] = TypeAdapter(output_type)
-        self.schema = self._adapter.json_schema()
+        try:
+            self._adapter: TypeAdapter[T] = TypeAdapter(output_type)
+            self.schema = self._adapter.json_schema()
+        except (PydanticUserError, PydanticSchemaGenerationError) as exc:
+            raise OutputTypeUnsupported(f"output_type {output_type!r}: {exc.message}") from None
         self.name = getattr(output_type, "__name__", "output")
 
     def instructions(self) -> str:

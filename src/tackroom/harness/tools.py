@@ -27,6 +27,7 @@ from pydantic_core import to_jsonable_python
 
 from tackroom.contracts.tools import CallContext, ToolTraits, model_schema, split_call
 from tackroom.engine.errors import FunctionError
+from tackroom.harness.errors import UsageError
 from tackroom.runtime.typed import describe_validation_error
 from tackroom.runtime.worker import WorkerConfig, WorkerContext, WorkerSpec
 
@@ -76,11 +77,11 @@ class ToolSpec:
     ) -> ToolSpec:
         name = name or str(getattr(function, "__name__", ""))
         if not _NAME.match(name):
-            raise ValueError(
+            raise UsageError(
                 f"tool name {name!r} must be 1-64 letters, digits, '_' or '-' (pass name=...)"
             )
         if timeout is not None and not (timeout > 0 and timeout < float("inf")):
-            raise ValueError(f"tool {name}: timeout must be a positive number of seconds")
+            raise UsageError(f"tool {name}: timeout must be a positive number of seconds")
         summary, params = _parse_docstring(inspect.getdoc(function) or "")
         arguments, context_parameter = _arguments_model(function, name, params)
         return cls(
@@ -186,14 +187,14 @@ def _arguments_model(
     try:
         hints = get_type_hints(function, include_extras=True)
     except NameError as exc:
-        raise TypeError(f"tool {name}: cannot resolve a type hint ({exc})") from None
+        raise UsageError(f"tool {name}: cannot resolve a type hint ({exc})") from None
     fields: dict[str, Any] = {}
     context_parameter: str | None = None
     for parameter in signature.parameters.values():
         if parameter.kind in (parameter.VAR_POSITIONAL, parameter.VAR_KEYWORD):
-            raise TypeError(f"tool {name}: *{parameter.name} parameters cannot be offered")
+            raise UsageError(f"tool {name}: *{parameter.name} parameters cannot be offered")
         if parameter.kind is parameter.POSITIONAL_ONLY:
-            raise TypeError(f"tool {name}: positional-only parameter {parameter.name!r}")
+            raise UsageError(f"tool {name}: positional-only parameter {parameter.name!r}")
         annotation = hints.get(parameter.name, Any)
         if annotation is CallContext or annotation == CallContext | None:
             context_parameter = parameter.name

@@ -12,9 +12,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from tackroom.harness.errors import UsageError
 from tackroom.kit.providers.routing import provider_worker
 from tackroom.runtime.config import HarnessConfig, load_config
-from tackroom.runtime.errors import HarnessError
 
 __all__ = [
     "ModelName",
@@ -27,10 +27,6 @@ __all__ = [
 ]
 
 _MODEL = re.compile(r"^([a-zA-Z0-9_-]+):(.+)$")
-
-
-class UsageError(HarnessError):
-    """The harness was asked for something it cannot do as configured (a usage problem)."""
 
 
 @dataclass(frozen=True, slots=True)

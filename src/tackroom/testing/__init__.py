@@ -4,6 +4,7 @@
 - :class:`SpanRecorder`: an in-memory tracer provider to assert on spans;
 - :class:`RecordingHandler`: a handler that records its calls (payload, invocation, baggage);
 - :func:`wait_until`, :func:`next_item`, :func:`take`: deadline-based waiting, no racy sleeps;
+- :class:`FunctionModel`: a model answering with a Python function (``Harness(FunctionModel(f))``);
 - :class:`ScriptedProvider`, :class:`Script`, :class:`ScriptTurn`: a provider that replays a
   script through the provider stream protocol; :func:`collect_stream` reads a provider stream.
 """
@@ -32,7 +33,9 @@ __all__ = [
     "MEMORY_URL",
     "Call",
     "CollectedStream",
+    "FunctionModel",
     "InvalidScript",
+    "ModelInfo",
     "RecordingHandler",
     "Responder",
     "Script",
@@ -40,6 +43,7 @@ __all__ = [
     "ScriptTurn",
     "ScriptedProvider",
     "SpanRecorder",
+    "ToolCall",
     "Violation",
     "WaitTimeout",
     "collect_stream",
@@ -51,14 +55,24 @@ __all__ = [
 ]
 
 if TYPE_CHECKING:
+    from tackroom.harness.models import ToolCall
+    from tackroom.testing.function_model import FunctionModel, ModelInfo
     from tackroom.testing.spans import SpanRecorder
 
 
 def __getattr__(name: str) -> Any:
-    """``SpanRecorder`` needs the OpenTelemetry SDK: it is imported on first use, so a harness
-    booting the scripted provider does not pay for it."""
+    """``SpanRecorder`` needs the OpenTelemetry SDK and ``FunctionModel`` the provider kit: they
+    are imported on first use, so a harness booting the scripted provider does not pay for them."""
     if name == "SpanRecorder":
         from tackroom.testing.spans import SpanRecorder
 
         return SpanRecorder
+    if name in ("FunctionModel", "ModelInfo"):
+        from tackroom.testing import function_model
+
+        return getattr(function_model, name)
+    if name == "ToolCall":
+        from tackroom.harness.models import ToolCall
+
+        return ToolCall
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
