@@ -2,9 +2,10 @@
 
 ``tackroom run --model ollama:qwen3`` must boot the ``openai`` worker, whose ``ollama``
 profile serves ``provider::ollama::*``. :func:`provider_worker` answers that from the shipped
-profiles of the profile-based workers and the ``profiles:`` of their config sections. A
-provider name that is no profile is left alone: it is taken as a worker of that name (the
-``scripted`` worker, or a user's own provider worker).
+profiles of the profile-based workers (:mod:`tackroom.kit.providers.shipped`) and the
+``profiles:`` of their config sections, without importing a worker. A provider name that is
+no profile is left alone: it is taken as a worker of that name (the ``scripted`` worker, or a
+user's own provider worker).
 """
 
 from __future__ import annotations
@@ -13,15 +14,11 @@ from collections.abc import Mapping
 from typing import Any
 
 from tackroom.kit.providers.profiles import profile_names
-from tackroom.workers.anthropic import profiles as anthropic_profiles
-from tackroom.workers.openai import profiles as openai_profiles
+from tackroom.kit.providers.shipped import SHIPPED_PROFILES
 
 __all__ = ["PROFILE_WORKERS", "provider_worker"]
 
-PROFILE_WORKERS: dict[str, Mapping[str, Mapping[str, Any]]] = {
-    openai_profiles.WORKER_NAME: openai_profiles.DEFAULT_PROFILES,
-    anthropic_profiles.WORKER_NAME: anthropic_profiles.DEFAULT_PROFILES,
-}
+PROFILE_WORKERS: Mapping[str, Mapping[str, Mapping[str, Any]]] = SHIPPED_PROFILES
 """Profile-based provider workers and the profiles they ship."""
 
 

@@ -24,8 +24,9 @@ from tackroom.kit.providers.config import (
     check_profile_names,
     merge_profiles,
 )
+from tackroom.kit.providers.shipped import ANTHROPIC_PROFILES as DEFAULT_PROFILES
+from tackroom.kit.providers.shipped import ANTHROPIC_WORKER as WORKER_NAME
 from tackroom.runtime.worker import WorkerConfig
-from tackroom.workers.anthropic.profiles import DEFAULT_PROFILES, WORKER_NAME
 
 __all__ = ["DEFAULT_PROFILES", "WORKER_NAME", "AnthropicConfig", "AnthropicProfile"]
 

@@ -25,8 +25,9 @@ from tackroom.kit.providers.config import (
     check_profile_names,
     merge_profiles,
 )
+from tackroom.kit.providers.shipped import OPENAI_PROFILES as DEFAULT_PROFILES
+from tackroom.kit.providers.shipped import OPENAI_WORKER as WORKER_NAME
 from tackroom.runtime.worker import WorkerConfig
-from tackroom.workers.openai.profiles import DEFAULT_PROFILES, WORKER_NAME
 
 __all__ = ["DEFAULT_PROFILES", "WORKER_NAME", "OpenAIConfig", "OpenAIProfile"]
 
