@@ -1,6 +1,7 @@
 """Fixtures of the engine conformance suite: every test runs once per backend.
 
-The backends and their URLs are :data:`tests.backends.BACKENDS` (shared with the turn suite).
+The backends and their URLs are :data:`tackroom.testing.backends.BACKENDS` (shared with the
+turn suite and the worker contract suites).
 """
 
 from __future__ import annotations
@@ -12,8 +13,7 @@ import pytest
 
 from tackroom.engine import Engine
 from tackroom.testing import SpanRecorder, running_engine
-
-from ..backends import BACKENDS, engine_url_for
+from tackroom.testing.backends import BACKENDS, engine_url_for
 
 
 @pytest.fixture(params=list(BACKENDS))

@@ -10,8 +10,8 @@ from typing import Any
 import pytest
 
 from tackroom.testing import MEMORY_URL, Script, wait_until
+from tackroom.testing.backends import BACKENDS, engine_url_for
 
-from ..backends import BACKENDS, engine_url_for
 from .harness import (
     Harness,
     events_of,

@@ -18,8 +18,8 @@ A second child on the same engine URL only boots; the orchestrator wakes the run
 
 The state the killed harness left (turn state, ledger, inbox) is checked too, through the engine
 API on the same URL, so each case proves it really stopped where it says. Every test runs on each
-backend of ``tests/backends.py`` (on ``nats`` the children and this process share the test
-server and a namespace of the case's own). Kill points (``CASES`` in ``crash_harness.py``):
+backend of ``tackroom.testing.backends`` (on ``nats`` the children and this process share the
+test server and a namespace of the case's own). Kill points (``CASES`` in ``crash_harness.py``):
 
 - inside ``run::start``: the turn record committed, the prompt not yet stored;
 - after ``run::start``, before the first step; after provisioning, the model call in flight;
@@ -47,10 +47,10 @@ from tackroom.contracts.turn import EVENTS_STREAM
 from tackroom.engine import Engine, StreamRecord, open_engine
 from tackroom.runtime import Host, load_worker
 from tackroom.testing import running_engine, take
+from tackroom.testing.backends import BACKENDS, engine_url_for
 from tackroom.workers.orchestrator.dispatch import LEDGER_SCOPE
 from tackroom.workers.orchestrator.record import TurnRecord
 
-from ..backends import BACKENDS, engine_url_for
 from .crash_harness import (
     CALL_ID,
     CASES,

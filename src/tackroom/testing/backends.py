@@ -1,7 +1,12 @@
-"""The engine backends that backend-parametrized suites run on (conformance, turn reliability).
+"""The engine backends that backend-parametrized suites run on (engine conformance, the turn
+suite, the worker contract suites of :mod:`tackroom.testing.contracts`).
 
 Adding a backend is one line in :data:`BACKENDS`: its name and how to build a fresh engine URL
 for one test from a directory of that test's own (its ``tmp_path``).
+
+Importing this module needs no optional extra: the ``nats`` backend imports the NATS client (the
+``nats`` extra) and finds a ``nats-server`` (see :mod:`tackroom.testing.nats`) only when a test
+asks for its URL.
 """
 
 from __future__ import annotations
@@ -9,13 +14,22 @@ from __future__ import annotations
 from collections.abc import Callable
 from pathlib import Path
 
-from tackroom.testing.nats import nats_test_url
-
 __all__ = ["BACKENDS", "engine_url_for"]
 
+
+def _embedded_url(tmp_path: Path) -> str:
+    return f"embedded:{tmp_path / 'engine.db'}"
+
+
+def _nats_url(tmp_path: Path) -> str:
+    from tackroom.testing.nats import nats_test_url
+
+    return nats_test_url(tmp_path)
+
+
 BACKENDS: dict[str, Callable[[Path], str]] = {
-    "embedded": lambda tmp_path: f"embedded:{tmp_path / 'engine.db'}",
-    "nats": nats_test_url,
+    "embedded": _embedded_url,
+    "nats": _nats_url,
 }
 """Backend name → engine URL for one test, from its ``tmp_path``.
 
