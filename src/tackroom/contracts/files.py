@@ -1,4 +1,4 @@
-"""The ``files`` worker's public face: function ids, payload models and error codes.
+"""The ``files`` worker's public face: its tools (id, payload models, traits) and error codes.
 
 Each function works inside the calling session's workspace, ``<workspace_root>/<session_id>/``,
 found from the ``_call`` context the orchestrator adds (:mod:`tackroom.contracts.tools`). Paths
@@ -11,6 +11,8 @@ from __future__ import annotations
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
+
+from tackroom.contracts.bus import Tool
 
 __all__ = [
     "FS_LIST",
@@ -33,10 +35,6 @@ __all__ = [
     "WriteRequest",
     "WriteResponse",
 ]
-
-FS_READ = "fs::read"
-FS_WRITE = "fs::write"
-FS_LIST = "fs::list"
 
 PATH_OUTSIDE_WORKSPACE = "path_outside_workspace"
 """The path is absolute, climbs with ``..``, or resolves (through a symlink) outside."""
@@ -107,3 +105,39 @@ class ListResponse(_Response):
     truncated: bool = Field(
         default=False, description="True when the folder had more entries than were listed."
     )
+
+
+FS_READ: Tool[ReadRequest, ReadResponse] = Tool(
+    "fs::read",
+    ReadRequest,
+    ReadResponse,
+    description=(
+        "Read a UTF-8 text file from the session workspace and return its whole content. "
+        "The path is relative to the workspace root (e.g. 'notes/todo.md'); absolute paths "
+        "and '..' are refused."
+    ),
+    idempotent=True,
+)
+"""The worker adds its size limit to the description it publishes."""
+FS_WRITE: Tool[WriteRequest, WriteResponse] = Tool(
+    "fs::write",
+    WriteRequest,
+    WriteResponse,
+    description=(
+        "Create or overwrite a UTF-8 text file in the session workspace with the given "
+        "content (the whole file; there is no append). Missing folders are created. The "
+        "path is relative to the workspace root; returns the number of bytes written."
+    ),
+    idempotent=True,
+    parallel=False,
+)
+FS_LIST: Tool[ListRequest, ListResponse] = Tool(
+    "fs::list",
+    ListRequest,
+    ListResponse,
+    description=(
+        "List a folder of the session workspace (default: its root) as entries with name, "
+        "type (file, directory, symlink, other) and size in bytes, sorted by name."
+    ),
+    idempotent=True,
+)

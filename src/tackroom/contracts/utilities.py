@@ -1,8 +1,10 @@
-"""The ``utilities`` worker's public face: function ids, payload models and error codes."""
+"""The ``utilities`` worker's public face: its tools (ids, models, traits) and error codes."""
 
 from __future__ import annotations
 
 from pydantic import BaseModel, ConfigDict, Field, StrictFloat, StrictInt
+
+from tackroom.contracts.bus import Tool
 
 __all__ = [
     "CALC_ADD",
@@ -18,10 +20,6 @@ __all__ = [
     "Number",
     "NumberResult",
 ]
-
-CALC_ADD = "calc::add"
-CALC_EVALUATE = "calc::evaluate"
-CLOCK_NOW = "clock::now"
 
 INVALID_EXPRESSION = "invalid_expression"
 """Not arithmetic: a syntax error, a name, a call, or an operator that is not allowed."""
@@ -67,3 +65,30 @@ class ClockRequest(_Request):
 class ClockResponse(_Response):
     iso: str = Field(description="The current time in ISO 8601, UTC, e.g. 2025-01-31T12:00:00Z.")
     epoch: float = Field(description="Seconds since 1970-01-01T00:00:00Z.")
+
+
+CALC_ADD: Tool[AddRequest, NumberResult] = Tool(
+    "calc::add",
+    AddRequest,
+    NumberResult,
+    description="Add two numbers a and b exactly and return the sum as result.",
+    idempotent=True,
+)
+CALC_EVALUATE: Tool[EvaluateRequest, NumberResult] = Tool(
+    "calc::evaluate",
+    EvaluateRequest,
+    NumberResult,
+    description=(
+        "Evaluate an arithmetic expression exactly, e.g. '(17 + 5) * 3 ** 2 / 4'. Supports "
+        "integers and decimals, + - * / // (floor division) % (remainder) ** (power), unary "
+        "minus and parentheses; no variables or functions. Use it instead of mental math."
+    ),
+    idempotent=True,
+)
+CLOCK_NOW: Tool[ClockRequest, ClockResponse] = Tool(
+    "clock::now",
+    ClockRequest,
+    ClockResponse,
+    description="The current date and time in UTC: ISO 8601 text and seconds since the epoch.",
+    idempotent=True,
+)

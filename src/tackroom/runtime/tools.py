@@ -2,7 +2,9 @@
 
 The handler gets validated arguments and the orchestrator's :class:`CallContext` (``_call``
 split off the payload); the request schema is published with the tool's traits (idempotent,
-parallel) so the orchestrator reads them from the catalog.
+parallel) so the orchestrator reads them from the catalog. :func:`serve_tool` serves a
+:class:`~tackroom.contracts.bus.Tool` descriptor (id, models and traits declared in its contract
+module); :func:`register_tool` is the same with each part given by hand.
 """
 
 from __future__ import annotations
@@ -12,17 +14,41 @@ from typing import Any, TypeVar
 
 from pydantic import BaseModel, ValidationError
 
+from tackroom.contracts.bus import Tool
 from tackroom.contracts.tools import CallContext, model_schema, split_call
 from tackroom.engine.errors import FunctionError
 from tackroom.engine.protocol import Registration
 from tackroom.runtime.typed import describe_validation_error
 from tackroom.runtime.worker import WorkerContext
 
-__all__ = ["register_tool"]
+__all__ = ["ToolHandler", "register_tool", "serve_tool"]
 
 RequestT = TypeVar("RequestT", bound=BaseModel)
+ResponseT = TypeVar("ResponseT", bound=BaseModel)
 
 ToolHandler = Callable[[RequestT, CallContext | None], Awaitable[BaseModel]]
+
+
+async def serve_tool(
+    ctx: WorkerContext[Any],
+    tool: Tool[RequestT, ResponseT],
+    handler: Callable[[RequestT, CallContext | None], Awaitable[ResponseT]],
+    *,
+    description: str | None = None,
+) -> Registration:
+    """Serve ``tool``'s contract with ``handler`` (validated arguments and the call context in,
+    its response model out), publishing the tool's traits; ``description`` overrides the
+    descriptor's (a limit taken from the worker's config, say)."""
+    return await register_tool(
+        ctx,
+        tool.id,
+        handler,
+        request_model=tool.request,
+        response_model=tool.response,
+        description=tool.description if description is None else description,
+        idempotent=tool.idempotent,
+        parallel=tool.parallel,
+    )
 
 
 async def register_tool(

@@ -14,9 +14,11 @@ from __future__ import annotations
 
 import asyncio
 from pathlib import Path
+from typing import Any
 
 from pydantic import Field
 
+from tackroom.contracts.bus import Tool
 from tackroom.contracts.files import (
     FS_LIST,
     FS_READ,
@@ -32,7 +34,7 @@ from tackroom.contracts.files import (
 )
 from tackroom.contracts.tools import CallContext
 from tackroom.engine.errors import FunctionError
-from tackroom.runtime.tools import register_tool
+from tackroom.runtime.tools import serve_tool
 from tackroom.runtime.worker import WorkerConfig, WorkerContext, WorkerSpec
 from tackroom.workers.files.workspace import Workspaces
 
@@ -51,11 +53,11 @@ class FilesConfig(WorkerConfig):
     max_list_entries: int = Field(default=1000, ge=1)
 
 
-def _session(call: CallContext | None, function_id: str) -> str:
+def _session(call: CallContext | None, tool: Tool[Any, Any]) -> str:
     if call is None:
         raise FunctionError(
             NO_CALL_CONTEXT,
-            f"{function_id} needs the caller's _call context (session_id) to find the workspace",
+            f"{tool.id} needs the caller's _call context (session_id) to find the workspace",
         )
     return call.session_id
 
@@ -89,47 +91,10 @@ async def _start(ctx: WorkerContext[FilesConfig]) -> None:
         )
         return ListResponse(entries=entries, truncated=truncated)
 
-    await register_tool(
-        ctx,
-        FS_READ,
-        read,
-        request_model=ReadRequest,
-        response_model=ReadResponse,
-        description=(
-            "Read a UTF-8 text file from the session workspace and return its whole content. "
-            "The path is relative to the workspace root (e.g. 'notes/todo.md'); absolute paths "
-            f"and '..' are refused. Files over {config.max_read_bytes} bytes are refused."
-        ),
-        idempotent=True,
-        parallel=True,
-    )
-    await register_tool(
-        ctx,
-        FS_WRITE,
-        write,
-        request_model=WriteRequest,
-        response_model=WriteResponse,
-        description=(
-            "Create or overwrite a UTF-8 text file in the session workspace with the given "
-            "content (the whole file; there is no append). Missing folders are created. The "
-            "path is relative to the workspace root; returns the number of bytes written."
-        ),
-        idempotent=True,
-        parallel=False,
-    )
-    await register_tool(
-        ctx,
-        FS_LIST,
-        list_,
-        request_model=ListRequest,
-        response_model=ListResponse,
-        description=(
-            "List a folder of the session workspace (default: its root) as entries with name, "
-            "type (file, directory, symlink, other) and size in bytes, sorted by name."
-        ),
-        idempotent=True,
-        parallel=True,
-    )
+    limit = f" Files over {config.max_read_bytes} bytes are refused."
+    await serve_tool(ctx, FS_READ, read, description=FS_READ.description + limit)
+    await serve_tool(ctx, FS_WRITE, write)
+    await serve_tool(ctx, FS_LIST, list_)
 
 
 WORKER = WorkerSpec(

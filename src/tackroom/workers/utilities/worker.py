@@ -24,7 +24,7 @@ from tackroom.contracts.utilities import (
     NumberResult,
 )
 from tackroom.engine.errors import FunctionError
-from tackroom.runtime.tools import register_tool
+from tackroom.runtime.tools import serve_tool
 from tackroom.runtime.worker import WorkerConfig, WorkerContext, WorkerSpec
 from tackroom.workers.utilities.calc import MAX_INT_BITS, evaluate
 
@@ -56,40 +56,9 @@ async def _start(ctx: WorkerContext[UtilitiesConfig]) -> None:
     async def now(request: ClockRequest, call: CallContext | None) -> ClockResponse:
         return clock_reading()
 
-    await register_tool(
-        ctx,
-        CALC_ADD,
-        add,
-        request_model=AddRequest,
-        response_model=NumberResult,
-        description="Add two numbers a and b exactly and return the sum as result.",
-        idempotent=True,
-        parallel=True,
-    )
-    await register_tool(
-        ctx,
-        CALC_EVALUATE,
-        calculate,
-        request_model=EvaluateRequest,
-        response_model=NumberResult,
-        description=(
-            "Evaluate an arithmetic expression exactly, e.g. '(17 + 5) * 3 ** 2 / 4'. Supports "
-            "integers and decimals, + - * / // (floor division) % (remainder) ** (power), unary "
-            "minus and parentheses; no variables or functions. Use it instead of mental math."
-        ),
-        idempotent=True,
-        parallel=True,
-    )
-    await register_tool(
-        ctx,
-        CLOCK_NOW,
-        now,
-        request_model=ClockRequest,
-        response_model=ClockResponse,
-        description="The current date and time in UTC: ISO 8601 text and seconds since the epoch.",
-        idempotent=True,
-        parallel=True,
-    )
+    await serve_tool(ctx, CALC_ADD, add)
+    await serve_tool(ctx, CALC_EVALUATE, calculate)
+    await serve_tool(ctx, CLOCK_NOW, now)
 
 
 WORKER = WorkerSpec(
