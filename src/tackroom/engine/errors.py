@@ -23,8 +23,13 @@ __all__ = [
     "InvocationError",
     "InvocationTimeout",
     "RevisionConflict",
+    "UnsupportedEngineURL",
     "error_from_wire",
 ]
+
+
+class UnsupportedEngineURL(ValueError):
+    """The engine URL names a scheme no backend serves, or is malformed for its backend."""
 
 
 class EngineError(Exception):

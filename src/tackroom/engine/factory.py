@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from tackroom.engine.errors import UnsupportedEngineURL
 from tackroom.engine.protocol import Engine
 
 if TYPE_CHECKING:
@@ -13,10 +14,6 @@ if TYPE_CHECKING:
 __all__ = ["DEFAULT_EMBEDDED_PATH", "UnsupportedEngineURL", "open_engine", "parse_embedded_url"]
 
 DEFAULT_EMBEDDED_PATH = Path(".tackroom") / "engine.db"
-
-
-class UnsupportedEngineURL(ValueError):
-    """The engine URL names a scheme no backend serves."""
 
 
 def parse_embedded_url(url: str) -> Path | None:

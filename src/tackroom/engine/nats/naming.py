@@ -15,7 +15,7 @@ import re
 from dataclasses import dataclass
 from urllib.parse import parse_qsl, urlsplit
 
-from tackroom.engine.factory import UnsupportedEngineURL
+from tackroom.engine.errors import UnsupportedEngineURL
 
 __all__ = [
     "DEFAULT_NAMESPACE",
