@@ -15,8 +15,11 @@ import getpass
 import json
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TypeVar
 
+from pydantic import BaseModel
+
+from tackroom.contracts.bus import Function
 from tackroom.contracts.credentials import (
     AUTH_DELETE_TOKEN,
     AUTH_SET_TOKEN,
@@ -26,10 +29,14 @@ from tackroom.engine.factory import open_engine
 from tackroom.runtime.config import HarnessConfig, load_config
 from tackroom.runtime.host import Host
 from tackroom.runtime.registry import load_worker
+from tackroom.runtime.typed import request_for
 
 __all__ = ["add_parsers", "call_credentials"]
 
 _MEMORY_URL = "embedded::memory:"
+
+Req = TypeVar("Req", bound=BaseModel)
+Resp = TypeVar("Resp")
 
 
 def add_parsers(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -57,13 +64,15 @@ def _common(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--config", type=Path, help="config file (default: ./tackroom.yaml)")
 
 
-async def call_credentials(config: HarnessConfig, function_id: str, payload: Any) -> Any:
-    """Trigger one ``auth::*`` function on an in-process credentials worker."""
+async def call_credentials(
+    config: HarnessConfig, function: Function[Req, Resp], request: Req
+) -> Resp:
+    """Call one credentials function on an in-process credentials worker."""
     host = Host(
         engine=open_engine(_MEMORY_URL), workers=[load_worker("credentials")], config=config
     )
     async with host:
-        return await host.engine.trigger(function_id, payload)
+        return await function.call(host.engine, request)
 
 
 def _read_token(provider: str) -> str:
@@ -78,36 +87,36 @@ def _set(args: argparse.Namespace) -> int:
     if not token:
         print("tackroom: error: no token given (type it, or pipe it on stdin)", file=sys.stderr)
         return 2
-    reply = asyncio.run(
-        call_credentials(config, AUTH_SET_TOKEN, {"provider": args.provider, "token": token})
-    )
-    print(f"stored a token for {reply['provider']} ({reply['fingerprint']})")
+    request = request_for(AUTH_SET_TOKEN, provider=args.provider, token=token)
+    reply = asyncio.run(call_credentials(config, AUTH_SET_TOKEN, request))
+    print(f"stored a token for {reply.provider} ({reply.fingerprint})")
     return 0
 
 
 def _status(args: argparse.Namespace) -> int:
     config = load_config(args.config)
-    payload = {"provider": args.provider} if args.provider else {}
-    reply = asyncio.run(call_credentials(config, AUTH_STATUS, payload))
+    request = request_for(AUTH_STATUS, provider=args.provider or None)
+    reply = asyncio.run(call_credentials(config, AUTH_STATUS, request))
     if args.json:
-        print(json.dumps(reply, indent=2))
+        print(json.dumps(AUTH_STATUS.dump_response(reply), indent=2))
         return 0
-    for name, entry in reply["providers"].items():
-        if entry["configured"]:
-            where = "vault" if entry["source"] == "vault" else f"env {entry['env_var']}"
-            print(f"{name:<12} configured  {where:<28} {entry['fingerprint']}")
+    for name, entry in reply.providers.items():
+        if entry.configured:
+            where = "vault" if entry.source == "vault" else f"env {entry.env_var}"
+            print(f"{name:<12} configured  {where:<28} {entry.fingerprint}")
         else:
-            print(f"{name:<12} missing     (tackroom auth set {name}, or set {entry['env_var']})")
+            print(f"{name:<12} missing     (tackroom auth set {name}, or set {entry.env_var})")
     return 0
 
 
 def _delete(args: argparse.Namespace) -> int:
     config = load_config(args.config)
-    reply = asyncio.run(call_credentials(config, AUTH_DELETE_TOKEN, {"provider": args.provider}))
-    if reply["deleted"]:
-        print(f"deleted the stored token of {reply['provider']}")
+    request = request_for(AUTH_DELETE_TOKEN, provider=args.provider)
+    reply = asyncio.run(call_credentials(config, AUTH_DELETE_TOKEN, request))
+    if reply.deleted:
+        print(f"deleted the stored token of {reply.provider}")
     else:
-        print(f"the vault had no token for {reply['provider']}")
-    if reply["source"] == "env":
-        print(f"note: {reply['provider']} still has a token from the environment")
+        print(f"the vault had no token for {reply.provider}")
+    if reply.source == "env":
+        print(f"note: {reply.provider} still has a token from the environment")
     return 0

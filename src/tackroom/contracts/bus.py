@@ -17,13 +17,13 @@ importing a contract module costs no schema work.
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
-from typing import Any, Generic, TypeVar, cast
+from typing import Any, Generic, Protocol, TypeVar, cast
 
 from pydantic import BaseModel, TypeAdapter
 
 from tackroom.engine.protocol import DEFAULT_TIMEOUT, Engine, StateEntry, Subscription
 
-__all__ = ["Function", "Scope", "Stream", "Tool", "dump", "load"]
+__all__ = ["Caller", "Function", "Scope", "Stream", "Tool", "dump", "load"]
 
 Req = TypeVar("Req", bound=BaseModel)
 Resp = TypeVar("Resp")
@@ -74,6 +74,14 @@ def load(type_: type[V], data: Any) -> V:
     return _Codec[V](type_).load(data)
 
 
+class Caller(Protocol):
+    """What :meth:`Function.call` needs: an ``Engine``, or a client of one (a local endpoint)."""
+
+    async def trigger(
+        self, function_id: str, payload: Any = None, *, timeout: float = DEFAULT_TIMEOUT
+    ) -> Any: ...
+
+
 class Function(Generic[Req, Resp]):
     """A function on the bus: its id, request model and response type."""
 
@@ -107,7 +115,7 @@ class Function(Generic[Req, Resp]):
         twin._response = self._response
         return twin
 
-    async def call(self, bus: Engine, request: Req, *, timeout: float = DEFAULT_TIMEOUT) -> Resp:
+    async def call(self, bus: Caller, request: Req, *, timeout: float = DEFAULT_TIMEOUT) -> Resp:
         """Trigger the function with ``request`` and return its validated reply."""
         reply = await bus.trigger(self.id, request.model_dump(mode="json"), timeout=timeout)
         return self._response.load(reply)

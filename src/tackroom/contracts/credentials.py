@@ -1,4 +1,4 @@
-"""The public face of the ``credentials`` worker: function ids, payload models and error codes.
+"""The public face of the ``credentials`` worker: its functions, payload models and error codes.
 
 ``auth::get_token`` is the only function that returns a secret; no model is ever offered
 ``auth::*`` as a tool (the orchestrator never offers it). Every other reply, every error message
@@ -14,7 +14,9 @@ import re
 from collections.abc import Mapping
 from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, SecretStr, StringConstraints
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, StringConstraints, field_serializer
+
+from tackroom.contracts.bus import Function
 
 __all__ = [
     "AUTH_DELETE_TOKEN",
@@ -44,12 +46,6 @@ __all__ = [
 ]
 
 SCHEMA_VERSION = 1
-
-AUTH_GET_TOKEN = "auth::get_token"
-AUTH_SET_TOKEN = "auth::set_token"
-AUTH_DELETE_TOKEN = "auth::delete_token"
-AUTH_LIST_PROVIDERS = "auth::list_providers"
-AUTH_STATUS = "auth::status"
 
 VAULT_ERROR = "vault_unavailable"
 """The vault file cannot be read or written, or is not a vault this worker reads."""
@@ -116,6 +112,12 @@ class SetTokenRequest(_Model):
     provider: ProviderName
     token: SecretStr = Field(min_length=1, max_length=MAX_TOKEN_CHARS)
 
+    @field_serializer("token", when_used="json")
+    def _token_on_the_wire(self, token: SecretStr) -> str:
+        """Sent as it is (storing it is the point of the call); ``repr`` and ``str`` still hide
+        it, and so does a Python-mode dump."""
+        return token.get_secret_value()
+
 
 class SetTokenResponse(_Response):
     provider: str
@@ -147,3 +149,37 @@ class ProviderStatus(_Model):
 
 class StatusResponse(_Response):
     providers: dict[str, ProviderStatus]
+
+
+AUTH_GET_TOKEN: Function[ProviderRequest, TokenResponse] = Function(
+    "auth::get_token",
+    ProviderRequest,
+    TokenResponse,
+    description="A provider's API token (vault first, then its environment variable). Returns a "
+    "secret: never offer it to a model.",
+)
+AUTH_SET_TOKEN: Function[SetTokenRequest, SetTokenResponse] = Function(
+    "auth::set_token",
+    SetTokenRequest,
+    SetTokenResponse,
+    description="Store a provider's API token in the vault (0600 file, atomic write).",
+)
+AUTH_DELETE_TOKEN: Function[ProviderRequest, DeleteTokenResponse] = Function(
+    "auth::delete_token",
+    ProviderRequest,
+    DeleteTokenResponse,
+    description="Remove a provider's token from the vault.",
+)
+AUTH_LIST_PROVIDERS: Function[EmptyRequest, ListProvidersResponse] = Function(
+    "auth::list_providers",
+    EmptyRequest,
+    ListProvidersResponse,
+    description="Providers with a token (vault or environment) and providers with a known "
+    "variable.",
+)
+AUTH_STATUS: Function[StatusRequest, StatusResponse] = Function(
+    "auth::status",
+    StatusRequest,
+    StatusResponse,
+    description="Per provider: configured, source and a fingerprint; never the token.",
+)

@@ -8,10 +8,17 @@ from typing import Any, TypeVar
 
 from pydantic import BaseModel, TypeAdapter, ValidationError
 
-from tackroom.engine.errors import FunctionError
+from tackroom.contracts.bus import Function
+from tackroom.engine.errors import FunctionError, InvocationError
 from tackroom.engine.protocol import Handler
 
-__all__ = ["ModelHandler", "TypedHandler", "describe_validation_error", "typed_handler"]
+__all__ = [
+    "ModelHandler",
+    "TypedHandler",
+    "describe_validation_error",
+    "request_for",
+    "typed_handler",
+]
 
 RequestT = TypeVar("RequestT", bound=BaseModel)
 
@@ -32,6 +39,17 @@ def describe_validation_error(exc: ValidationError) -> str:
         loc = ".".join(str(part) for part in error["loc"])
         parts.append(f"{loc}: {error['msg']}" if loc else str(error["msg"]))
     return "; ".join(parts)
+
+
+def request_for(function: Function[RequestT, Any], **fields: Any) -> RequestT:
+    """``function``'s request from ``fields`` (a person's input, say), or the error its worker
+    would answer: ``InvocationError`` with ``invalid_request`` and pydantic's reason."""
+    try:
+        return function.request.model_validate(fields)
+    except ValidationError as exc:
+        raise InvocationError(
+            function.id, "invalid_request", describe_validation_error(exc)
+        ) from None
 
 
 def typed_handler(

@@ -21,13 +21,14 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Literal
 
+from pydantic import ValidationError
+
+from tackroom.contracts.credentials import AUTH_GET_TOKEN, AUTH_SET_TOKEN, ProviderRequest
 from tackroom.engine.errors import EngineError, FunctionNotFound
 from tackroom.engine.protocol import Engine
 from tackroom.kit.providers.config import ProfileSettings
 
-__all__ = ["AUTH_GET_TOKEN", "KeySource", "Keys", "split_keys"]
-
-AUTH_GET_TOKEN = "auth::get_token"
+__all__ = ["KeySource", "Keys", "split_keys"]
 
 _log = logging.getLogger("tackroom.providers")
 
@@ -100,26 +101,25 @@ class KeySource:
         where = " or ".join(names) if names else "a key"
         return (
             f"no API key for {self._credential!r}: set {where}"
-            f' (or store one with auth::set_token {{"provider": "{self._credential}"}})'
+            f' (or store one with {AUTH_SET_TOKEN.id} {{"provider": "{self._credential}"}})'
         )
 
     async def _from_vault(self) -> tuple[str | None, Source]:
         try:
-            reply = await self._engine.trigger(
-                AUTH_GET_TOKEN, {"provider": self._credential}, timeout=self._auth_timeout
+            reply = await AUTH_GET_TOKEN.call(
+                self._engine,
+                ProviderRequest(provider=self._credential),
+                timeout=self._auth_timeout,
             )
         except FunctionNotFound:
             return None, "none"
-        except EngineError as exc:
-            _log.warning("%s for %r failed, using env vars: %s", AUTH_GET_TOKEN,
+        except (EngineError, ValidationError) as exc:
+            _log.warning("%s for %r failed, using env vars: %s", AUTH_GET_TOKEN.id,
                          self._credential, type(exc).__name__)  # fmt: skip
             return None, "none"
-        if not isinstance(reply, dict):
+        if not reply.token:
             return None, "none"
-        token, source = reply.get("token"), reply.get("source")
-        if not isinstance(token, str) or not token:
-            return None, "none"
-        return token, "env" if source == "env" else "vault"
+        return reply.token, "env" if reply.source == "env" else "vault"
 
     async def resolve(self) -> Keys:
         """The current keys (cached for ``ttl`` seconds)."""

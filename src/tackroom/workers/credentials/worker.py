@@ -48,7 +48,7 @@ from tackroom.contracts.credentials import (
     fingerprint,
 )
 from tackroom.engine.errors import FunctionError
-from tackroom.runtime.worker import TypedFunction, WorkerConfig, WorkerContext, WorkerSpec
+from tackroom.runtime.worker import WorkerConfig, WorkerContext, WorkerSpec
 from tackroom.workers.credentials.vault import Vault, VaultError
 
 __all__ = ["WORKER", "Credentials", "CredentialsConfig", "default_vault_path"]
@@ -162,20 +162,11 @@ async def _start(ctx: WorkerContext[CredentialsConfig]) -> None:
         env_vars={**DEFAULT_ENV_VARS, **config.env},
         use_env=config.use_env,
     )
-    table: list[TypedFunction] = [
-        (AUTH_GET_TOKEN, service.get_token, ProviderRequest, TokenResponse,
-         "A provider's API token (vault first, then its environment variable). Returns a "
-         "secret: never offer it to a model."),
-        (AUTH_SET_TOKEN, service.set_token, SetTokenRequest, SetTokenResponse,
-         "Store a provider's API token in the vault (0600 file, atomic write)."),
-        (AUTH_DELETE_TOKEN, service.delete_token, ProviderRequest, DeleteTokenResponse,
-         "Remove a provider's token from the vault."),
-        (AUTH_LIST_PROVIDERS, service.list_providers, EmptyRequest, ListProvidersResponse,
-         "Providers with a token (vault or environment) and providers with a known variable."),
-        (AUTH_STATUS, service.status, StatusRequest, StatusResponse,
-         "Per provider: configured, source and a fingerprint; never the token."),
-    ]  # fmt: skip
-    await ctx.register_typed_functions(table)
+    await ctx.serve(AUTH_GET_TOKEN, service.get_token)
+    await ctx.serve(AUTH_SET_TOKEN, service.set_token)
+    await ctx.serve(AUTH_DELETE_TOKEN, service.delete_token)
+    await ctx.serve(AUTH_LIST_PROVIDERS, service.list_providers)
+    await ctx.serve(AUTH_STATUS, service.status)
 
 
 WORKER = WorkerSpec(
