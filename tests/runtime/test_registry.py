@@ -32,6 +32,21 @@ def test_an_unknown_name_without_close_ones_lists_the_known() -> None:
     assert caught.value.suggestions == []
 
 
+def test_a_built_in_name_wins_over_an_entry_point_of_the_same_name(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The order docs/runtime.md states: the built-in table first, then the entry points."""
+    monkeypatch.setattr(
+        registry,
+        "_entry_point_targets",
+        lambda: {"engine": "tackroom.no_such_module:WORKER", "extra": "tackroom.no_such:WORKER"},
+    )
+    assert load_worker("engine") is ENGINE_WORKER
+    assert {"engine", "extra"} <= set(available_workers())
+    with pytest.raises(WorkerLoadError, match=r"tackroom\.no_such:WORKER"):
+        load_worker("extra")
+
+
 def test_a_target_that_is_not_a_worker_spec_is_refused(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setitem(registry.BUILTIN_WORKERS, "bogus", "tackroom.workers.engine.worker:_Model")
     monkeypatch.setitem(registry.BUILTIN_WORKERS, "missing", "tackroom.no_such_module:WORKER")
