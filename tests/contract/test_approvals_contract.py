@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from tests.contract.approvals_suite import ApprovalsContract
+from tackroom.testing.contracts import ApprovalsContract
 
 
 class TestApprovalsWorker(ApprovalsContract):

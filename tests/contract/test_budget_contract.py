@@ -10,8 +10,8 @@ import pytest
 
 from tackroom.engine import Engine, open_engine
 from tackroom.runtime import Host, load_worker
+from tackroom.testing.contracts import BudgetContract
 from tackroom.testing.nats import nats_test_url
-from tests.contract.budget_suite import BudgetContract
 
 
 class TestBudgetWorker(BudgetContract):

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from tests.contract.catalog_suite import CatalogContract
+from tackroom.testing.contracts import CatalogContract
 
 
 class TestCatalogWorker(CatalogContract):

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from tests.contract.credentials_suite import CredentialsContract
+from tackroom.testing.contracts import CredentialsContract
 
 
 class TestCredentialsWorker(CredentialsContract):

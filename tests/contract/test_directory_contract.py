@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from tests.contract.directory_suite import DirectoryContract
+from tackroom.testing.contracts import DirectoryContract
 
 
 class TestDirectoryWorker(DirectoryContract):

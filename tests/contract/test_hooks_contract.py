@@ -10,8 +10,8 @@ import pytest
 
 from tackroom.engine import Engine, open_engine
 from tackroom.runtime import Host, load_worker
+from tackroom.testing.contracts import HooksContract
 from tackroom.testing.nats import nats_test_url
-from tests.contract.hooks_suite import HooksContract
 
 
 class TestHooksWorker(HooksContract):

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from tests.contract.policy_suite import PolicyContract
+from tackroom.testing.contracts import PolicyContract
 
 POLICIES = """\
 @id("unlock")

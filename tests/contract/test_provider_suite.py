@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from tackroom.testing import CollectedStream
-from tests.contract.provider_suite import check_protocol
+from tackroom.testing.contracts.provider import check_protocol
 
 USAGE = {
     "input_tokens": 1,

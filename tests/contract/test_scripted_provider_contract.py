@@ -10,7 +10,12 @@ import pytest
 
 from tackroom.engine import Engine
 from tackroom.testing import Script, ScriptedProvider, ScriptTurn
-from tests.contract.provider_suite import FEATURES, ProviderContract, ProviderSubject, Scenario
+from tackroom.testing.contracts.provider import (
+    FEATURES,
+    ProviderContract,
+    ProviderSubject,
+    Scenario,
+)
 
 
 def turn_for(scenario: Scenario) -> ScriptTurn:

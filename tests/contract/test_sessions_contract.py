@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from tests.contract.sessions_suite import SessionsContract
+from tackroom.testing.contracts import SessionsContract
 
 
 class TestSessionsWorker(SessionsContract):

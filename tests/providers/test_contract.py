@@ -9,6 +9,12 @@ from contextlib import asynccontextmanager
 import pytest
 
 from tackroom.engine import Engine
+from tackroom.testing.contracts.provider import (
+    FEATURES,
+    ProviderContract,
+    ProviderSubject,
+    Scenario,
+)
 from tackroom.testing.fake_llm import (
     Answer,
     FakeAnthropicServer,
@@ -18,7 +24,6 @@ from tackroom.testing.fake_llm import (
     FakeUsage,
     Reply,
 )
-from tests.contract.provider_suite import FEATURES, ProviderContract, ProviderSubject, Scenario
 from tests.providers.helpers import Worker, boot
 
 

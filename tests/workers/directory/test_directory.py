@@ -12,10 +12,10 @@ from tackroom.contracts.directory import RegisterRequest
 from tackroom.contracts.tools import model_schema
 from tackroom.engine import Engine, InvocationError, open_engine
 from tackroom.runtime import HarnessConfig, Host
+from tackroom.testing.contracts.directory import write_skill
 from tackroom.testing.engines import MEMORY_URL
 from tackroom.workers.directory.skills import SkillFormatError, load_folder, parse_skill
 from tackroom.workers.directory.worker import WORKER, DirectoryConfig, default_user_dir
-from tests.contract.directory_suite import write_skill
 
 
 def skill_md(front: str, body: str = "Body.") -> str:

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from tackroom.cli.main import main
-from tests.contract.directory_suite import write_skill
+from tackroom.testing.contracts.directory import write_skill
 
 SCRIPT = """
 schema_version: 1

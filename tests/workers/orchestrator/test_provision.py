@@ -12,10 +12,10 @@ import pytest
 
 from tackroom.engine import Engine, open_engine
 from tackroom.runtime import HarnessConfig, Host, load_worker
+from tackroom.testing.contracts.directory import write_skill
 from tackroom.testing.engines import MEMORY_URL
 from tackroom.workers.orchestrator.provision import Provisioner, prompt_piece
 from tackroom.workers.orchestrator.record import TurnRecord
-from tests.contract.directory_suite import write_skill
 
 
 def record(**fields: Any) -> TurnRecord:

@@ -26,7 +26,7 @@ from tackroom.engine import Engine, InvocationError, open_engine
 from tackroom.runtime import Host, load_worker
 from tackroom.runtime.config import HarnessConfig
 from tackroom.testing import RecordingHandler, wait_until
-from tackroom.testing.contract import WorkerContract
+from tackroom.testing.contracts.base import WorkerContract
 
 __all__ = ["ApprovalsContract"]
 

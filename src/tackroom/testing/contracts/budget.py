@@ -20,7 +20,7 @@ import pytest
 
 from tackroom.engine import Engine
 from tackroom.testing import wait_until
-from tackroom.testing.contract import WorkerContract
+from tackroom.testing.contracts.base import WorkerContract
 
 __all__ = ["BudgetContract"]
 

@@ -17,7 +17,7 @@ from __future__ import annotations
 from typing import Any, ClassVar
 
 from tackroom.engine import Engine
-from tackroom.testing.contract import WorkerContract
+from tackroom.testing.contracts.base import WorkerContract
 
 __all__ = ["CatalogContract"]
 

@@ -19,7 +19,7 @@ from typing import Any, ClassVar
 import pytest
 
 from tackroom.engine import Engine, FunctionError
-from tackroom.testing.contract import WorkerContract
+from tackroom.testing.contracts.base import WorkerContract
 
 __all__ = ["HooksContract"]
 

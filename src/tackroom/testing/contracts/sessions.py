@@ -16,7 +16,7 @@ import asyncio
 from typing import Any, ClassVar
 
 from tackroom.engine import Engine
-from tackroom.testing.contract import WorkerContract
+from tackroom.testing.contracts.base import WorkerContract
 
 __all__ = ["SessionsContract"]
 

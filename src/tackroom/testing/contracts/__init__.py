@@ -1,0 +1,46 @@
+"""Worker contract suites: the tests a worker must pass to replace a shipped one.
+
+Each suite is a class of pytest tests written against function ids only. A replacement worker
+proves it fits by subclassing the suite in a ``test_*.py`` module and naming itself::
+
+    from tackroom.testing.contracts import SessionsContract
+
+    class TestMySessions(SessionsContract):
+        worker_name = "my-sessions"
+
+The suites need pytest and pytest-asyncio (``asyncio_mode = "auto"``); importing
+:mod:`tackroom.testing` does not import them, only this package does. See ``docs/contracts.md``.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+# Before the suites are imported: their plain asserts get pytest's explanations.
+pytest.register_assert_rewrite("tackroom.testing.contracts")
+
+from tackroom.testing.contracts.approvals import ApprovalsContract  # noqa: E402
+from tackroom.testing.contracts.base import CONTRACT_TIMEOUT, WorkerContract  # noqa: E402
+from tackroom.testing.contracts.budget import BudgetContract  # noqa: E402
+from tackroom.testing.contracts.catalog import CatalogContract  # noqa: E402
+from tackroom.testing.contracts.credentials import CredentialsContract  # noqa: E402
+from tackroom.testing.contracts.directory import DirectoryContract  # noqa: E402
+from tackroom.testing.contracts.hooks import HooksContract  # noqa: E402
+from tackroom.testing.contracts.policy import PolicyContract  # noqa: E402
+from tackroom.testing.contracts.provider import ProviderContract, ProviderSubject  # noqa: E402
+from tackroom.testing.contracts.sessions import SessionsContract  # noqa: E402
+
+__all__ = [
+    "CONTRACT_TIMEOUT",
+    "ApprovalsContract",
+    "BudgetContract",
+    "CatalogContract",
+    "CredentialsContract",
+    "DirectoryContract",
+    "HooksContract",
+    "PolicyContract",
+    "ProviderContract",
+    "ProviderSubject",
+    "SessionsContract",
+    "WorkerContract",
+]
