@@ -77,7 +77,9 @@ async def test_cost_comes_from_the_catalog(engine: Engine, openai_server: FakeOp
         return {
             "schema_version": 1, "provider": "openai", "model": "gpt-5-mini",
             "wire_api": "openai-chat", "context_window": 400000, "max_output_tokens": 128000,
-            "capabilities": {}, "known": True,
+            "capabilities": {"tools": True, "vision": True, "thinking": True, "cache": True,
+                             "streaming": True},
+            "known": True,
             "prices": {"input": 0.25, "output": 2.0, "cache_read": 0.025, "cache_write": 0.0},
         }  # fmt: skip
 

@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 from pydantic import ValidationError
 
+from tackroom.contracts import catalog
 from tackroom.contracts.messages import (
     AssistantMessage,
     CustomMessage,
@@ -314,16 +315,19 @@ async def test_catalog_answers_are_used_and_cached(engine: Engine) -> None:
 
 
 def test_a_model_the_catalog_does_not_know_keeps_the_profiles_choices() -> None:
-    guess = {
-        "max_output_tokens": 2048, "known": False,
-        "capabilities": {"thinking": False, "cache": False},
-        "prices": {"input": 0.0, "output": 0.0},
-    }  # fmt: skip
-    info = ModelInfo.from_reply("ollama", "qwen3", guess)
+    guess = catalog.ModelInfo(
+        provider="ollama", model="qwen3", wire_api="openai-chat", context_window=8192,
+        max_output_tokens=2048, known=False,
+        capabilities=catalog.Capabilities(
+            tools=True, vision=False, thinking=False, cache=False, streaming=True
+        ),
+        prices=catalog.Prices(input=0.0, output=0.0, cache_read=0.0, cache_write=0.0),
+    )  # fmt: skip
+    info = ModelInfo.from_catalog("ollama", "qwen3", guess)
     assert (info.known, info.output_limit) == (False, None)
     assert info.supports("cache")
     assert info.supports("thinking")
-    known = ModelInfo.from_reply("x", "y", {**guess, "known": True})
+    known = ModelInfo.from_catalog("x", "y", guess.model_copy(update={"known": True}))
     assert (known.output_limit, known.supports("cache")) == (2048, False)
 
 
@@ -352,7 +356,7 @@ async def test_sink_announces_a_call_once_its_name_is_known() -> None:
     sink.stop("end")
     message = sink.finish(provider="p", model="m", prices=Prices())
     assert message.stop_reason == "function_call"  # a server said "stop" after tool calls
-    assert [(c.id, c.function_id, c.arguments) for c in message.function_calls()] == [
+    assert [(c.id, c.tool_name, c.arguments) for c in message.function_calls()] == [
         ("c-7", "calc__add", {"a": 1}),
         ("c-3", "fs__read", {RAW_ARGUMENTS_KEY: "not json"}),
     ]
@@ -387,7 +391,7 @@ async def test_sink_refuses_a_call_that_never_got_a_name() -> None:
 
 
 def _call(call_id: str) -> FunctionCallBlock:
-    return FunctionCallBlock(id=call_id, function_id="fs__read", arguments={})
+    return FunctionCallBlock(id=call_id, tool_name="fs__read", arguments={})
 
 
 def _result(call_id: str) -> FunctionResultMessage:

@@ -10,11 +10,11 @@ import argparse
 import asyncio
 import json
 from pathlib import Path
-from typing import Any
 
 from tackroom.cli._bus import bus
-from tackroom.contracts.catalog import CAPABILITIES, MODELS_LIST
+from tackroom.contracts.catalog import CAPABILITIES, MODELS_LIST, ListResponse
 from tackroom.runtime.config import load_config
+from tackroom.runtime.typed import request_for
 
 __all__ = ["add_parsers", "format_table"]
 
@@ -33,15 +33,13 @@ def add_parsers(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -
 
 
 async def _list(args: argparse.Namespace) -> int:
-    request: dict[str, Any] = {}
-    if args.provider:
-        request["provider"] = args.provider
-    if args.capability:
-        request["capability"] = args.capability
+    request = request_for(
+        MODELS_LIST, provider=args.provider or None, capability=args.capability or None
+    )
     async with bus(load_config(args.config), ("engine", "catalog")) as caller:
-        reply = await caller.trigger(MODELS_LIST, request)
+        reply = await MODELS_LIST.call(caller, request)
     if args.json:
-        print(json.dumps(reply, indent=2))
+        print(json.dumps(MODELS_LIST.dump_response(reply), indent=2))
         return 0
     print(format_table(reply))
     return 0
@@ -59,23 +57,23 @@ def _price(value: float) -> str:
     return f"{value:.3f}".rstrip("0").rstrip(".") if value else "0"
 
 
-def format_table(reply: dict[str, Any]) -> str:
+def format_table(reply: ListResponse) -> str:
     """One line per model; prices in USD per million tokens."""
     header = ("PROVIDER", "MODEL", "CONTEXT", "OUTPUT", "CAPS", "IN", "OUT", "CACHE R/W")
     rows = [header]
-    for model in reply["models"]:
-        caps = model["capabilities"]
-        prices = model["prices"]
+    for model in reply.models:
+        caps = model.capabilities.model_dump()
+        prices = model.prices
         rows.append(
             (
-                model["provider"],
-                model["model"],
-                _tokens(model["context_window"]),
-                _tokens(model["max_output_tokens"]),
+                model.provider,
+                model.model,
+                _tokens(model.context_window),
+                _tokens(model.max_output_tokens),
                 "".join(flag if caps[name] else "-" for name, flag in _FLAGS.items()),
-                _price(prices["input"]),
-                _price(prices["output"]),
-                f"{_price(prices['cache_read'])}/{_price(prices['cache_write'])}",
+                _price(prices.input),
+                _price(prices.output),
+                f"{_price(prices.cache_read)}/{_price(prices.cache_write)}",
             )
         )
     widths = [max(len(row[i]) for row in rows) for i in range(len(header))]
@@ -86,6 +84,6 @@ def format_table(reply: dict[str, Any]) -> str:
     lines.append("")
     lines.append(
         "CAPS: T tools, V vision, R thinking, C cache, S streaming. Prices: USD per million "
-        f"tokens, as of {reply.get('prices_as_of', '?')}."
+        f"tokens, as of {reply.prices_as_of}."
     )
     return "\n".join(lines)

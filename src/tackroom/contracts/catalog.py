@@ -1,8 +1,9 @@
-"""The public face of the ``catalog`` worker: function ids, payload models and error codes.
+"""The public face of the ``catalog`` worker: its functions, payload models and error codes.
 
-Other workers (the provider workers, budget) import only this module and call the worker through
-``engine.trigger``. Failures arrive as ``InvocationError`` whose ``remote_code`` is one of the
-``*_ERROR`` codes below, or ``invalid_request`` when a payload does not validate.
+Other workers (the provider kit, the orchestrator's budget guard) import only this module and
+call the worker through its descriptors (``await MODELS_GET.call(bus, GetRequest(...))``).
+Failures arrive as ``InvocationError`` whose ``remote_code`` is one of the ``*_ERROR`` codes
+below, or ``invalid_request`` when a payload does not validate.
 """
 
 from __future__ import annotations
@@ -10,6 +11,8 @@ from __future__ import annotations
 from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints
+
+from tackroom.contracts.bus import Function
 
 __all__ = [
     "CAPABILITIES",
@@ -42,11 +45,6 @@ __all__ = [
 ]
 
 SCHEMA_VERSION = 1
-
-MODELS_LIST = "models::list"
-MODELS_GET = "models::get"
-MODELS_SUPPORTS = "models::supports"
-MODELS_RECONCILE = "models::reconcile"
 
 MODEL_NOT_FOUND_ERROR = "model_not_found"
 """The provider is in the catalog but the model is not (the message lists close matches)."""
@@ -168,3 +166,30 @@ class ReconcileResponse(_Model):
     schema_version: int = SCHEMA_VERSION
     provider: str
     models: list[ModelInfo]
+
+
+MODELS_LIST: Function[ListRequest, ListResponse] = Function(
+    "models::list",
+    ListRequest,
+    ListResponse,
+    description="Models in the catalog, of one provider or all, optionally with a capability.",
+)
+MODELS_GET: Function[GetRequest, ModelInfo] = Function(
+    "models::get",
+    GetRequest,
+    ModelInfo,
+    description="A model's wire API, context window, output limit, capabilities and prices "
+    "(USD per million tokens); unknown local models get a conservative default.",
+)
+MODELS_SUPPORTS: Function[SupportsRequest, SupportsResponse] = Function(
+    "models::supports",
+    SupportsRequest,
+    SupportsResponse,
+    description="Whether a model has a capability (tools, vision, thinking, cache, streaming).",
+)
+MODELS_RECONCILE: Function[ReconcileRequest, ReconcileResponse] = Function(
+    "models::reconcile",
+    ReconcileRequest,
+    ReconcileResponse,
+    description="Replace one provider's model list at run time (kept in engine state).",
+)

@@ -1,6 +1,6 @@
-"""What a provider worker asks of the model catalog (``models::get``), and the cost of a call.
+"""What a provider worker asks of the model catalog (``MODELS_GET``), and the cost of a call.
 
-When no catalog worker serves ``models::get`` (or it fails or is slow), a model gets
+When no catalog worker serves it (or it fails or is slow), a model gets
 conservative defaults: no known limits, every capability assumed, and prices of zero, so the
 cost reported with the usage is 0. Answers are cached per model for ``ttl`` seconds (a missing
 catalog for ``miss_ttl``).
@@ -11,15 +11,16 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
 
+from pydantic import ValidationError
+
+from tackroom.contracts import catalog
+from tackroom.contracts.catalog import MODELS_GET, GetRequest
 from tackroom.contracts.messages import Usage
 from tackroom.engine.errors import EngineError, FunctionNotFound
 from tackroom.engine.protocol import Engine
 
-__all__ = ["MODELS_GET", "CatalogClient", "ModelInfo", "Prices", "priced"]
-
-MODELS_GET = "models::get"
+__all__ = ["CatalogClient", "ModelInfo", "Prices", "priced"]
 
 _log = logging.getLogger("tackroom.providers")
 
@@ -65,39 +66,23 @@ class ModelInfo:
         return self.max_output_tokens if self.known else None
 
     @classmethod
-    def from_reply(cls, provider: str, model: str, reply: Any) -> ModelInfo:
-        if not isinstance(reply, Mapping):
-            return cls.unknown(provider, model)
-        raw_prices = reply.get("prices")
-        prices: Mapping[str, Any] = raw_prices if isinstance(raw_prices, Mapping) else {}
-        capabilities = reply.get("capabilities")
+    def from_catalog(cls, provider: str, model: str, entry: catalog.ModelInfo) -> ModelInfo:
+        """The catalog's answer about ``provider``'s ``model``, as a provider uses it."""
+        prices = entry.prices
         return cls(
             provider=provider,
             model=model,
-            context_window=_int(reply.get("context_window")),
-            max_output_tokens=_int(reply.get("max_output_tokens")),
-            capabilities={
-                str(k): bool(v)
-                for k, v in (capabilities.items() if isinstance(capabilities, Mapping) else ())
-            },
+            context_window=entry.context_window,
+            max_output_tokens=entry.max_output_tokens,
+            capabilities=entry.capabilities.model_dump(),
             prices=Prices(
-                input=_float(prices.get("input")),
-                output=_float(prices.get("output")),
-                cache_read=_float(prices.get("cache_read")),
-                cache_write=_float(prices.get("cache_write")),
+                input=prices.input,
+                output=prices.output,
+                cache_read=prices.cache_read,
+                cache_write=prices.cache_write,
             ),
-            known=bool(reply.get("known", True)),
+            known=entry.known,
         )
-
-
-def _int(value: Any) -> int | None:
-    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else None
-
-
-def _float(value: Any) -> float:
-    if isinstance(value, (int, float)) and not isinstance(value, bool) and value > 0:
-        return float(value)
-    return 0.0
 
 
 def priced(usage: Usage, prices: Prices) -> Usage:
@@ -140,16 +125,14 @@ class CatalogClient:
         if hit is not None and now < hit[0]:
             return hit[1]
         try:
-            reply = await self._engine.trigger(
-                MODELS_GET, {"provider": self._provider, "model": model}, timeout=self._timeout
-            )
+            request = GetRequest(provider=self._provider, model=model)
+            reply = await MODELS_GET.call(self._engine, request, timeout=self._timeout)
         except FunctionNotFound:
             info, ttl = ModelInfo.unknown(self._provider, model), self._miss_ttl
-        except EngineError as exc:
-            _log.warning("%s %s/%s failed: %s", MODELS_GET, self._provider, model, exc)
+        except (EngineError, ValidationError) as exc:
+            _log.warning("%s %s/%s failed: %s", MODELS_GET.id, self._provider, model, exc)
             info, ttl = ModelInfo.unknown(self._provider, model), self._miss_ttl
         else:
-            info = ModelInfo.from_reply(self._provider, model, reply)
-            ttl = self._ttl if reply is not None else self._miss_ttl
+            info, ttl = ModelInfo.from_catalog(self._provider, model, reply), self._ttl
         self._cache[model] = (now + ttl, info)
         return info

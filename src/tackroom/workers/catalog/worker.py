@@ -153,35 +153,10 @@ async def _start(ctx: WorkerContext[CatalogConfig]) -> None:
         raise RuntimeError(f"catalog: {exc}") from None
     catalog = Catalog(data, local_providers=config.local_providers)
     service = CatalogService(ctx.engine, catalog, scope=config.state_scope)
-    await ctx.register_typed_function(
-        MODELS_LIST,
-        service.list,
-        request_model=ListRequest,
-        response_type=ListResponse,
-        description="Models in the catalog, of one provider or all, optionally with a capability.",
-    )
-    await ctx.register_typed_function(
-        MODELS_GET,
-        service.get,
-        request_model=GetRequest,
-        response_type=ModelInfo,
-        description="A model's wire API, context window, output limit, capabilities and prices "
-        "(USD per million tokens); unknown local models get a conservative default.",
-    )
-    await ctx.register_typed_function(
-        MODELS_SUPPORTS,
-        service.supports,
-        request_model=SupportsRequest,
-        response_type=SupportsResponse,
-        description="Whether a model has a capability (tools, vision, thinking, cache, streaming).",
-    )
-    await ctx.register_typed_function(
-        MODELS_RECONCILE,
-        service.reconcile,
-        request_model=ReconcileRequest,
-        response_type=ReconcileResponse,
-        description="Replace one provider's model list at run time (kept in engine state).",
-    )
+    await ctx.serve(MODELS_LIST, service.list)
+    await ctx.serve(MODELS_GET, service.get)
+    await ctx.serve(MODELS_SUPPORTS, service.supports)
+    await ctx.serve(MODELS_RECONCILE, service.reconcile)
 
 
 WORKER = WorkerSpec(
