@@ -16,10 +16,8 @@ from typing import Any
 
 import pytest
 
-from tackroom.cli.run import _decide
 from tackroom.contracts import approvals as c
-from tackroom.engine import Engine, RevisionConflict, open_engine
-from tackroom.runtime import Host, LocalClient, load_worker
+from tackroom.runtime import LocalClient
 from tackroom.testing.cli import run_tackroom
 
 STARTUP = 30.0
@@ -202,47 +200,3 @@ async def test_a_serve_without_the_approvals_worker(short_tmp: Path) -> None:
 
 
 # -- tackroom run's inline prompt: where its answer goes -----------------------------------------
-
-
-@pytest.fixture
-async def with_approvals() -> AsyncIterator[Engine]:
-    workers = [load_worker("engine"), load_worker("approvals")]
-    async with Host(engine=open_engine("embedded::memory:"), workers=workers) as host:
-        yield host.engine
-
-
-async def test_run_answers_through_the_approvals_worker(with_approvals: Engine) -> None:
-    bus = with_approvals
-    request = {"session_id": "s1", "function_id": "fs::write", "run_id": "r"}
-    await bus.trigger(c.REQUEST, {**request, "function_call_id": "c1"})
-    await bus.trigger(c.REQUEST, {**request, "function_call_id": "c2"})
-
-    await _decide(bus, "s1", "c1", "fs::write", "deny", always=False)
-    got = await bus.trigger(c.GET, {"session_id": "s1", "function_call_id": "c1"})
-    assert got["pending"] is None
-    assert got["decision"]["decision"] == "deny"
-    assert got["decision"]["decided_at"] is not None
-
-    await _decide(bus, "s1", "c2", "fs::write", "allow", always=True)
-    got = await bus.trigger(c.GET, {"session_id": "s1", "function_call_id": "c2"})
-    assert got["decision"]["decision"] == "allow"
-    settings = await bus.trigger(c.GET_SETTINGS, {"session_id": "s1"})
-    assert settings["allowed_functions"] == ["fs::write"]
-
-    # a turn that parked without the approvals layer (thin orchestrator): written directly
-    await _decide(bus, "s1", "c3", "fs::write", "allow", always=False)
-    entry = await bus.get_state(c.DECISIONS_SCOPE, "s1/c3")
-    assert entry is not None
-    assert entry.value["decision"] == "allow"
-
-
-async def test_run_answers_directly_without_the_approvals_worker() -> None:
-    async with Host(engine=open_engine("embedded::memory:"), workers=[]) as host:
-        bus = host.engine
-        await _decide(bus, "s1", "c1", "fs::write", "allow", always=True)
-        entry = await bus.get_state(c.DECISIONS_SCOPE, "s1/c1")
-        assert entry is not None
-        assert entry.value["decision"] == "allow"
-        assert entry.value["approver"]
-        with pytest.raises(RevisionConflict):  # create-only: a decision is never overwritten
-            await _decide(bus, "s1", "c1", "fs::write", "deny", always=False)

@@ -6,12 +6,15 @@ import asyncio
 import io
 import os
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
 
 from tackroom.cli import run
-from tackroom.testing import memory_engine
+from tackroom.contracts.events import EVENTS
+from tackroom.harness import Harness
+from tackroom.testing import FunctionModel
 
 
 class _PipeStdin(io.TextIOWrapper):
@@ -48,18 +51,26 @@ async def test_a_cancelled_read_leaves_stdin_usable(stdin: int) -> None:
 
 
 async def test_a_prompt_is_withdrawn_when_the_call_is_decided_elsewhere(
-    stdin: int, capsys: pytest.CaptureFixture[str]
+    stdin: int, capsys: pytest.CaptureFixture[str], tmp_path: Path
 ) -> None:
     view = run._Renderer(io.StringIO(), io.StringIO(), json_lines=False)
-    request: dict[str, Any] = {
-        "type": "approval_requested",
-        "data": {"function_call_id": "c1", "function_id": "fs::write", "arguments": {}},
-    }
-    resolved: dict[str, Any] = {
-        "type": "approval_resolved",
-        "data": {"function_call_id": "c1", "function_id": "fs::write", "decision": "allow"},
-    }
-    async with memory_engine() as engine, run._Prompts(engine, "s1", view) as prompts:
+    frame: dict[str, Any] = {"session_id": "s1", "run_id": "r1", "event_id": "r1:x"}
+    request = EVENTS.parse(
+        {
+            **frame,
+            "type": "approval_requested",
+            "data": {"function_call_id": "c1", "function_id": "fs::write", "arguments": {}},
+        }
+    )
+    resolved = EVENTS.parse(
+        {
+            **frame,
+            "type": "approval_resolved",
+            "data": {"function_call_id": "c1", "function_id": "fs::write", "decision": "allow"},
+        }
+    )
+    harness = Harness(FunctionModel(lambda messages, info: "unused"), home=tmp_path)
+    async with run._Prompts(harness, view) as prompts:
         prompts.seen(request)
         await asyncio.sleep(0.05)
         assert "allow fs::write" in capsys.readouterr().err  # the prompt is up

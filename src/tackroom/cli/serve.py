@@ -1,4 +1,10 @@
-"""``tackroom serve`` (the boot list) and ``tackroom worker run NAME`` (one worker)."""
+"""``tackroom serve`` (the boot list) and ``tackroom worker run NAME`` (one worker).
+
+``serve`` boots the ``workers:`` list of ``tackroom.yaml`` when the file has one; without one it
+boots what ``tackroom run`` boots — the agent workers and the worker of ``agent.model``'s
+provider — so runs can be started, followed, aborted and resumed through its endpoint.
+``--agent`` adds the agent workers to an explicit list.
+"""
 
 from __future__ import annotations
 
@@ -8,7 +14,8 @@ import signal
 import sys
 from pathlib import Path
 
-from tackroom.runtime.config import load_config
+from tackroom.harness.wiring import agent_workers, provider_worker_for
+from tackroom.runtime.config import HarnessConfig, load_config
 from tackroom.runtime.host import Host
 
 __all__ = ["add_parsers"]
@@ -20,6 +27,11 @@ def add_parsers(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -
         help="host the config's boot list (and the local endpoint on an embedded engine)",
     )
     _host_options(serve)
+    serve.add_argument(
+        "--agent",
+        action="store_true",
+        help="also boot the agent workers when the config lists its own workers",
+    )
     serve.set_defaults(run=_run_serve)
 
     worker = commands.add_parser("worker", help="worker commands")
@@ -37,8 +49,27 @@ def _host_options(parser: argparse.ArgumentParser) -> None:
 
 def _run_serve(args: argparse.Namespace) -> int:
     config = load_config(args.config)
-    host = Host.from_config(config, engine_url=args.engine, serve_endpoint=True)
+    host = Host.from_config(
+        config,
+        workers=serve_workers(config, agent=args.agent),
+        engine_url=args.engine,
+        serve_endpoint=True,
+    )
     return asyncio.run(_host_until_signalled(host))
+
+
+def serve_workers(config: HarnessConfig, *, agent: bool = False) -> list[str]:
+    """The config's own ``workers:`` list; without one (or with ``agent``), the agent's."""
+    if "workers" in config.model_fields_set and not agent:
+        return list(config.workers)
+    provider: str | None = None
+    model = config.agent.model
+    if model and ":" in model:
+        name = model.partition(":")[0]
+        section = config.worker_config.get("scripted") or {}
+        if name != "scripted" or section.get("script") or section.get("script_path"):
+            provider = provider_worker_for(name, config.worker_config)
+    return agent_workers(config, provider_worker_name=provider)
 
 
 def _run_worker(args: argparse.Namespace) -> int:

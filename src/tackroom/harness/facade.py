@@ -19,9 +19,11 @@ the policy) changes the boot list, not this class.
 from __future__ import annotations
 
 import asyncio
+import atexit
 import contextlib
 import inspect
 import uuid
+import weakref
 from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, TypeVar, overload
@@ -38,13 +40,14 @@ from tackroom.contracts.turn import (
     RunStartResponse,
     TurnStateView,
 )
-from tackroom.engine.errors import EngineError, FunctionNotFound
+from tackroom.engine.errors import EngineError, EngineLocked, FunctionNotFound
 from tackroom.engine.factory import open_engine
 from tackroom.engine.protocol import Engine
 from tackroom.engine.tracing import build_tracer_provider
 from tackroom.harness.decisions import decide
 from tackroom.harness.models import StreamingModel, model_worker
 from tackroom.harness.output import OutputInvalid, OutputSchema
+from tackroom.harness.remote import RemoteBus
 from tackroom.harness.result import PendingApproval, RunResult
 from tackroom.harness.runs import ApprovalCallback, RunStream, SessionBusy
 from tackroom.harness.tools import ToolSpec, tools_worker
@@ -58,6 +61,7 @@ from tackroom.harness.wiring import (
 from tackroom.kit.hooks.subscribe import HookSpec, hook_worker
 from tackroom.runtime.config import HarnessConfig
 from tackroom.runtime.endpoint import LocalEndpoint
+from tackroom.runtime.errors import EndpointUnavailable
 from tackroom.runtime.host import Host
 from tackroom.runtime.registry import load_worker
 from tackroom.runtime.worker import WorkerSpec
@@ -106,6 +110,7 @@ class Harness:
         script: Path | Sequence[Any] | None = None,
         serve_endpoint: bool = False,
         workers: Sequence[str | WorkerSpec[Any]] = (),
+        attach: bool | str | Path = False,
     ) -> None:
         base = resolve_config(config)
         if home is not None:
@@ -120,6 +125,7 @@ class Harness:
         self._output_type = output_type
         self._tracer_provider = tracer_provider
         self._serve_endpoint = serve_endpoint
+        self._attach_to = attach
         self._extra_workers = list(workers)
         self._model_object: Any = None
         self._script = script
@@ -128,6 +134,7 @@ class Harness:
         self._hooks: list[HookSpec] = []
         self._sessions_worker = "sessions"
         self._host: Host | None = None
+        self._bus: Engine | RemoteBus | None = None
         self._lock = asyncio.Lock()
         self._loop: asyncio.AbstractEventLoop | None = None
         self._cursors: dict[str, int] = {}
@@ -148,7 +155,7 @@ class Harness:
         if isinstance(model, str):
             name = parse_model(model)
             self.provider, self.model = name.provider, name.model
-            if name.provider == "scripted" and self._script is None:
+            if name.provider == "scripted" and self._script is None and not self._attach_to:
                 section = self._config.worker_config.get("scripted") or {}
                 if not (section.get("script") or section.get("script_path")):
                     raise UsageError(
@@ -171,7 +178,7 @@ class Harness:
         return self._tool_patterns
 
     def _require_new(self, what: str) -> None:
-        if self._host is not None:
+        if self._bus is not None:
             raise UsageError(f"{what} must be set before the harness starts")
 
     @overload
@@ -250,9 +257,24 @@ class Harness:
     # -- lifecycle ---------------------------------------------------------------------------
     @property
     def engine(self) -> Engine:
+        """The engine this harness hosts (not when it is attached to another process's)."""
         if self._host is None:
+            if self._bus is not None:
+                raise UsageError("the harness is attached to another process's engine")
             raise UsageError("the harness is not started: use `async with` or call start()")
         return self._host.engine
+
+    @property
+    def bus(self) -> Engine | RemoteBus:
+        """What runs go through: the hosted engine, or another process's through its endpoint."""
+        if self._bus is None:
+            raise UsageError("the harness is not started: use `async with` or call start()")
+        return self._bus
+
+    @property
+    def attached(self) -> bool:
+        """Attached to the engine of another process (a ``tackroom serve``) through its socket."""
+        return isinstance(self._bus, RemoteBus)
 
     @property
     def config(self) -> HarnessConfig:
@@ -266,14 +288,55 @@ class Harness:
         await self.close()
 
     async def start(self) -> None:
+        """Boot the workers (idempotent). When another process owns the embedded engine, attach
+        to it through its local endpoint instead (``tackroom serve`` runs the workers)."""
         async with self._lock:
-            if self._host is not None:
+            if self._bus is not None:
                 return
-            host = self._build_host()
-            await host.start()
-            self._host = host
+            embedded = self._engine_url.startswith("embedded:")
+            if self._attach_to is not False and embedded:
+                self._bus = await self._attach()
+                return
+            host = self._build_host(bare=self._attach_to is not False)
+            try:
+                await host.start()
+            except EngineLocked:
+                self._bus = await self._attach()
+                return
+            self._host, self._bus = host, host.engine
 
-    def _build_host(self) -> Host:
+    async def _attach(self) -> RemoteBus:
+        chosen = self._attach_to
+        socket = Path(chosen) if isinstance(chosen, (str, Path)) else self._config.endpoint.socket
+        own = [
+            what
+            for what, present in (
+                ("tools defined in Python", bool(self._tools)),
+                ("a model object", self._model_object is not None),
+                ("hooks", bool(self._hooks)),
+                ("a script", self._script is not None),
+            )
+            if present
+        ]
+        if own:
+            raise UsageError(
+                f"the engine {self._engine_url} is held by another process, and this harness"
+                f" brings {', '.join(own)}, which need an engine of their own: stop that process,"
+                " pass another home=, or share a NATS engine"
+            )
+        try:
+            return await RemoteBus.connect(
+                socket, max_frame_bytes=self._config.endpoint.max_frame_bytes
+            )
+        except EndpointUnavailable as exc:
+            raise UsageError(
+                f"the engine {self._engine_url} is held by another process that serves no"
+                f" endpoint ({exc}): stop it, or run `tackroom serve` there"
+            ) from None
+
+    def _build_host(self, *, bare: bool = False) -> Host:
+        """``bare``: boot only what this harness brings (its tools, model object, hooks) — the
+        agent workers run elsewhere on a shared engine (``attach=True`` on NATS)."""
         model_spec: WorkerSpec[Any] | None = None
         if self._model_object is not None:
             obj = self._model_object
@@ -299,7 +362,7 @@ class Harness:
             sections["orchestrator"] = orchestrator
             config = config.model_copy(update={"worker_config": sections})
         own = {spec.name for spec in extra}
-        specs = [load_worker(name) for name in dict.fromkeys(names) if name not in own]
+        specs = [] if bare else [load_worker(n) for n in dict.fromkeys(names) if n not in own]
         specs.extend(extra)
         if model_spec is not None:
             specs.append(model_spec)
@@ -327,12 +390,15 @@ class Harness:
 
     async def close(self) -> None:
         async with self._lock:
-            host, self._host = self._host, None
+            host, bus = self._host, self._bus
+            self._host = self._bus = None
             for stream in list(self._parked.values()):
                 await stream.aclose()
             self._parked.clear()
             if host is not None:
                 await host.close()
+            elif isinstance(bus, RemoteBus):
+                await bus.close()
 
     # -- runs --------------------------------------------------------------------------------
     async def run(
@@ -406,12 +472,12 @@ class Harness:
 
     async def get_state(self, session: str) -> TurnStateView | None:
         await self.start()
-        reply = await self.engine.trigger(TURN_GET_STATE, {"session_id": session})
+        reply = await self.bus.trigger(TURN_GET_STATE, {"session_id": session})
         return None if reply is None else TurnStateView.model_validate(reply)
 
     async def abort(self, session: str, *, reason: str = "aborted by the user") -> bool:
         await self.start()
-        reply = await self.engine.trigger(RUN_ABORT, {"session_id": session, "reason": reason})
+        reply = await self.bus.trigger(RUN_ABORT, {"session_id": session, "reason": reason})
         return bool(isinstance(reply, dict) and reply.get("aborted"))
 
     async def approve(self, pending: PendingApproval, *, always: bool = False) -> None:
@@ -429,7 +495,7 @@ class Harness:
         reason: str | None,
     ) -> None:
         await decide(
-            self.engine,
+            self.bus,
             session_id=pending.session_id,
             function_call_id=pending.function_call_id,
             function_id=pending.function_id,
@@ -442,7 +508,7 @@ class Harness:
         """What keeps the model's provider from answering (no key, no server), if it can tell."""
         await self.start()
         try:
-            reply = await self.engine.trigger(check_function(self.provider), {}, timeout=5.0)
+            reply = await self.bus.trigger(check_function(self.provider), {}, timeout=5.0)
         except (FunctionNotFound, EngineError):
             return None
         if isinstance(reply, dict) and reply.get("ready") is False:
@@ -499,7 +565,7 @@ class Harness:
         )
         try:
             reply = RunStartResponse.model_validate(
-                await self.engine.trigger(RUN_START, request.model_dump(mode="json"))
+                await self.bus.trigger(RUN_START, request.model_dump(mode="json"))
             )
         except BaseException:
             await stream.aclose()
@@ -566,6 +632,8 @@ class Harness:
             raise UsageError("run_sync was called from a running event loop: await run() instead")
         if self._loop is None or self._loop.is_closed():
             self._loop = asyncio.new_event_loop()
+            # A script that never closes the harness still shuts its workers down cleanly.
+            atexit.register(_close_at_exit, weakref.ref(self))
         return self._loop.run_until_complete(coro)
 
     def close_sync(self) -> None:
@@ -586,3 +654,9 @@ class Harness:
     def events(self, session: str, *, after: int = 0) -> AsyncIterator[tuple[int, Any]]:
         """Every typed event of ``session`` from ``after`` on (stored, then live)."""
         return EVENTS.events(self.engine, session, after=after)
+
+
+def _close_at_exit(ref: weakref.ref[Harness]) -> None:
+    harness = ref()
+    if harness is not None:
+        harness.close_sync()

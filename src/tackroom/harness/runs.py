@@ -63,6 +63,10 @@ class RunStream:
         self.parked = False
         self._parked_calls: list[PendingApproval] = []
         self._closed = False
+        self.seq = 0
+        """The stream sequence of the last event handed out (a client's resume cursor)."""
+        self.frame: dict[str, Any] = {}
+        """The last event as stored (JSON), for a client that forwards it verbatim."""
 
     @classmethod
     async def open(
@@ -78,7 +82,7 @@ class RunStream:
         stream._harness = harness
         stream.session_id, stream.run_id = session_id, run_id
         stream._collector = RunCollector(session_id=session_id, run_id=run_id, prompt=prompt)
-        stream._subscription = await harness.engine.subscribe(EVENTS.name, session_id, after=after)
+        stream._subscription = await harness.bus.subscribe(EVENTS.name, session_id, after=after)
         return stream
 
     @classmethod
@@ -124,6 +128,7 @@ class RunStream:
             if not isinstance(data, dict) or data.get("run_id") != self.run_id:
                 continue
             event = EVENTS.parse(data)
+            self.seq, self.frame = record.seq, data
             self._collector.add(event)
             if isinstance(event, ApprovalRequested) and self._harness.on_approval is not None:
                 await self._ask(event)
