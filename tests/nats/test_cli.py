@@ -11,6 +11,8 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
 
+from tackroom import Harness
+from tackroom.contracts.messages import FunctionResultMessage, text_of
 from tackroom.engine import Engine
 from tackroom.testing import running_engine, wait_until
 from tackroom.testing.cli import run_tackroom
@@ -92,3 +94,43 @@ async def test_worker_run_joins_a_shared_nats_engine(tmp_path: Path, nats_url: s
 
 async def _no_engine_worker(engine: Engine) -> bool:
     return all(w.name != "engine" for w in await engine.list_workers())
+
+
+async def test_a_harness_attached_on_nats_serves_its_tools_to_a_serve(
+    tmp_path: Path, nats_url: str
+) -> None:
+    script = [
+        {"tool_calls": [{"name": "shout", "arguments": {"text": "hi"}}]},
+        {"text": "It said HI."},
+    ]
+    (tmp_path / "tackroom.yaml").write_text(
+        "schema_version: 1\nagent:\n  model: scripted:demo\nworker_config:\n  scripted:\n"
+        f"    script: {json.dumps(script)}\n    per_session: true\n"
+    )
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "tackroom.cli.main", "serve", "--engine", nats_url, cwd=tmp_path,
+        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+    )  # fmt: skip
+    ran_here: list[str] = []
+
+    def shout(text: str) -> str:
+        """Upper-case a text."""
+        ran_here.append(text)
+        return text.upper()
+
+    try:
+        assert proc.stdout is not None
+        ready = (await asyncio.wait_for(proc.stdout.readline(), STARTUP)).decode()
+        assert "orchestrator" in ready, ready
+        harness = Harness(
+            "scripted:demo", engine=nats_url, attach=True, tools=[shout], home=tmp_path / "h"
+        )
+        async with harness:
+            result = await harness.run("shout hi")
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        await asyncio.wait_for(proc.wait(), STARTUP)
+    assert result.output == "It said HI."
+    assert ran_here == ["hi"]  # the serve's orchestrator called the tool in this process
+    (tool_result,) = [m for m in result.messages if isinstance(m, FunctionResultMessage)]
+    assert text_of(tool_result.content) == "HI"
