@@ -1,4 +1,4 @@
-"""The policy contract: function ids, payload models, error codes and the protected functions.
+"""The policy contract: its functions, payload models, error codes and the protected functions.
 
 Every policy worker (``policy`` on YAML rules, ``policy-cedar`` on Cedar, or a replacement)
 serves ``policy::check_permissions`` with these models and denies the protected functions before
@@ -13,6 +13,8 @@ from functools import cache
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
+
+from tackroom.contracts.bus import Function
 
 __all__ = [
     "CHECK_PERMISSIONS",
@@ -34,13 +36,6 @@ __all__ = [
     "protected_by",
     "protected_verdict",
 ]
-
-CHECK_PERMISSIONS = "policy::check_permissions"
-POLICY_STATUS = "policy::status"
-"""``{}`` → :class:`PolicyStatus`: which rules are in force and the last load problem."""
-POLICY_RELOAD = "policy::reload"
-"""``{}`` → :class:`PolicyStatus` after reading the rules file now; a bad file fails with
-``policy_file_invalid`` and the rules in force stay."""
 
 POLICY_FILE_INVALID = "policy_file_invalid"
 """The rules file does not parse or validate; the message names the line and the reason."""
@@ -187,3 +182,27 @@ class PolicyStatus(_Model):
     """Seconds between checks of the file; 0: no hot reload."""
     last_error: LoadProblem | None = None
     """The last rejected file, until a good one (or the file's removal) replaces it."""
+
+
+CHECK_PERMISSIONS: Function[CheckRequest, CheckResponse] = Function(
+    "policy::check_permissions",
+    CheckRequest,
+    CheckResponse,
+    description="May a model's call run? allow | deny | needs_approval, with the rule.",
+)
+"""The orchestrator calls it under its configured ``policy_function`` id (``.at(id)``)."""
+POLICY_STATUS: Function[EmptyRequest, PolicyStatus] = Function(
+    "policy::status",
+    EmptyRequest,
+    PolicyStatus,
+    description="The rules in force, where they came from, and the last rejected file.",
+)
+"""``{}`` → :class:`PolicyStatus`: which rules are in force and the last load problem."""
+POLICY_RELOAD: Function[EmptyRequest, PolicyStatus] = Function(
+    "policy::reload",
+    EmptyRequest,
+    PolicyStatus,
+    description="Read the rules file now; a bad file is rejected and the rules stay.",
+)
+"""``{}`` → :class:`PolicyStatus` after reading the rules file now; a bad file fails with
+``policy_file_invalid`` and the rules in force stay."""

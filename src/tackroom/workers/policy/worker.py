@@ -89,34 +89,16 @@ async def _start(ctx: WorkerContext[PolicyConfig]) -> None:
             raise FunctionError(POLICY_FILE_INVALID, f"{exc} (the rules in force stay)") from None
         return source.status()
 
-    await ctx.register_typed_function(
-        CHECK_PERMISSIONS,
-        check,
-        request_model=CheckRequest,
-        response_type=CheckResponse,
-        description="May a model's call run? allow | deny | needs_approval, with the rule.",
-    )
-    await ctx.register_typed_function(
-        POLICY_STATUS,
-        status,
-        request_model=EmptyRequest,
-        response_type=PolicyStatus,
-        description="The rules in force, where they came from, and the last rejected file.",
-    )
-    await ctx.register_typed_function(
-        POLICY_RELOAD,
-        reload,
-        request_model=EmptyRequest,
-        response_type=PolicyStatus,
-        description="Read the rules file now; a bad file is rejected and the rules stay.",
-    )
+    await ctx.serve(CHECK_PERMISSIONS, check)
+    await ctx.serve(POLICY_STATUS, status)
+    await ctx.serve(POLICY_RELOAD, reload)
     if config.reload_interval > 0:
         ctx.spawn(source.watch(), name="policy: watch rules file")
 
 
 WORKER = WorkerSpec(
     name="policy",
-    description="policy::check_permissions from permissions.yaml rules (first match wins).",
+    description=f"{CHECK_PERMISSIONS.id} from permissions.yaml rules (first match wins).",
     config_model=PolicyConfig,
     start=_start,
 )

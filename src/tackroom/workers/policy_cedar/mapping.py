@@ -5,8 +5,8 @@
   (may it run once a human approves?) are asked.
 - **resource**: ``Function::"<function_id>"`` with attributes ``id``, ``name`` (after the last
   ``::``) and ``namespace`` (before it, ``""`` if none). It is in ``Namespace::"<namespace>"``,
-  itself in each shorter prefix: ``directory::skills::list`` is in
-  ``Namespace::"directory::skills"``, which is in ``Namespace::"directory"``.
+  itself in each shorter prefix: ``directory::skills::list`` is in the namespace
+  ``directory::skills``, which is in the namespace ``directory``.
 - **context**: ``function_id``; ``args`` (a record); ``dropped_args`` (the dotted paths of the
   arguments Cedar cannot hold); ``session_id`` and ``principal`` only when given (test with
   ``has``).

@@ -94,25 +94,17 @@ async def _start(ctx: WorkerContext[CedarPolicyConfig]) -> None:
             ) from None
         return source.status()
 
-    await ctx.register_typed_function(
-        CHECK_PERMISSIONS,
-        check,
-        request_model=CheckRequest,
-        response_type=CheckResponse,
-        description="May a model's call run? Decided by Cedar policies.",
+    await ctx.serve(
+        CHECK_PERMISSIONS, check, description="May a model's call run? Decided by Cedar policies."
     )
-    await ctx.register_typed_function(
+    await ctx.serve(
         POLICY_STATUS,
         status,
-        request_model=EmptyRequest,
-        response_type=PolicyStatus,
         description="The Cedar policies in force, where they came from, the last rejected file.",
     )
-    await ctx.register_typed_function(
+    await ctx.serve(
         POLICY_RELOAD,
         reload,
-        request_model=EmptyRequest,
-        response_type=PolicyStatus,
         description="Read the Cedar policy file now; a bad file is rejected, the policies stay.",
     )
     if config.reload_interval > 0:
@@ -121,7 +113,7 @@ async def _start(ctx: WorkerContext[CedarPolicyConfig]) -> None:
 
 WORKER = WorkerSpec(
     name="policy-cedar",
-    description="policy::check_permissions from Cedar policies (cedarpy).",
+    description=f"{CHECK_PERMISSIONS.id} from Cedar policies (cedarpy).",
     config_model=CedarPolicyConfig,
     start=_start,
 )
