@@ -21,6 +21,7 @@ check: setup
 	$(PY) -m ruff check src tests bench
 	$(PY) -m ruff format --check src tests bench
 	$(PY) -m mypy
+	$(VENV)/bin/lint-imports --no-logo
 
 bench: setup
 	$(PY) bench/engine.py
@@ -30,4 +31,4 @@ demo: setup
 	$(VENV)/bin/tackroom demo
 
 clean:
-	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache
+	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache .import_linter_cache

@@ -14,22 +14,31 @@ import uuid
 from collections.abc import Callable
 from importlib import resources
 from pathlib import Path
-from typing import TextIO
+from typing import Any, TextIO
 
-from tackroom.cli.run import agent_host_config, run_agent
-from tackroom.contracts.messages import UserMessage
-from tackroom.contracts.turn import RunStartRequest
+from tackroom.contracts.events import (
+    AgentEnd,
+    AgentEvent,
+    FunctionExecutionEnd,
+    FunctionExecutionStart,
+    MessageUpdate,
+)
+from tackroom.contracts.messages import text_of
+from tackroom.contracts.sessions import MESSAGES
+from tackroom.harness import Harness
 from tackroom.runtime.config import HarnessConfig
-from tackroom.runtime.host import Host
 
 __all__ = ["PROMPT", "run_agent_demo"]
 
 PROMPT = "What is 1234 + 5678? Save the result to result.txt."
+TOOLS = ["fs::*", "calc::*", "clock::*"]
 
 
-async def run_agent_demo(*, out: TextIO | None = None) -> int:
+async def run_agent_demo(*, out: TextIO | None = None, err: TextIO | None = None) -> int:
+    stdout, stderr = out or sys.stdout, err or sys.stderr
+
     def say(text: str = "") -> None:
-        print(text, file=out or sys.stdout, flush=True)
+        print(text, file=stdout, flush=True)
 
     script = resources.files(__package__) / "agent_demo.yaml"
     with (
@@ -37,30 +46,28 @@ async def run_agent_demo(*, out: TextIO | None = None) -> int:
         resources.as_file(script) as script_path,
     ):
         root = Path(tmp)
-        config = HarnessConfig.defaults().model_copy(
-            update={
-                "engine": f"embedded:{root / 'engine.db'}",
-                "worker_config": {"files": {"workspace_root": str(root / "workspaces")}},
-            }
-        )
-        host_config = agent_host_config(config, provider="scripted", script=script_path)
         session_id = f"demo-{uuid.uuid4().hex[:8]}"
         say("tackroom demo: one agent run on the embedded engine (asyncio + SQLite)")
         say(f"  engine file: {root / 'engine.db'}")
         say("  the model is SCRIPTED (tackroom/demo/agent_demo.yaml): no API key, same every time")
         say(f"\nuser> {PROMPT}")
-        request = RunStartRequest(
-            session_id=session_id,
-            provider="scripted",
-            model="demo",
-            messages=[UserMessage.text(PROMPT)],
-            tools=["fs::*", "calc::*", "clock::*"],
+        harness = Harness(
+            "scripted:demo",
+            config=HarnessConfig.defaults(),
+            home=root,
+            script=script_path,
+            tools=TOOLS,
         )
-        code = await run_agent(Host.from_config(host_config), request)
-        written = root / "workspaces" / session_id / "result.txt"
-        saved = written.read_text().strip() if written.exists() else "(missing)"
-        say(f"\nworkspace file result.txt: {saved}")
-        await _show_transcript(host_config, session_id, say)
+        async with harness:
+            view = _View(stdout, stderr)
+            stream = harness.stream(PROMPT, session=session_id)
+            async for event in stream:
+                view.show(event)
+            code = 0 if stream.result.ok else 1
+            written = root / "workspaces" / session_id / "result.txt"
+            saved = written.read_text().strip() if written.exists() else "(missing)"
+            say(f"\nworkspace file result.txt: {saved}")
+            await _show_transcript(harness, session_id, say)
         say(
             "\nWhat happened: run::start persisted the turn; the orchestrator streamed the model,"
             "\nchecked and ran calc::add and fs::write (each once, through a ledger), appended"
@@ -73,12 +80,45 @@ async def run_agent_demo(*, out: TextIO | None = None) -> int:
         return code
 
 
-async def _show_transcript(
-    config: HarnessConfig, session_id: str, say: Callable[[str], None]
-) -> None:
-    viewer = Host.from_config(config.model_copy(update={"workers": ["engine", "sessions"]}))
-    async with viewer:
-        reply = await viewer.engine.trigger("session-tree::messages", {"session_id": session_id})
+class _View:
+    """The run as it happens: the answer on ``out``, tool calls and their results on ``err``."""
+
+    def __init__(self, out: TextIO, err: TextIO) -> None:
+        self._out = out
+        self._err = err
+        self._mid_line = False
+
+    def show(self, event: AgentEvent) -> None:
+        match event:
+            case MessageUpdate(data=update) if update.kind == "text":
+                self._out.write(update.delta)
+                self._out.flush()
+                self._mid_line = not update.delta.endswith("\n")
+            case FunctionExecutionStart(data=start):
+                arguments = json.dumps(start.arguments, ensure_ascii=False)
+                self._note(f"→ {start.function_id} {arguments}")
+            case FunctionExecutionEnd(data=end):
+                self._note(f"{'✗' if end.is_error else '←'} {_clip(text_of(end.result.content))}")
+            case AgentEnd(data=end) if not (end.state == "stopped" and end.stop_reason == "end"):
+                self._note(f"run ended: {end.state} ({end.stop_reason})")
+            case _:
+                pass
+
+    def _note(self, text: str) -> None:
+        if self._mid_line:
+            self._out.write("\n")
+            self._out.flush()
+            self._mid_line = False
+        print(text, file=self._err, flush=True)
+
+
+def _clip(text: str, limit: int = 300) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+async def _show_transcript(harness: Harness, session_id: str, say: Callable[[str], None]) -> None:
+    reply: dict[str, Any] = await harness.engine.trigger(MESSAGES, {"session_id": session_id})
     say("\nthe session tree now holds:")
     for item in reply["messages"]:
         message = item["message"]
