@@ -14,16 +14,23 @@ import json
 from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
+
+from pydantic import BaseModel
 
 from tackroom.cli._bus import bus
 from tackroom.contracts import budget as c
+from tackroom.contracts.bus import Function, dump
 from tackroom.runtime.config import load_config
+from tackroom.runtime.typed import request_for
 
 __all__ = ["add_parsers"]
 
 _WORKERS = ("engine", "budget")
-Build = Callable[[argparse.Namespace], tuple[str, dict[str, Any]]]
+Req = TypeVar("Req", bound=BaseModel)
+Call = tuple[Function[Any, Any], BaseModel]
+"""A budget function and its request."""
+Build = Callable[[argparse.Namespace], Call]
 
 
 def add_parsers(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -48,16 +55,20 @@ def add_parsers(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -
     listing = _action(actions, "list", "budgets, by scope", _list, with_id=False)
     listing.add_argument("--scope", help="a scope or a prefix such as agent/")
 
-    _action(actions, "get", "one budget", lambda a: (c.GET, _ref(a)))
+    _action(actions, "get", "one budget", lambda a: _call(c.GET, **_ref(a)))
     update = _action(actions, "update", "change cap, period or name", _update)
     update.add_argument("--cap", type=float, metavar="USD")
     update.add_argument("--period", choices=["day", "week", "month", "total"])
     update.add_argument("--name")
-    _action(actions, "delete", "delete a budget and its usage", lambda a: (c.DELETE, _ref(a)))
+    _action(
+        actions, "delete", "delete a budget and its usage", lambda a: _call(c.DELETE, **_ref(a))
+    )
     usage = _action(actions, "usage", "spend this period and before", _usage)
     usage.add_argument("--periods", type=int, default=12, help="earlier periods to show")
-    _action(actions, "forecast", "spend projected to period end", lambda a: (c.FORECAST, _ref(a)))
-    _action(actions, "reset", "zero this period's spend", lambda a: (c.RESET, _ref(a)))
+    _action(
+        actions, "forecast", "spend projected to period end", lambda a: _call(c.FORECAST, **_ref(a))
+    )
+    _action(actions, "reset", "zero this period's spend", lambda a: _call(c.RESET, **_ref(a)))
 
     pause = _action(actions, "pause", "deny every check on the budget's scope", _pause)
     pause.add_argument("--off", action="store_true", help="unpause")
@@ -89,124 +100,135 @@ def _action(
 
 
 async def _run(args: argparse.Namespace, build: Build) -> int:
-    function_id, request = build(args)
+    function, request = build(args)
     async with bus(load_config(args.config), _WORKERS) as caller:
-        reply = await caller.trigger(function_id, request)
-    print(json.dumps(reply, indent=2, ensure_ascii=False) if args.json else _human(reply))
+        reply = await function.call(caller, request)
+    if args.json:
+        print(json.dumps(function.dump_response(reply), indent=2, ensure_ascii=False))
+    else:
+        print(_human(reply))
     return 0
+
+
+def _call(function: Function[Req, Any], **fields: Any) -> Call:
+    """``function`` and its request from ``fields`` (``None``: the request's default)."""
+    given = {key: value for key, value in fields.items() if value is not None}
+    return function, request_for(function, **given)
 
 
 def _ref(args: argparse.Namespace) -> dict[str, Any]:
     return {"budget_id": args.budget_id}
 
 
-def _create(args: argparse.Namespace) -> tuple[str, dict[str, Any]]:
-    request: dict[str, Any] = {
-        "scope": args.scope,
-        "cap_usd": args.cap,
-        "period": args.period,
-        "enforce": not args.track_only,
-    }
-    optional = {"id": args.id, "name": args.name, "alert_function": args.alert_function}
-    request.update({k: v for k, v in optional.items() if v is not None})
-    if args.alert:
-        request["alert_thresholds"] = args.alert
-    return c.CREATE, request
+def _create(args: argparse.Namespace) -> Call:
+    return _call(
+        c.CREATE,
+        scope=args.scope,
+        cap_usd=args.cap,
+        period=args.period,
+        enforce=not args.track_only,
+        id=args.id,
+        name=args.name,
+        alert_function=args.alert_function,
+        alert_thresholds=args.alert or None,
+    )
 
 
-def _list(args: argparse.Namespace) -> tuple[str, dict[str, Any]]:
-    return c.LIST, {} if args.scope is None else {"scope": args.scope}
+def _list(args: argparse.Namespace) -> Call:
+    return _call(c.LIST, scope=args.scope)
 
 
-def _update(args: argparse.Namespace) -> tuple[str, dict[str, Any]]:
-    patch = {"cap_usd": args.cap, "period": args.period, "name": args.name}
-    return c.UPDATE, {**_ref(args), **{k: v for k, v in patch.items() if v is not None}}
+def _update(args: argparse.Namespace) -> Call:
+    return _call(c.UPDATE, **_ref(args), cap_usd=args.cap, period=args.period, name=args.name)
 
 
-def _usage(args: argparse.Namespace) -> tuple[str, dict[str, Any]]:
-    return c.USAGE, {**_ref(args), "periods": args.periods}
+def _usage(args: argparse.Namespace) -> Call:
+    return _call(c.USAGE, **_ref(args), periods=args.periods)
 
 
-def _pause(args: argparse.Namespace) -> tuple[str, dict[str, Any]]:
-    return c.PAUSE, {**_ref(args), "paused": not args.off}
+def _pause(args: argparse.Namespace) -> Call:
+    return _call(c.PAUSE, **_ref(args), paused=not args.off)
 
 
-def _enforce(args: argparse.Namespace) -> tuple[str, dict[str, Any]]:
-    return c.ENFORCE, {**_ref(args), "enforce": not args.off}
+def _enforce(args: argparse.Namespace) -> Call:
+    return _call(c.ENFORCE, **_ref(args), enforce=not args.off)
 
 
-def _exempt(args: argparse.Namespace) -> tuple[str, dict[str, Any]]:
-    request: dict[str, Any] = {**_ref(args), "exempt": not args.off}
+def _exempt(args: argparse.Namespace) -> Call:
+    until = None
     if args.hours is not None and not args.off:
-        request["until"] = datetime.now(UTC).timestamp() + args.hours * 3600
-    return c.EXEMPT, request
+        until = datetime.now(UTC).timestamp() + args.hours * 3600
+    return _call(c.EXEMPT, **_ref(args), exempt=not args.off, until=until)
 
 
-def _alerts(args: argparse.Namespace) -> tuple[str, dict[str, Any]]:
-    return c.ALERT_SET, {**_ref(args), "thresholds": args.threshold, "function_id": args.function}
+def _alerts(args: argparse.Namespace) -> Call:
+    # function_id has no default: None (alerts off) is sent as it is.
+    request = request_for(
+        c.ALERT_SET, **_ref(args), thresholds=args.threshold, function_id=args.function
+    )
+    return c.ALERT_SET, request
 
 
 # -- human output ------------------------------------------------------------------------------
 
 
-def _usd(amount: Any) -> str:
-    return f"${float(amount):,.4f}"
+def _usd(amount: float) -> str:
+    return f"${amount:,.4f}"
 
 
-def _budget_line(budget: dict[str, Any]) -> str:
+def _budget_line(budget: c.Budget) -> str:
     flags = [
         name
         for name, on in (
-            ("paused", budget.get("paused")),
-            ("exempt", budget.get("exempt")),
-            ("track-only", not budget.get("enforce", True)),
+            ("paused", budget.paused),
+            ("exempt", budget.exempt),
+            ("track-only", not budget.enforce),
         )
         if on
     ]
-    label = f"  {budget['name']}" if budget.get("name") else ""
+    label = f"  {budget.name}" if budget.name else ""
     extra = f"  [{', '.join(flags)}]" if flags else ""
     return (
-        f"{budget['id']:<16} {budget['scope']:<28} {budget['period']:<6} "
-        f"cap {_usd(budget['cap_usd'])}{label}{extra}"
+        f"{budget.id:<16} {budget.scope:<28} {budget.period:<6} "
+        f"cap {_usd(budget.cap_usd)}{label}{extra}"
     )
 
 
-def _period_line(period: dict[str, Any]) -> str:
-    fired = ", ".join(f"{t:g}" for t in period.get("fired_thresholds", []))
+def _period_line(period: c.PeriodUsage) -> str:
+    fired = ", ".join(f"{t:g}" for t in period.fired_thresholds)
     return (
-        f"{period['period_key']:<12} spent {_usd(period['spent_usd'])}  "
-        f"reserved {_usd(period['reserved_usd'])}  calls {period['records_count']}"
+        f"{period.period_key:<12} spent {_usd(period.spent_usd)}  "
+        f"reserved {_usd(period.reserved_usd)}  calls {period.records_count}"
         + (f"  alerts {fired}" if fired else "")
     )
 
 
-def _when(value: Any) -> str:
+def _when(value: float | None) -> str:
     if value is None:
         return "-"
-    return datetime.fromtimestamp(float(value), UTC).strftime("%Y-%m-%d %H:%M UTC")
+    return datetime.fromtimestamp(value, UTC).strftime("%Y-%m-%d %H:%M UTC")
 
 
 def _human(reply: Any) -> str:
-    if not isinstance(reply, dict):
-        return json.dumps(reply)
-    if "budgets" in reply:
-        return "\n".join(_budget_line(b) for b in reply["budgets"]) or "(no budgets)"
-    if "current" in reply:
-        lines = [f"{reply['budget_id']}: cap {_usd(reply['cap_usd'])} per {reply['period']}"]
-        lines.append(_period_line(reply["current"]))
-        lines.extend(_period_line(p) for p in reply["history"])
-        return "\n".join(lines)
-    if "projected_usd" in reply:
-        state = "on track" if reply["on_track"] else "over"
-        return (
-            f"{reply['budget_id']} {reply['period_key']}: spent {_usd(reply['spent_usd'])}, "
-            f"projected {_usd(reply['projected_usd'])} of {_usd(reply['cap_usd'])} ({state}); "
-            f"cap reached {_when(reply['exhausts_at'])}"
-        )
-    if "scope" in reply and "cap_usd" in reply:
-        return _budget_line(reply)
-    if "period_key" in reply:
-        return _period_line(reply)
-    if "deleted" in reply:
-        return "deleted" if reply["deleted"] else "no such budget"
-    return json.dumps(reply, indent=2, ensure_ascii=False)
+    match reply:
+        case c.BudgetList(budgets=budgets):
+            return "\n".join(_budget_line(b) for b in budgets) or "(no budgets)"
+        case c.UsageResponse():
+            lines = [f"{reply.budget_id}: cap {_usd(reply.cap_usd)} per {reply.period}"]
+            lines.append(_period_line(reply.current))
+            lines.extend(_period_line(p) for p in reply.history)
+            return "\n".join(lines)
+        case c.Forecast():
+            state = "on track" if reply.on_track else "over"
+            return (
+                f"{reply.budget_id} {reply.period_key}: spent {_usd(reply.spent_usd)}, "
+                f"projected {_usd(reply.projected_usd)} of {_usd(reply.cap_usd)} ({state}); "
+                f"cap reached {_when(reply.exhausts_at)}"
+            )
+        case c.Budget():
+            return _budget_line(reply)
+        case c.PeriodUsage():
+            return _period_line(reply)
+        case c.Deleted(deleted=deleted):
+            return "deleted" if deleted else "no such budget"
+    return json.dumps(dump(reply), indent=2, ensure_ascii=False)

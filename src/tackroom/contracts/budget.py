@@ -15,6 +15,8 @@ from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints
 
+from tackroom.contracts.bus import Function
+
 __all__ = [
     "ALERT_QUEUE",
     "ALERT_SET",
@@ -59,6 +61,7 @@ __all__ = [
     "RecordRequest",
     "RecordResponse",
     "ScopeName",
+    "SweepRequest",
     "SweepResponse",
     "UpdateRequest",
     "UsageRequest",
@@ -149,23 +152,6 @@ class PeriodUsage(_Stored):
     fired_thresholds: list[float]
     reset_count: int = 0
 
-
-CREATE = "budget::create"
-LIST = "budget::list"
-GET = "budget::get"
-UPDATE = "budget::update"
-DELETE = "budget::delete"
-CHECK = "budget::check"
-RECORD = "budget::record"
-RESET = "budget::reset"
-ALERT_SET = "budget::alert_set"
-USAGE = "budget::usage"
-FORECAST = "budget::forecast"
-ENFORCE = "budget::enforce"
-EXEMPT = "budget::exempt"
-PAUSE = "budget::pause"
-SWEEP = "budget::sweep"
-"""Internal (cron): delete reservation records past their expiry."""
 
 ALERT_QUEUE = "budget-alerts"
 """Alerts are enqueued here, to each budget's ``alert_function``, with an :class:`AlertEvent`."""
@@ -333,6 +319,99 @@ class AlertEvent(_Model):
     cap_usd: float
 
 
+class SweepRequest(BaseModel):
+    """Empty when called directly; the cron trigger's ``{schedule, fired_at}`` is ignored."""
+
+    model_config = ConfigDict(extra="ignore")
+
+
 class SweepResponse(_Model):
     schema_version: int = SCHEMA_VERSION
     deleted: int
+
+
+# -- the functions ---------------------------------------------------------------------------
+
+CREATE: Function[CreateRequest, Budget] = Function(
+    "budget::create",
+    CreateRequest,
+    Budget,
+    description="Create a budget: a cap in USD per period for a workspace, agent or session.",
+)
+LIST: Function[ListRequest, BudgetList] = Function(
+    "budget::list", ListRequest, BudgetList, description="Budgets, optionally of a scope."
+)
+GET: Function[BudgetRef, Budget] = Function(
+    "budget::get", BudgetRef, Budget, description="One budget."
+)
+UPDATE: Function[UpdateRequest, Budget] = Function(
+    "budget::update", UpdateRequest, Budget, description="Change a budget's cap, period or name."
+)
+DELETE: Function[BudgetRef, Deleted] = Function(
+    "budget::delete", BudgetRef, Deleted, description="Delete a budget and its usage."
+)
+CHECK: Function[CheckRequest, CheckResponse] = Function(
+    "budget::check",
+    CheckRequest,
+    CheckResponse,
+    description="Before a model call: reserve the estimate on every enforced budget of the "
+    "chain, or deny (budget_exceeded, budget_paused).",
+)
+"""The orchestrator calls it under its configured ``budget_check_function`` id (``.at(id)``)."""
+RECORD: Function[RecordRequest, RecordResponse] = Function(
+    "budget::record",
+    RecordRequest,
+    RecordResponse,
+    description="After a model call: settle the actual cost (releases the reservation); fires "
+    "alerts.",
+)
+"""The orchestrator calls it under its configured ``budget_record_function`` id."""
+RESET: Function[BudgetRef, PeriodUsage] = Function(
+    "budget::reset",
+    BudgetRef,
+    PeriodUsage,
+    description="Zero the current period's spend and alert marks.",
+)
+ALERT_SET: Function[AlertSetRequest, Budget] = Function(
+    "budget::alert_set",
+    AlertSetRequest,
+    Budget,
+    description="Set alert thresholds (fractions of the cap) and the function they call.",
+)
+USAGE: Function[UsageRequest, UsageResponse] = Function(
+    "budget::usage",
+    UsageRequest,
+    UsageResponse,
+    description="Spend and reservations of the current period, and earlier periods.",
+)
+FORECAST: Function[BudgetRef, Forecast] = Function(
+    "budget::forecast",
+    BudgetRef,
+    Forecast,
+    description="Project the period's spend at its rate so far.",
+)
+ENFORCE: Function[EnforceRequest, Budget] = Function(
+    "budget::enforce",
+    EnforceRequest,
+    Budget,
+    description="Enforce a budget (deny over the cap) or only track it.",
+)
+EXEMPT: Function[ExemptRequest, Budget] = Function(
+    "budget::exempt",
+    ExemptRequest,
+    Budget,
+    description="Exempt a budget from checks (spend still recorded), optionally until a time.",
+)
+PAUSE: Function[PauseRequest, Budget] = Function(
+    "budget::pause",
+    PauseRequest,
+    Budget,
+    description="Pause a budget: every check on its chain is denied until unpaused.",
+)
+SWEEP: Function[SweepRequest, SweepResponse] = Function(
+    "budget::sweep",
+    SweepRequest,
+    SweepResponse,
+    description="Internal: delete expired reservation records.",
+)
+"""Internal (cron): delete reservation records past their expiry."""

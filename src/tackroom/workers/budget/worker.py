@@ -9,11 +9,11 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 
-from pydantic import BaseModel, Field
+from pydantic import Field
 
 from tackroom.contracts import budget as c
 from tackroom.engine.protocol import Engine
-from tackroom.runtime.worker import TypedFunction, WorkerConfig, WorkerContext, WorkerSpec
+from tackroom.runtime.worker import WorkerConfig, WorkerContext, WorkerSpec
 from tackroom.workers.budget.book import BudgetBook
 from tackroom.workers.budget.ledger import Ledger
 from tackroom.workers.budget.records import StateBackend
@@ -109,45 +109,26 @@ async def _start(
     async def pause(request: c.PauseRequest) -> c.Budget:
         return await book.change(request.budget_id, paused=request.paused)
 
-    async def sweep(request: BaseModel) -> c.SweepResponse:
+    async def sweep(request: c.SweepRequest) -> c.SweepResponse:
         return c.SweepResponse(deleted=await reports.sweep())
 
-    table: list[TypedFunction] = [
-        (c.CREATE, create, c.CreateRequest, c.Budget,
-         "Create a budget: a cap in USD per period for a workspace, agent or session."),
-        (c.LIST, list_budgets, c.ListRequest, c.BudgetList, "Budgets, optionally of a scope."),
-        (c.GET, get, c.BudgetRef, c.Budget, "One budget."),
-        (c.UPDATE, update, c.UpdateRequest, c.Budget, "Change a budget's cap, period or name."),
-        (c.DELETE, delete, c.BudgetRef, c.Deleted, "Delete a budget and its usage."),
-        (c.CHECK, ledger.check, c.CheckRequest, c.CheckResponse,
-         "Before a model call: reserve the estimate on every enforced budget of the chain, "
-         "or deny (budget_exceeded, budget_paused)."),
-        (c.RECORD, ledger.record, c.RecordRequest, c.RecordResponse,
-         "After a model call: settle the actual cost (releases the reservation); fires alerts."),
-        (c.RESET, reset, c.BudgetRef, c.PeriodUsage,
-         "Zero the current period's spend and alert marks."),
-        (c.ALERT_SET, alert_set, c.AlertSetRequest, c.Budget,
-         "Set alert thresholds (fractions of the cap) and the function they call."),
-        (c.USAGE, usage, c.UsageRequest, c.UsageResponse,
-         "Spend and reservations of the current period, and earlier periods."),
-        (c.FORECAST, forecast, c.BudgetRef, c.Forecast,
-         "Project the period's spend at its rate so far."),
-        (c.ENFORCE, enforce, c.EnforceRequest, c.Budget,
-         "Enforce a budget (deny over the cap) or only track it."),
-        (c.EXEMPT, exempt, c.ExemptRequest, c.Budget,
-         "Exempt a budget from checks (spend still recorded), optionally until a time."),
-        (c.PAUSE, pause, c.PauseRequest, c.Budget,
-         "Pause a budget: every check on its chain is denied until unpaused."),
-        (c.SWEEP, sweep, _Empty, c.SweepResponse,
-         "Internal: delete expired reservation records."),
-    ]  # fmt: skip
-    await ctx.register_typed_functions(table)
+    await ctx.serve(c.CREATE, create)
+    await ctx.serve(c.LIST, list_budgets)
+    await ctx.serve(c.GET, get)
+    await ctx.serve(c.UPDATE, update)
+    await ctx.serve(c.DELETE, delete)
+    await ctx.serve(c.CHECK, ledger.check)
+    await ctx.serve(c.RECORD, ledger.record)
+    await ctx.serve(c.RESET, reset)
+    await ctx.serve(c.ALERT_SET, alert_set)
+    await ctx.serve(c.USAGE, usage)
+    await ctx.serve(c.FORECAST, forecast)
+    await ctx.serve(c.ENFORCE, enforce)
+    await ctx.serve(c.EXEMPT, exempt)
+    await ctx.serve(c.PAUSE, pause)
+    await ctx.serve(c.SWEEP, sweep)
     if config.sweep_schedule is not None:
-        await ctx.add_cron_trigger(config.sweep_schedule, c.SWEEP)
-
-
-class _Empty(BaseModel):
-    pass
+        await ctx.add_cron_trigger(config.sweep_schedule, c.SWEEP.id)
 
 
 WORKER = make_worker()

@@ -4,7 +4,7 @@ With ``budget_check_function`` configured, every model call first asks it to res
 of the call's cost on the session's budgets; a refusal stops the turn with stop reason
 ``budget_exceeded`` before any money is spent, and so does a budget worker that fails (closed).
 After the call, ``budget_record_function`` settles the reservation with the provider's reported
-cost. Prices come from the catalog (``models::get``) when it is served; without prices the
+cost. Prices come from the catalog (``MODELS_GET``) when it is served; without prices the
 estimate is 0, so only budgets already at their cap refuse.
 """
 
@@ -13,10 +13,13 @@ from __future__ import annotations
 import json
 import logging
 from dataclasses import dataclass
-from typing import Any
 
+from pydantic import ValidationError
+
+from tackroom.contracts.budget import CHECK, RECORD, CheckRequest, RecordRequest
+from tackroom.contracts.catalog import MODELS_GET, GetRequest, Prices
 from tackroom.contracts.messages import AgentMessage, Usage
-from tackroom.engine.errors import EngineError, FunctionNotFound
+from tackroom.engine.errors import EngineError
 from tackroom.engine.protocol import Engine
 from tackroom.workers.orchestrator.record import TurnRecord
 
@@ -40,15 +43,14 @@ class Reservation:
     budget_id: str | None = None
 
 
-def estimate_cost(prices: dict[str, Any] | None, *, input_chars: int, output_tokens: int) -> float:
+def estimate_cost(prices: Prices | None, *, input_chars: int, output_tokens: int) -> float:
     """USD for ``input_chars`` of prompt (≈ 4 characters a token) and ``output_tokens`` out."""
-    if not prices:
+    if prices is None:
         return 0.0
     input_tokens = input_chars / _CHARS_PER_TOKEN
     per_million = 1_000_000
     return round(
-        input_tokens * float(prices.get("input", 0.0)) / per_million
-        + output_tokens * float(prices.get("output", 0.0)) / per_million,
+        input_tokens * prices.input / per_million + output_tokens * prices.output / per_million,
         6,
     )
 
@@ -65,10 +67,10 @@ class BudgetGuard:
     ) -> None:
         self._engine = engine
         self._scopes = dict(scopes or {})
-        self._check = check_function
-        self._record = record_function
+        self._check = None if check_function is None else CHECK.at(check_function)
+        self._record = None if record_function is None else RECORD.at(record_function)
         self._timeout = timeout
-        self._prices: dict[tuple[str, str], tuple[dict[str, Any] | None, int]] = {}
+        self._prices: dict[tuple[str, str], tuple[Prices | None, int]] = {}
 
     @property
     def enabled(self) -> bool:
@@ -83,22 +85,19 @@ class BudgetGuard:
         )
         estimate = estimate_cost(prices, input_chars=chars, output_tokens=max_output)
         try:
-            reply = await self._engine.trigger(
-                self._check,
-                {"session_id": record.session_id, **self._scopes, "estimate_usd": estimate},
-                timeout=self._timeout,
+            request = CheckRequest(
+                session_id=record.session_id, **self._scopes, estimate_usd=estimate
             )
-        except EngineError as exc:
+            reply = await self._check.call(self._engine, request, timeout=self._timeout)
+        except (EngineError, ValidationError) as exc:
             return Reservation(False, estimate_usd=estimate, reason=f"budget check failed: {exc}")
-        if not isinstance(reply, dict):
-            return Reservation(False, estimate_usd=estimate, reason="unreadable budget reply")
         return Reservation(
-            allowed=bool(reply.get("allowed")),
-            reservation_id=reply.get("reservation_id"),
+            allowed=reply.allowed,
+            reservation_id=reply.reservation_id,
             estimate_usd=estimate,
-            reason=str(reply.get("reason") or ""),
-            detail=str(reply.get("detail") or ""),
-            budget_id=reply.get("budget_id"),
+            reason=reply.reason or "",
+            detail=reply.detail or "",
+            budget_id=reply.budget_id,
         )
 
     async def settle(self, record: TurnRecord, reservation: Reservation, usage: Usage) -> None:
@@ -107,40 +106,28 @@ class BudgetGuard:
         if self._record is None or not reservation.allowed:
             return
         try:
-            await self._settle(self._record, record, reservation, usage)
-        except EngineError as exc:
+            request = RecordRequest(
+                reservation_id=reservation.reservation_id,
+                record_id=f"{record.run_id}:t{record.turn_count + 1}",  # a re-run settles once
+                session_id=record.session_id,
+                **self._scopes,
+                cost_usd=usage.cost_usd,
+            )
+            await self._record.call(self._engine, request, timeout=self._timeout)
+        except (EngineError, ValidationError) as exc:
             _log.warning(
                 "budget: settling %s failed; its reservation will expire: %s", record.run_id, exc
             )
 
-    async def _settle(
-        self, function_id: str, record: TurnRecord, reservation: Reservation, usage: Usage
-    ) -> None:
-        await self._engine.trigger(
-            function_id,
-            {
-                "reservation_id": reservation.reservation_id,
-                "record_id": f"{record.run_id}:t{record.turn_count + 1}",  # a re-run settles once
-                "session_id": record.session_id,
-                **self._scopes,
-                "cost_usd": usage.cost_usd,
-            },
-            timeout=self._timeout,
-        )
-
-    async def _model_prices(self, provider: str, model: str) -> tuple[dict[str, Any] | None, int]:
+    async def _model_prices(self, provider: str, model: str) -> tuple[Prices | None, int]:
         key = (provider, model)
         if key not in self._prices:
             try:
-                entry = await self._engine.trigger(
-                    "models::get", {"provider": provider, "model": model}, timeout=self._timeout
-                )
-            except (FunctionNotFound, EngineError):
-                entry = None
-            prices = entry.get("prices") if isinstance(entry, dict) else None
-            max_output = entry.get("max_output_tokens") if isinstance(entry, dict) else None
-            self._prices[key] = (
-                prices if isinstance(prices, dict) else None,
-                min(int(max_output or _DEFAULT_OUTPUT_TOKENS), _DEFAULT_OUTPUT_TOKENS * 4),
-            )
+                request = GetRequest(provider=provider, model=model)
+                entry = await MODELS_GET.call(self._engine, request, timeout=self._timeout)
+            except (EngineError, ValidationError):
+                self._prices[key] = (None, _DEFAULT_OUTPUT_TOKENS)
+            else:
+                output = min(entry.max_output_tokens, _DEFAULT_OUTPUT_TOKENS * 4)
+                self._prices[key] = (entry.prices, output)
         return self._prices[key]
