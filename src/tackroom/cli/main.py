@@ -15,6 +15,7 @@ from collections.abc import Sequence
 
 from tackroom.engine.errors import EngineError
 from tackroom.engine.factory import UnsupportedEngineURL
+from tackroom.extras import MissingExtra
 from tackroom.runtime.errors import (
     ConfigError,
     HarnessError,
@@ -24,7 +25,7 @@ from tackroom.runtime.errors import (
 
 __all__ = ["build_parser", "main"]
 
-_USAGE_ERRORS = (ConfigError, UnknownWorker, WorkerLoadError, UnsupportedEngineURL)
+_USAGE_ERRORS = (ConfigError, UnknownWorker, WorkerLoadError, UnsupportedEngineURL, MissingExtra)
 
 COMMAND_MODULES: dict[str, str] = {
     "serve": "serve",

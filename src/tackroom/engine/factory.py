@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING
 
 from tackroom.engine.errors import UnsupportedEngineURL
 from tackroom.engine.protocol import Engine
+from tackroom.extras import missing_extra
 
 if TYPE_CHECKING:
     from opentelemetry.sdk.trace import TracerProvider
@@ -32,7 +33,10 @@ def open_engine(
     tracer_provider: TracerProvider | None = None,
     worker_name: str = "engine",
 ) -> Engine:
-    """Build (not start) the engine the URL names. ``tracer_provider=None`` turns tracing off."""
+    """Build (not start) the engine the URL names. ``tracer_provider=None`` turns tracing off.
+
+    ``nats://`` needs the ``nats`` extra; without it this raises :class:`~tackroom.extras.
+    MissingExtra` saying ``pip install 'tackroom[nats]'``."""
     if url.startswith("embedded:"):
         from tackroom.engine.embedded import EmbeddedEngine
 
@@ -40,10 +44,11 @@ def open_engine(
     if url.startswith(("nats://", "tls://")):
         try:
             from tackroom.engine.nats import NatsEngine
-        except ImportError as exc:  # pragma: no cover - the nats extra is missing
-            raise UnsupportedEngineURL(
-                f"a NATS engine URL needs the nats extra: pip install 'tackroom[nats]' ({exc})"
-            ) from None
+        except ModuleNotFoundError as exc:
+            problem = missing_extra(exc, needed_by=f"the NATS engine ({url})")
+            if problem is None:
+                raise
+            raise problem from exc
         return NatsEngine.from_url(url, tracer_provider=tracer_provider)
     scheme = url.split(":", 1)[0]
     raise UnsupportedEngineURL(

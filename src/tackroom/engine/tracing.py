@@ -23,6 +23,8 @@ from opentelemetry.propagators.composite import CompositePropagator
 from opentelemetry.trace import Span, SpanKind, Status, StatusCode
 from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
 
+from tackroom.extras import missing_extra
+
 if TYPE_CHECKING:  # the SDK loads only when tracing is on (it costs ~45 ms to import)
     from opentelemetry.sdk.trace import TracerProvider
     from opentelemetry.sdk.trace.export import SpanExporter
@@ -54,24 +56,37 @@ class TracingConfig:
 def build_tracer_provider(
     config: TracingConfig, *, exporter: SpanExporter | None = None
 ) -> TracerProvider | None:
-    """A provider for ``config``, or ``None`` when tracing is off. ``exporter`` overrides it."""
+    """A provider for ``config``, or ``None`` when tracing is off. ``exporter`` overrides it.
+
+    The engine itself needs only ``opentelemetry-api``; a provider (the SDK) and the OTLP
+    exporter come with the ``otel`` extra, and without it this raises
+    :class:`~tackroom.extras.MissingExtra` saying ``pip install 'tackroom[otel]'``."""
     if exporter is None and config.exporter == "none":
         return None
-    from opentelemetry.sdk.resources import Resource
-    from opentelemetry.sdk.trace import TracerProvider
-    from opentelemetry.sdk.trace.export import BatchSpanProcessor, ConsoleSpanExporter
+    needed_by = f"exporting traces (tracing.exporter: {config.exporter})"
+    try:
+        from opentelemetry.sdk.resources import Resource
+        from opentelemetry.sdk.trace import TracerProvider
+        from opentelemetry.sdk.trace.export import BatchSpanProcessor, ConsoleSpanExporter
 
-    if exporter is None:
-        if config.exporter == "console":
-            exporter = ConsoleSpanExporter()
-        else:
-            from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
+        if exporter is None:
+            if config.exporter == "console":
+                exporter = ConsoleSpanExporter()
+            else:
+                from opentelemetry.exporter.otlp.proto.http.trace_exporter import (
+                    OTLPSpanExporter,
+                )
 
-            exporter = (
-                OTLPSpanExporter(endpoint=config.endpoint)
-                if config.endpoint
-                else OTLPSpanExporter()
-            )
+                exporter = (
+                    OTLPSpanExporter(endpoint=config.endpoint)
+                    if config.endpoint
+                    else OTLPSpanExporter()
+                )
+    except ModuleNotFoundError as exc:
+        problem = missing_extra(exc, needed_by=needed_by)
+        if problem is None:
+            raise
+        raise problem from exc
     provider = TracerProvider(resource=Resource.create({"service.name": config.service_name}))
     provider.add_span_processor(BatchSpanProcessor(exporter))
     return provider

@@ -13,6 +13,7 @@ import functools
 import importlib
 from typing import Any
 
+from tackroom.extras import missing_extra
 from tackroom.runtime.errors import UnknownWorker, WorkerLoadError
 from tackroom.runtime.worker import WorkerSpec
 
@@ -68,7 +69,9 @@ def available_workers() -> list[str]:
 
 
 def load_worker(name: str) -> WorkerSpec[Any]:
-    """Import the worker registered as ``name``; raise ``UnknownWorker`` with close names."""
+    """Import the worker registered as ``name``; raise ``UnknownWorker`` with close names, and
+    ``WorkerLoadError`` naming the extra to install when the worker needs one (``policy-cedar``:
+    ``pip install 'tackroom[cedar]'``)."""
     target = BUILTIN_WORKERS.get(name) or _entry_point_targets().get(name)
     if target is None:
         targets = _targets()
@@ -80,6 +83,11 @@ def load_worker(name: str) -> WorkerSpec[Any]:
     try:
         module = importlib.import_module(module_name)
         spec = functools.reduce(getattr, attr.split("."), module) if attr else module
+    except ModuleNotFoundError as exc:
+        problem = missing_extra(exc, needed_by=f"the {name!r} worker")
+        if problem is not None:
+            raise WorkerLoadError(str(problem)) from exc
+        raise WorkerLoadError(f"worker {name!r}: cannot load {target}: {exc}") from exc
     except Exception as exc:
         raise WorkerLoadError(f"worker {name!r}: cannot load {target}: {exc}") from exc
     if not isinstance(spec, WorkerSpec):

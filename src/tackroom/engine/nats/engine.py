@@ -9,12 +9,11 @@ import weakref
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from types import TracebackType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import nats.errors
 import nats.js.errors
 from nats.js import api
-from opentelemetry.sdk.trace import TracerProvider
 
 from tackroom.engine.errors import EngineClosed
 from tackroom.engine.functions import FunctionRegistry, LocalRegistration, new_registration
@@ -42,6 +41,9 @@ from tackroom.engine.protocol import (
     WorkerInfo,
 )
 from tackroom.engine.tracing import EngineTracer
+
+if TYPE_CHECKING:
+    from opentelemetry.sdk.trace import TracerProvider
 
 __all__ = ["NAMESPACE_SCHEMA_VERSION", "NatsEngine"]
 

@@ -3,7 +3,8 @@
 A worker (``openai``, ``anthropic``) hands :func:`serve_profiles` its validated profiles and a
 factory that builds the SDK adapter for one profile. The SDK module is imported here, inside
 the worker's ``start`` — never when ``tackroom`` itself is imported — and a missing SDK is a
-clear start error. The adapters' clients are closed when the host shuts the worker down.
+clear start error naming the extra to install (:mod:`tackroom.extras`). The adapters' clients
+are closed when the host shuts the worker down.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from collections.abc import Callable, Mapping
 from types import ModuleType
 from typing import Any
 
+from tackroom.extras import MissingExtra, missing_extra
 from tackroom.kit.providers.config import ProfileSettings, RateLimitSettings, RetrySettings
 from tackroom.kit.providers.retry import DEFAULT_RUNTIME, Runtime
 from tackroom.kit.providers.service import ProviderService, WireAdapter
@@ -23,8 +25,9 @@ from tackroom.runtime.worker import WorkerContext
 __all__ = ["MissingSDK", "import_wire", "serve_profiles"]
 
 
-class MissingSDK(HarnessError):
-    """The provider SDK a worker needs is not installed."""
+class MissingSDK(MissingExtra, HarnessError):
+    """The provider SDK a worker needs is not installed; the message names the extra
+    (``pip install 'tackroom[openai]'``)."""
 
 
 def import_wire(module: str, *, package: str) -> ModuleType:
@@ -32,12 +35,12 @@ def import_wire(module: str, *, package: str) -> ModuleType:
     try:
         return importlib.import_module(module)
     except ModuleNotFoundError as exc:
-        if exc.name is not None and exc.name.split(".")[0] == package:
-            raise MissingSDK(
-                f"the {package!r} package is not installed (tackroom depends on it):"
-                f" pip install {package}"
-            ) from exc
-        raise
+        problem = missing_extra(exc, needed_by=f"the {package!r} provider worker")
+        if problem is None:
+            raise
+        raise MissingSDK(
+            extra=problem.extra, needed_by=problem.needed_by, module=exc.name or package
+        ) from exc
 
 
 async def serve_profiles(
