@@ -27,6 +27,12 @@ def test_agent_demo_answers_with_two_tool_calls(capsys: pytest.CaptureFixture[st
     ]
     assert roles.count("function_result") == 2
     assert "SCRIPTED" in captured.out
+    # the closing hint points at the providers that ship, and at storing a key
+    assert "tackroom auth set openai" in captured.out
+    assert "--model openai:gpt-5-mini" in captured.out
+    assert "--model anthropic:" in captured.out
+    assert "tackroom[openai]" in captured.out
+    assert "A real model is a worker that registers" not in captured.out
 
 
 def test_engine_tour_exits_zero_and_tells_the_story(capsys: pytest.CaptureFixture[str]) -> None:

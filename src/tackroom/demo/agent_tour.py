@@ -28,10 +28,22 @@ from tackroom.contracts.sessions import MESSAGES
 from tackroom.harness import Harness
 from tackroom.runtime.config import HarnessConfig
 
-__all__ = ["PROMPT", "run_agent_demo"]
+__all__ = ["PROMPT", "REAL_MODEL_HINT", "run_agent_demo"]
 
 PROMPT = "What is 1234 + 5678? Save the result to result.txt."
 TOOLS = ["fs::*", "calc::*", "clock::*"]
+
+REAL_MODEL_HINT = (
+    "With a real model: the openai provider (OpenAI, and Ollama, vLLM, DeepSeek, OpenRouter..."
+    "\nthrough its profiles) and the anthropic provider ship with tackroom; their SDKs come with"
+    "\npip install 'tackroom[openai]' / 'tackroom[anthropic]'. Store a key once, then name a model:"
+    "\n  tackroom auth set openai        (or export OPENAI_API_KEY; likewise anthropic)"
+    '\n  tackroom run "What is 2 + 3?" --model openai:gpt-5-mini'
+    '\n  tackroom run "What is 2 + 3?" --model anthropic:claude-sonnet-4-5'
+    '\n  tackroom run "What is 2 + 3?" --model ollama:qwen3     (a local server: no key)'
+    "\nSee docs/workers/providers.md."
+)
+"""The demo's closing pointer to the shipped provider workers and ``tackroom auth``."""
 
 
 async def run_agent_demo(*, out: TextIO | None = None, err: TextIO | None = None) -> int:
@@ -73,9 +85,9 @@ async def run_agent_demo(*, out: TextIO | None = None, err: TextIO | None = None
             "\nchecked and ran calc::add and fs::write (each once, through a ledger), appended"
             "\nevery message to the session tree and emitted the events you saw."
             "\n\nTry it yourself:"
-            '\n  .venv/bin/tackroom run "What is 2 + 3?" --model scripted:demo --script my.yaml'
-            "\nA real model is a worker that registers provider::<name>::stream; once one is"
-            "\nbooted, pass --model <name>:<model> (see docs/workers/scripted.md for scripts)."
+            '\n  tackroom run "What is 2 + 3?" --model scripted:demo --script my.yaml'
+            "\n  (scripts: docs/workers/scripted.md)"
+            f"\n\n{REAL_MODEL_HINT}"
         )
         return code
 
