@@ -1,4 +1,4 @@
-"""The public face of the ``directory`` worker: function ids, payload models and error codes.
+"""The public face of the ``directory`` worker: its functions, payload models and error codes.
 
 A **skill** is a named piece of instructions (the Agent Skills convention): a folder with a
 ``SKILL.md`` whose YAML front matter gives ``name`` and ``description`` and whose body is the
@@ -12,6 +12,8 @@ from __future__ import annotations
 from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints
+
+from tackroom.contracts.bus import Function, Tool
 
 __all__ = [
     "MAX_BODY_CHARS",
@@ -41,13 +43,6 @@ __all__ = [
 ]
 
 SCHEMA_VERSION = 1
-
-SKILLS_LIST = "directory::skills::list"
-SKILLS_GET = "directory::skills::get"
-SKILLS_INDEX = "directory::skills::index"
-SKILLS_REGISTER = "directory::skills::register"
-SKILLS_GET_TOOL = "skills::get"
-"""The same lookup as ``directory::skills::get``, offered to models as a tool."""
 
 SKILL_NOT_FOUND_ERROR = "skill_not_found"
 """No skill (and no function) has that name; the message names close matches."""
@@ -142,3 +137,38 @@ class ToolSkill(_Response):
     name: str
     description: str
     body: str = Field(description="The skill's full instructions (markdown).")
+
+
+SKILLS_LIST: Function[ListRequest, ListResponse] = Function(
+    "directory::skills::list",
+    ListRequest,
+    ListResponse,
+    description="Skills from the project and user folders and from workers (no bodies).",
+)
+SKILLS_GET: Function[GetRequest, SkillBody] = Function(
+    "directory::skills::get",
+    GetRequest,
+    SkillBody,
+    description="A skill by name (or a function id); unknown names get close matches.",
+)
+SKILLS_INDEX: Function[IndexRequest, IndexResponse] = Function(
+    "directory::skills::index",
+    IndexRequest,
+    IndexResponse,
+    description="A compact markdown index of the skills (name and description), for prompts.",
+)
+SKILLS_REGISTER: Function[RegisterRequest, RegisterResponse] = Function(
+    "directory::skills::register",
+    RegisterRequest,
+    RegisterResponse,
+    description="Register (or replace) a skill, typically one describing a worker's function.",
+)
+SKILLS_GET_TOOL: Tool[ToolGetRequest, ToolSkill] = Tool(
+    "skills::get",
+    ToolGetRequest,
+    ToolSkill,
+    description="Fetch the full instructions of a skill named in the skills index (or the "
+    "description of a function by its id). Read a skill before following it.",
+    idempotent=True,
+)
+"""The same lookup as :data:`SKILLS_GET`, offered to models as a tool."""

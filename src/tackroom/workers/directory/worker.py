@@ -53,7 +53,7 @@ from tackroom.contracts.directory import (
 from tackroom.contracts.tools import TRAITS_KEY, CallContext
 from tackroom.engine.errors import FunctionError
 from tackroom.engine.protocol import Engine
-from tackroom.runtime.tools import register_tool
+from tackroom.runtime.tools import serve_tool
 from tackroom.runtime.worker import WorkerConfig, WorkerContext, WorkerSpec
 from tackroom.workers.directory.skills import Skill, load_folder, merge
 
@@ -238,45 +238,11 @@ async def _start(ctx: WorkerContext[DirectoryConfig]) -> None:
     config = ctx.config
     root = (config.project_root or Path.cwd()).expanduser().absolute()
     directory = Directory(ctx.engine, config, root=root)
-    await ctx.register_typed_function(
-        SKILLS_LIST,
-        directory.list,
-        request_model=ListRequest,
-        response_type=ListResponse,
-        description="Skills from the project and user folders and from workers (no bodies).",
-    )
-    await ctx.register_typed_function(
-        SKILLS_GET,
-        directory.get,
-        request_model=GetRequest,
-        response_type=SkillBody,
-        description="A skill by name (or a function id); unknown names get close matches.",
-    )
-    await ctx.register_typed_function(
-        SKILLS_INDEX,
-        directory.index,
-        request_model=IndexRequest,
-        response_type=IndexResponse,
-        description="A compact markdown index of the skills (name and description), for prompts.",
-    )
-    await ctx.register_typed_function(
-        SKILLS_REGISTER,
-        directory.register,
-        request_model=RegisterRequest,
-        response_type=RegisterResponse,
-        description="Register (or replace) a skill, typically one describing a worker's function.",
-    )
-    await register_tool(
-        ctx,
-        SKILLS_GET_TOOL,
-        directory.tool_get,
-        request_model=ToolGetRequest,
-        response_model=ToolSkill,
-        description="Fetch the full instructions of a skill named in the skills index (or the "
-        "description of a function by its id). Read a skill before following it.",
-        idempotent=True,
-        parallel=True,
-    )
+    await ctx.serve(SKILLS_LIST, directory.list)
+    await ctx.serve(SKILLS_GET, directory.get)
+    await ctx.serve(SKILLS_INDEX, directory.index)
+    await ctx.serve(SKILLS_REGISTER, directory.register)
+    await serve_tool(ctx, SKILLS_GET_TOOL, directory.tool_get)
 
 
 WORKER = WorkerSpec(

@@ -5,9 +5,9 @@ one's description and request schema (with its ``x-tackroom`` traits). The syste
 run's ``system_prompt`` verbatim when given; else it is assembled from the data files in
 ``prompts/``: the mode paragraph, the identity preamble, the working directory, the project's
 instructions (``AGENTS.md`` in the working directory, when present) and the skills index from
-``directory::skills::index`` (fetched with a short timeout; no directory worker, no index). When
-the index is in the prompt, the ``skills::get`` tool is offered too, so the model can read a
-skill it names.
+the directory's ``SKILLS_INDEX`` (fetched with a short timeout; no directory worker, no index).
+When the index is in the prompt, the ``SKILLS_GET_TOOL`` tool is offered too, so the model can
+read a skill it names.
 """
 
 from __future__ import annotations
@@ -20,6 +20,9 @@ from importlib import resources
 from pathlib import Path
 from string import Template
 
+from pydantic import ValidationError
+
+from tackroom.contracts.directory import SKILLS_GET_TOOL, SKILLS_INDEX, IndexRequest
 from tackroom.contracts.provider import ToolNames
 from tackroom.contracts.tools import traits_of
 from tackroom.contracts.turn import Mode
@@ -30,17 +33,12 @@ from tackroom.workers.orchestrator.transition import Provisioned
 
 __all__ = [
     "NEVER_OFFERED",
-    "SKILLS_INDEX",
-    "SKILLS_TOOL",
     "Provisioner",
     "offered_tools",
     "prompt_piece",
 ]
 
 _log = logging.getLogger("tackroom.orchestrator")
-
-SKILLS_INDEX = "directory::skills::index"
-SKILLS_TOOL = "skills::get"
 
 NEVER_OFFERED: tuple[str, ...] = (
     "run::*",
@@ -94,8 +92,8 @@ class Provisioner:
         index = await self.skills_index(catalog)
         tool_name: str | None = None
         if index:
-            tools = offered_tools(catalog, [*record.tool_patterns, SKILLS_TOOL])
-            tool_name = next((t.name for t in tools if t.function_id == SKILLS_TOOL), None)
+            tools = offered_tools(catalog, [*record.tool_patterns, SKILLS_GET_TOOL.id])
+            tool_name = next((t.name for t in tools if t.function_id == SKILLS_GET_TOOL.id), None)
         prompt = await self.system_prompt(
             record.mode, skills_index=index if tool_name else None, skills_tool=tool_name
         )
@@ -140,17 +138,16 @@ class Provisioner:
 
     async def skills_index(self, catalog: list[FunctionInfo]) -> str | None:
         """The directory worker's skills index, or ``None`` (no worker, no skills, a failure)."""
-        if not any(info.function_id == SKILLS_INDEX for info in catalog):
+        if not any(info.function_id == SKILLS_INDEX.id for info in catalog):
             return None
         try:
-            reply = await self._engine.trigger(SKILLS_INDEX, {}, timeout=self._index_timeout)
-        except EngineError as exc:
+            reply = await SKILLS_INDEX.call(
+                self._engine, IndexRequest(), timeout=self._index_timeout
+            )
+        except (EngineError, ValidationError) as exc:
             _log.warning("provisioning: no skills index (%s)", exc)
             return None
-        body = reply.get("body") if isinstance(reply, dict) else None
-        if not isinstance(body, str) or not body.strip():
-            return None
-        return body.strip()
+        return reply.body.strip() or None
 
 
 def offered_tools(catalog: list[FunctionInfo], patterns: list[str]) -> list[ToolOffer]:
