@@ -1,10 +1,10 @@
-"""The public face of the ``hooks`` worker (``hook-fanout::*``): ids, payload models, codes.
+"""The public face of the ``hooks`` worker (``hook-fanout::*``): functions, payloads, codes.
 
-A publisher (the orchestrator) calls ``hook-fanout::publish_collect``; the worker calls each
-subscriber of the topic by function id with a :class:`HookEvent` and merges the replies
-(:class:`HookReply`) by the publisher's merge rule. Subscriptions are state, in scope
-``hook-subscriptions`` (key = topic, value :class:`TopicSubscriptions`), written by compare-and-set,
-so anyone can tell whether a topic has subscribers without a round trip (see
+A publisher (the orchestrator) calls :data:`PUBLISH_COLLECT`; the worker calls each subscriber
+of the topic by function id with a :class:`HookEvent` and merges the replies
+(:class:`HookReply`) by the publisher's merge rule. Subscriptions are state,
+:data:`SUBSCRIPTIONS_SCOPE` (key = topic, value :class:`TopicSubscriptions`), written by
+compare-and-set, so anyone can tell whether a topic has subscribers without a round trip (see
 ``tackroom.kit.hooks.publish.HookSubscriptions``).
 """
 
@@ -13,6 +13,8 @@ from __future__ import annotations
 from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints
+
+from tackroom.contracts.bus import Function, Scope
 
 __all__ = [
     "AFTER_FUNCTION_CALL",
@@ -43,18 +45,11 @@ __all__ = [
     "TopicSubscriptions",
     "UnsubscribeRequest",
     "UnsubscribeResult",
+    "hook_function",
+    "watch_function_id",
 ]
 
 SCHEMA_VERSION = 1
-
-PUBLISH_COLLECT = "hook-fanout::publish_collect"
-SUBSCRIBE = "hook-fanout::subscribe"
-UNSUBSCRIBE = "hook-fanout::unsubscribe"
-LIST = "hook-fanout::list"
-
-SUBSCRIPTIONS_SCOPE = "hook-subscriptions"
-"""State scope of the subscriptions: key = topic, value :class:`TopicSubscriptions`; a topic with
-no subscriber has no key."""
 
 BEFORE_FUNCTION_CALL = "before_function_call"
 AFTER_FUNCTION_CALL = "after_function_call"
@@ -180,3 +175,50 @@ class ListResponse(_Model):
     topics: dict[str, list[Subscriber]] = Field(
         description="topic → subscribers in call order; topics with none are absent"
     )
+
+
+# -- the functions and the state -------------------------------------------------------------
+
+PUBLISH_COLLECT: Function[PublishRequest, PublishResult] = Function(
+    "hook-fanout::publish_collect",
+    PublishRequest,
+    PublishResult,
+    description="Call a topic's subscribers and merge their replies (first_block_wins, "
+    "transform, observe); a failing gate or transform blocks.",
+)
+"""The orchestrator calls it under its configured ``hooks_function`` id (``.at(id)``)."""
+SUBSCRIBE: Function[SubscribeRequest, TopicSubscriptions] = Function(
+    "hook-fanout::subscribe",
+    SubscribeRequest,
+    TopicSubscriptions,
+    description="Subscribe a function to a topic (idempotent; a new priority moves it).",
+)
+UNSUBSCRIBE: Function[UnsubscribeRequest, UnsubscribeResult] = Function(
+    "hook-fanout::unsubscribe",
+    UnsubscribeRequest,
+    UnsubscribeResult,
+    description="Remove a function from a topic's subscribers.",
+)
+LIST: Function[ListRequest, ListResponse] = Function(
+    "hook-fanout::list",
+    ListRequest,
+    ListResponse,
+    description="Subscribers by topic, in call order.",
+)
+
+SUBSCRIPTIONS_SCOPE: Scope[TopicSubscriptions] = Scope("hook-subscriptions", TopicSubscriptions)
+"""State scope of the subscriptions: key = topic, value :class:`TopicSubscriptions`; a topic with
+no subscriber has no key."""
+
+
+def hook_function(worker: str, name: str) -> Function[HookEvent, HookReply | None]:
+    """``hook::<worker>::<name>``: where ``tackroom.hooks.hook`` registers a subscriber, which
+    the hooks worker calls with a :class:`HookEvent` and reads a :class:`HookReply` (or null)
+    from."""
+    return Function(f"hook::{worker}::{name}", HookEvent, HookReply | None)
+
+
+def watch_function_id(worker: str, instance: str) -> str:
+    """The state-trigger function through which one process's ``HookSubscriptions`` watches
+    :data:`SUBSCRIPTIONS_SCOPE` (unique per instance, so every replica sees every write)."""
+    return f"hook-fanout::watch::{worker}::{instance}"

@@ -1,9 +1,10 @@
 """``HookSubscriptions``: who listens to which topic, known in memory, so a publisher skips a topic
 nobody listens to without a round trip.
 
-The map is loaded from state scope ``hook-subscriptions`` and kept current by a state trigger on
-that scope. Each instance registers its own trigger function (a state trigger delivers each write
-to one replica of a function id, so replicas of one worker must not share it). Use::
+The map is loaded from the state scope ``SUBSCRIPTIONS_SCOPE`` and kept current by a state
+trigger on that scope. Each instance registers its own trigger function (a state trigger
+delivers each write to one replica of a function id, so replicas of one worker must not share
+it). Use::
 
     subscriptions = HookSubscriptions(ctx.engine)
     await subscriptions.attach(ctx)                  # register, add the trigger, load
@@ -29,8 +30,10 @@ from tackroom.contracts.hooks import (
     PUBLISH_COLLECT,
     SUBSCRIPTIONS_SCOPE,
     MergeRule,
+    PublishRequest,
     PublishResult,
     TopicSubscriptions,
+    watch_function_id,
 )
 from tackroom.engine.errors import EngineError
 from tackroom.engine.protocol import Engine
@@ -57,12 +60,13 @@ def _count(value: Any) -> int:
 class HookSubscriptions:
     """The topic → subscriber-count map of one process, and a publish that skips empty topics."""
 
-    scope = SUBSCRIPTIONS_SCOPE
+    scope = SUBSCRIPTIONS_SCOPE.name
     """The state scope to watch (add a state trigger on it to :meth:`on_change`)."""
 
-    def __init__(self, engine: Engine, *, publish_function: str = PUBLISH_COLLECT) -> None:
+    def __init__(self, engine: Engine, *, publish_function: str = PUBLISH_COLLECT.id) -> None:
         self._engine = engine
         self.publish_function = publish_function
+        self._publish = PUBLISH_COLLECT.at(publish_function)
         self._counts: dict[str, int] = {}
         self._revisions: dict[str, int] = {}
         self.function_id: str | None = None
@@ -102,10 +106,11 @@ class HookSubscriptions:
     async def attach(self, ctx: WorkerContext[Any], *, function_id: str | None = None) -> str:
         """Register :meth:`on_change`, add the state trigger, then load; returns the function id.
 
-        The default id is unique to this instance (``hook-fanout::watch::<worker>::<pid>-<hex>``)
-        so every replica of the worker sees every change. Both are unregistered with the worker.
+        The default id is unique to this instance (:func:`watch_function_id` of the worker and
+        ``<pid>-<hex>``) so every replica of the worker sees every change. Both are unregistered
+        with the worker.
         """
-        fid = function_id or f"hook-fanout::watch::{ctx.name}::{os.getpid()}-{uuid.uuid4().hex[:8]}"
+        fid = function_id or watch_function_id(ctx.name, f"{os.getpid()}-{uuid.uuid4().hex[:8]}")
         await ctx.register_function(
             fid, self.on_change, description="Keeps a hook subscription map current."
         )
@@ -134,12 +139,13 @@ class HookSubscriptions:
             return None
         rule: MergeRule = merge_rule or DEFAULT_MERGE_RULES.get(topic, "observe")
         calls = count if rule == "transform" else 1
-        request = {"topic": topic, "payload": payload, "merge_rule": rule, "timeout_ms": timeout_ms}
         try:
-            raw = await self._engine.trigger(
-                self.publish_function, request, timeout=calls * timeout_ms / 1000 + _SLACK_S
+            request = PublishRequest(
+                topic=topic, payload=payload, merge_rule=rule, timeout_ms=timeout_ms
             )
-            return PublishResult.model_validate(raw)
+            return await self._publish.call(
+                self._engine, request, timeout=calls * timeout_ms / 1000 + _SLACK_S
+            )
         except (EngineError, ValidationError) as exc:
             _log.warning("hooks: publishing %s failed: %s", topic, exc)
             if rule == "observe":

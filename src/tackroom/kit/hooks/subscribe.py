@@ -16,9 +16,9 @@ or a whole worker that does nothing else::
 
     WORKER = hook_worker("pii-guard", gate, after_function_call=redact)
 
-The function is registered as ``hook::<worker>::<name>`` and subscribed through
-``hook-fanout::subscribe``; when the worker stops it is unsubscribed first, then unregistered, so a
-publisher never meets a subscription whose function is already gone.
+The function is registered as ``hook::<worker>::<name>`` (``hook_function``) and subscribed
+through the hooks worker's ``SUBSCRIBE``; when the worker stops it is unsubscribed first, then
+unregistered, so a publisher never meets a subscription whose function is already gone.
 """
 
 from __future__ import annotations
@@ -29,9 +29,16 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
-from tackroom.contracts.hooks import SUBSCRIBE, UNSUBSCRIBE, HookReply
+from tackroom.contracts.hooks import (
+    SUBSCRIBE,
+    UNSUBSCRIBE,
+    HookReply,
+    UnsubscribeRequest,
+    hook_function,
+)
 from tackroom.engine.errors import EngineError
 from tackroom.engine.protocol import Engine, Registration
+from tackroom.runtime.typed import request_for
 from tackroom.runtime.worker import WorkerConfig, WorkerContext, WorkerSpec
 
 __all__ = [
@@ -93,9 +100,9 @@ class Hook:
         registration, self._registration = self._registration, None
         if registration is None:
             return
-        request = {"topic": self.topic, "function_id": self.function_id}
+        request = UnsubscribeRequest(topic=self.topic, function_id=self.function_id)
         try:
-            await self._engine.trigger(UNSUBSCRIBE, request, timeout=_CALL_TIMEOUT)
+            await UNSUBSCRIBE.call(self._engine, request, timeout=_CALL_TIMEOUT)
         except EngineError as exc:
             _log.warning(
                 "hook %s: unsubscribing from %s failed: %s", self.function_id, self.topic, exc
@@ -124,7 +131,7 @@ async def hook(
     ``name`` defaults to the function's ``__name__``; lower ``priority`` runs first.
     """
     default = getattr(function, "__name__", "")
-    function_id = f"hook::{ctx.name}::{name or (default if default.isidentifier() else topic)}"
+    function_id = hook_function(ctx.name, name or (default if default.isidentifier() else topic)).id
 
     async def handler(event: Any) -> Any:
         payload = event.get("payload") if isinstance(event, dict) else None
@@ -138,8 +145,8 @@ async def hook(
     )
     handle = Hook(ctx.engine, registration, topic=topic, function_id=function_id)
     try:
-        request = {"topic": topic, "function_id": function_id, "priority": priority}
-        await ctx.engine.trigger(SUBSCRIBE, request, timeout=_CALL_TIMEOUT)
+        request = request_for(SUBSCRIBE, topic=topic, function_id=function_id, priority=priority)
+        await SUBSCRIBE.call(ctx.engine, request, timeout=_CALL_TIMEOUT)
     except BaseException:
         await registration.unregister()
         raise

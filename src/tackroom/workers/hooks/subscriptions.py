@@ -54,18 +54,18 @@ class SubscriptionStore:
         self._max_attempts = max_attempts
 
     async def get(self, topic: str) -> TopicSubscriptions:
-        entry = await self._backend.get_state(SUBSCRIPTIONS_SCOPE, topic)
+        entry = await self._backend.get_state(SUBSCRIPTIONS_SCOPE.name, topic)
         return TopicSubscriptions() if entry is None else _parse(entry)
 
     async def all(self) -> dict[str, TopicSubscriptions]:
-        entries = await self._backend.list_state(SUBSCRIPTIONS_SCOPE)
+        entries = await self._backend.list_state(SUBSCRIPTIONS_SCOPE.name)
         return {entry.key: _parse(entry) for entry in entries}
 
     async def subscribe(self, topic: str, function_id: str, priority: int) -> TopicSubscriptions:
         """Add ``function_id`` (or move it to ``priority``); idempotent."""
         for attempt in range(self._max_attempts):
             await _backoff(attempt)
-            entry = await self._backend.get_state(SUBSCRIPTIONS_SCOPE, topic)
+            entry = await self._backend.get_state(SUBSCRIPTIONS_SCOPE.name, topic)
             current = TopicSubscriptions() if entry is None else _parse(entry)
             others = [s for s in current.subscribers if s.function_id != function_id]
             wanted = ordered([*others, Subscriber(function_id=function_id, priority=priority)])
@@ -74,7 +74,7 @@ class SubscriptionStore:
             updated = TopicSubscriptions(subscribers=wanted)
             try:
                 await self._backend.set_state(
-                    SUBSCRIPTIONS_SCOPE,
+                    SUBSCRIPTIONS_SCOPE.name,
                     topic,
                     updated.model_dump(mode="json"),
                     expected_revision=0 if entry is None else entry.revision,
@@ -88,7 +88,7 @@ class SubscriptionStore:
         """Remove ``function_id``; ``(removed, what is left)``. The last one out deletes the key."""
         for attempt in range(self._max_attempts):
             await _backoff(attempt)
-            entry = await self._backend.get_state(SUBSCRIPTIONS_SCOPE, topic)
+            entry = await self._backend.get_state(SUBSCRIPTIONS_SCOPE.name, topic)
             if entry is None:
                 return False, TopicSubscriptions()
             current = _parse(entry)
@@ -99,13 +99,13 @@ class SubscriptionStore:
             try:
                 if left:
                     await self._backend.set_state(
-                        SUBSCRIPTIONS_SCOPE,
+                        SUBSCRIPTIONS_SCOPE.name,
                         topic,
                         updated.model_dump(mode="json"),
                         expected_revision=entry.revision,
                     )
                 elif not await self._backend.delete_state(
-                    SUBSCRIPTIONS_SCOPE, topic, expected_revision=entry.revision
+                    SUBSCRIPTIONS_SCOPE.name, topic, expected_revision=entry.revision
                 ):
                     continue
             except RevisionConflict:

@@ -8,7 +8,7 @@ from typing import Any
 from pydantic import Field
 
 from tackroom.contracts import hooks as c
-from tackroom.runtime.worker import TypedFunction, WorkerConfig, WorkerContext, WorkerSpec
+from tackroom.runtime.worker import WorkerConfig, WorkerContext, WorkerSpec
 from tackroom.workers.hooks.fanout import publish
 from tackroom.workers.hooks.subscriptions import SubscriptionStore
 
@@ -46,18 +46,10 @@ async def _start(ctx: WorkerContext[HooksConfig]) -> None:
             topics = {t: s.subscribers for t, s in (await store.all()).items() if s.subscribers}
         return c.ListResponse(topics=topics)
 
-    table: list[TypedFunction] = [
-        (c.PUBLISH_COLLECT, publish_collect, c.PublishRequest, c.PublishResult,
-         "Call a topic's subscribers and merge their replies (first_block_wins, transform, "
-         "observe); a failing gate or transform blocks."),
-        (c.SUBSCRIBE, subscribe, c.SubscribeRequest, c.TopicSubscriptions,
-         "Subscribe a function to a topic (idempotent; a new priority moves it)."),
-        (c.UNSUBSCRIBE, unsubscribe, c.UnsubscribeRequest, c.UnsubscribeResult,
-         "Remove a function from a topic's subscribers."),
-        (c.LIST, list_topics, c.ListRequest, c.ListResponse,
-         "Subscribers by topic, in call order."),
-    ]  # fmt: skip
-    await ctx.register_typed_functions(table)
+    await ctx.serve(c.PUBLISH_COLLECT, publish_collect)
+    await ctx.serve(c.SUBSCRIBE, subscribe)
+    await ctx.serve(c.UNSUBSCRIBE, unsubscribe)
+    await ctx.serve(c.LIST, list_topics)
 
 
 WORKER = WorkerSpec(

@@ -23,6 +23,7 @@ from typing import Any
 
 from pydantic import Field, field_validator
 
+from tackroom.contracts.hooks import hook_function
 from tackroom.hooks import AFTER_FUNCTION_CALL, block, hook, replace
 from tackroom.runtime.worker import WorkerConfig, WorkerContext, WorkerSpec
 from tackroom.workers.redactor.patterns import (
@@ -36,7 +37,10 @@ from tackroom.workers.redactor.patterns import (
 
 __all__ = ["HOOK_FUNCTION", "WORKER", "RedactorConfig", "redact_hook"]
 
-HOOK_FUNCTION = "hook::redactor::redact"
+_NAME = "redactor"
+_HOOK = "redact"
+HOOK_FUNCTION = hook_function(_NAME, _HOOK).id
+"""The id the redactor's hook is registered and subscribed under."""
 
 _log = logging.getLogger("tackroom.workers.redactor")
 
@@ -94,14 +98,14 @@ async def start(ctx: WorkerContext[RedactorConfig]) -> None:
         ctx,
         AFTER_FUNCTION_CALL,
         redact_hook(redactor),
-        name="redact",
+        name=_HOOK,
         priority=config.priority,
         description="Redact secrets (API keys, tokens, private keys) from function results.",
     )
 
 
 WORKER = WorkerSpec(
-    name="redactor",
+    name=_NAME,
     description="Redacts secrets from function results (an after_function_call hook).",
     config_model=RedactorConfig,
     start=start,
