@@ -178,7 +178,9 @@ class GateDecidedData(_Data):
     decision: Literal["allow", "deny", "needs_approval"]
     decided_by: str
     rule_id: str | None = None
-    matched_constraint: str | None = None
+    matched_constraint: dict[str, Any] | None = None
+    """The policy's deciding constraint as a JSON object, e.g. ``{"arg": "path", "op": "under",
+    "value": "notes"}``."""
     reason: str = ""
 
 

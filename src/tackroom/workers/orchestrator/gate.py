@@ -11,6 +11,7 @@ hooks may rewrite a result; one that fails withholds it.
 from __future__ import annotations
 
 import contextlib
+import json
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any, Literal
@@ -42,7 +43,8 @@ class GateDecision:
     decided_by: DecidedBy
     reason: str = ""
     rule_id: str | None = None
-    matched_constraint: str | None = None
+    matched_constraint: dict[str, Any] | None = None
+    """The policy's constraint object (``{arg, op, value}``), kept as JSON, never stringified."""
 
 
 class Gate:
@@ -89,6 +91,7 @@ class Gate:
                 "decision": decision.decision,
                 "decided_by": decision.decided_by,
                 "rule_id": decision.rule_id,
+                "matched_constraint": decision.matched_constraint,
                 "reason": decision.reason,
             },
         )
@@ -99,6 +102,10 @@ class Gate:
             "tackroom.gate.decided_by": decision.decided_by,
             "tackroom.gate.rule_id": decision.rule_id or "",
         }
+        if decision.matched_constraint is not None:
+            attributes["tackroom.gate.matched_constraint"] = _compact_json(
+                decision.matched_constraint
+            )
         span.set_attributes(attributes)
         span.add_event("tackroom.gate_decision", attributes)
         return decision
@@ -214,7 +221,7 @@ class Gate:
             "policy",
             str(reply.get("reason") or ""),
             rule_id=_optional_str(reply.get("rule_id")),
-            matched_constraint=_optional_str(reply.get("matched_constraint")),
+            matched_constraint=_json_object(reply.get("matched_constraint")),
         )
 
 
@@ -244,3 +251,14 @@ def _call_payload(record: TurnRecord, call: CallState) -> dict[str, Any]:
 
 def _optional_str(value: Any) -> str | None:
     return None if value is None else str(value)
+
+
+def _json_object(value: Any) -> dict[str, Any] | None:
+    """A JSON object from a reply as it is (the bus carries JSON); anything else is dropped: a
+    constraint is an object by the policy contract, and ``str()`` of one would be Python repr."""
+    return dict(value) if isinstance(value, dict) else None
+
+
+def _compact_json(value: Any) -> str:
+    """JSON text without spaces, for where only a string fits (a span attribute)."""
+    return json.dumps(value, ensure_ascii=False, separators=(",", ":"), sort_keys=True)
