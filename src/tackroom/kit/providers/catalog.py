@@ -4,6 +4,11 @@ When no catalog worker serves it (or it fails or is slow), a model gets
 conservative defaults: no known limits, every capability assumed, and prices of zero, so the
 cost reported with the usage is 0. Answers are cached per model for ``ttl`` seconds (a missing
 catalog for ``miss_ttl``).
+
+A catalog that answers that it does not know the provider or the model (a custom
+OpenAI-compatible profile, a brand-new model) is an answer, not a failure: it is logged once per
+model — a warning the first time, debug after — and cached like any answer. A profile with
+``catalog: false`` never asks.
 """
 
 from __future__ import annotations
@@ -15,9 +20,14 @@ from dataclasses import dataclass, field
 from pydantic import ValidationError
 
 from tackroom.contracts import catalog
-from tackroom.contracts.catalog import MODELS_GET, GetRequest
+from tackroom.contracts.catalog import (
+    MODEL_NOT_FOUND_ERROR,
+    MODELS_GET,
+    PROVIDER_NOT_FOUND_ERROR,
+    GetRequest,
+)
 from tackroom.contracts.messages import Usage
-from tackroom.engine.errors import EngineError, FunctionNotFound
+from tackroom.engine.errors import EngineError, FunctionNotFound, InvocationError
 from tackroom.engine.protocol import Engine
 
 __all__ = ["CatalogClient", "ModelInfo", "Prices", "priced"]
@@ -98,8 +108,11 @@ def priced(usage: Usage, prices: Prices) -> Usage:
     return usage.model_copy(update={"cost_usd": round(cost, 10)})
 
 
+_NOT_IN_CATALOG = (MODEL_NOT_FOUND_ERROR, PROVIDER_NOT_FOUND_ERROR)
+
+
 class CatalogClient:
-    """Cached ``models::get`` lookups for one provider name."""
+    """Cached ``models::get`` lookups for one provider name (``enabled=False``: none at all)."""
 
     def __init__(
         self,
@@ -110,16 +123,23 @@ class CatalogClient:
         timeout: float = 2.0,
         ttl: float = 300.0,
         miss_ttl: float = 30.0,
+        enabled: bool = True,
+        profile: str | None = None,
     ) -> None:
         self._engine = engine
         self._provider = provider
+        self._profile = profile or provider
         self._clock = clock
         self._timeout = timeout
         self._ttl = ttl
         self._miss_ttl = miss_ttl
+        self._enabled = enabled
         self._cache: dict[str, tuple[float, ModelInfo]] = {}
+        self._noted: set[str] = set()
 
     async def model(self, model: str) -> ModelInfo:
+        if not self._enabled:
+            return ModelInfo.unknown(self._provider, model)
         now = self._clock()
         hit = self._cache.get(model)
         if hit is not None and now < hit[0]:
@@ -129,6 +149,14 @@ class CatalogClient:
             reply = await MODELS_GET.call(self._engine, request, timeout=self._timeout)
         except FunctionNotFound:
             info, ttl = ModelInfo.unknown(self._provider, model), self._miss_ttl
+        except InvocationError as exc:
+            info = ModelInfo.unknown(self._provider, model)
+            if exc.remote_code in _NOT_IN_CATALOG:
+                self._note_not_in_catalog(model, exc.message)
+                ttl = self._ttl  # the catalog's answer, not an outage
+            else:
+                _log.warning("%s %s/%s failed: %s", MODELS_GET.id, self._provider, model, exc)
+                ttl = self._miss_ttl
         except (EngineError, ValidationError) as exc:
             _log.warning("%s %s/%s failed: %s", MODELS_GET.id, self._provider, model, exc)
             info, ttl = ModelInfo.unknown(self._provider, model), self._miss_ttl
@@ -136,3 +164,17 @@ class CatalogClient:
             info, ttl = ModelInfo.from_catalog(self._provider, model, reply), self._ttl
         self._cache[model] = (now + ttl, info)
         return info
+
+    def _note_not_in_catalog(self, model: str, why: str) -> None:
+        """Say it once per model: a warning the first time, debug after (it does not change)."""
+        level = logging.DEBUG if model in self._noted else logging.WARNING
+        self._noted.add(model)
+        _log.log(
+            level,
+            "provider %s, model %s: %s; its usage is priced at 0 and no limits are known"
+            " (set catalog_provider to a provider the catalog lists, or catalog: false in the"
+            " profile to stop asking)",
+            self._profile,
+            model,
+            why,
+        )

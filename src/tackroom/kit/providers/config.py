@@ -111,6 +111,11 @@ class ProfileSettings(_Section):
     catalog_provider: str | None = Field(
         default=None, description="provider name for models::get (default: the profile's)"
     )
+    catalog: bool = Field(
+        default=True,
+        description="false: never ask models::get (a server the catalog does not list): no"
+        " limits known, usage priced at 0, nothing logged about it",
+    )
     timeout: float = Field(default=600.0, gt=0, description="seconds; also between two chunks")
     connect_timeout: float = Field(default=10.0, gt=0)
     extra_body: dict[str, Any] = Field(

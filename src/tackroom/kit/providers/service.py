@@ -124,7 +124,13 @@ class ProviderService:
         self._adapter = adapter
         self._runtime = runtime
         self._keys = KeySource(engine, profile, name=name, clock=runtime.clock, environ=environ)
-        self._catalog = CatalogClient(engine, profile.catalog_provider or name, clock=runtime.clock)
+        self._catalog = CatalogClient(
+            engine,
+            profile.catalog_provider or name,
+            clock=runtime.clock,
+            enabled=profile.catalog,
+            profile=name,
+        )
         self._limiter = RateLimiter(rate_limit, clock=runtime.clock, sleep=runtime.sleep)
         self._count_tokens = rate_limit.tokens_per_minute is not None
 
