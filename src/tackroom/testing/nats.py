@@ -8,7 +8,8 @@ Python interpreter), else ``$TACKROOM_NATS_SERVER``, else ``nats-server`` on ``P
   store directory — what a reconnect test needs;
 - :func:`nats_server`: a context manager around one;
 - :func:`nats_test_url`: an engine URL with a fresh namespace, on one server shared by the whole
-  test process (started on first use, stopped at exit).
+  test process (started on first use, stopped at exit);
+- :func:`namespace_files`: the files that server stored for one such URL's namespace.
 """
 
 from __future__ import annotations
@@ -28,13 +29,14 @@ import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
-from tackroom.engine.nats.naming import short_hash
+from tackroom.engine.nats.naming import parse_nats_url, short_hash
 
 __all__ = [
     "NATS_URL_ENV",
     "NatsServer",
     "find_nats_server",
     "free_port",
+    "namespace_files",
     "nats_server",
     "nats_test_url",
     "shared_nats_url",
@@ -187,3 +189,16 @@ def nats_test_url(tmp_path: Path, **options: str | int | float) -> str:
     namespace = f"t{_SALT}{short_hash(str(tmp_path))[:10]}"
     query = "&".join(f"{k}={v}" for k, v in {"namespace": namespace, **options}.items())
     return f"{shared_nats_url()}?{query}"
+
+
+def namespace_files(url: str) -> list[Path] | None:
+    """Every file the shared server stored for the streams and buckets of ``url``'s namespace
+    (what a test reads to prove a secret never reached the engine's storage); ``None`` if
+    ``url`` is not on the server this process started (``$TACKROOM_TEST_NATS_URL``)."""
+    if _shared is None or parse_nats_url(url).servers != (_shared.url,):
+        return None
+    namespace = parse_nats_url(url).namespace
+    streams = _shared.store_dir / "js" / "jetstream" / "$G" / "streams"
+    prefixes = (f"{namespace}_", f"KV_{namespace}_")
+    owned = [d for d in streams.glob("*") if d.name.startswith(prefixes)]
+    return sorted(path for d in owned for path in d.rglob("*") if path.is_file())

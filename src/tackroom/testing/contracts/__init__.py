@@ -16,11 +16,16 @@ from __future__ import annotations
 
 import pytest
 
+_SUITES = "base approvals budget catalog credentials directory hooks policy provider sessions"
 # Before the suites are imported: their plain asserts get pytest's explanations.
-pytest.register_assert_rewrite("tackroom.testing.contracts")
+pytest.register_assert_rewrite(*(f"{__name__}.{suite}" for suite in _SUITES.split()))
 
 from tackroom.testing.contracts.approvals import ApprovalsContract  # noqa: E402
-from tackroom.testing.contracts.base import CONTRACT_TIMEOUT, WorkerContract  # noqa: E402
+from tackroom.testing.contracts.base import (  # noqa: E402
+    CONTRACT_TIMEOUT,
+    OnEveryBackend,
+    WorkerContract,
+)
 from tackroom.testing.contracts.budget import BudgetContract  # noqa: E402
 from tackroom.testing.contracts.catalog import CatalogContract  # noqa: E402
 from tackroom.testing.contracts.credentials import CredentialsContract  # noqa: E402
@@ -38,6 +43,7 @@ __all__ = [
     "CredentialsContract",
     "DirectoryContract",
     "HooksContract",
+    "OnEveryBackend",
     "PolicyContract",
     "ProviderContract",
     "ProviderSubject",

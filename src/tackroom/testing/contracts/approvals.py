@@ -2,8 +2,7 @@
 
 Any worker that replaces ``approvals`` proves it fits by running this suite: subclass
 :class:`ApprovalsContract` in a ``test_*.py`` module and name the worker (and its config for a
-short TTL and a fast expiry sweep; to test it on another engine, override
-:meth:`ApprovalsContract.bus`)::
+short TTL and a fast expiry sweep)::
 
     class TestMyApprovals(ApprovalsContract):
         worker_name = "my-approvals"
@@ -22,9 +21,7 @@ from typing import Any, ClassVar
 
 import pytest
 
-from tackroom.engine import Engine, InvocationError, open_engine
-from tackroom.runtime import Host, load_worker
-from tackroom.runtime.config import HarnessConfig
+from tackroom.engine import Engine, InvocationError
 from tackroom.testing import RecordingHandler, wait_until
 from tackroom.testing.contracts.base import WorkerContract
 
@@ -41,23 +38,16 @@ class ApprovalsContract(WorkerContract):
     }
     """A config under which a pending approval expires within a few seconds."""
 
-    async def _host(self, section: dict[str, Any]) -> Host:
-        spec = load_worker(self.worker_name)
-        config = HarnessConfig.defaults().model_copy(
-            update={"worker_config": {self.worker_name: section}}
-        )
-        return Host(engine=open_engine(self.engine_url), workers=[spec], config=config)
-
     @pytest.fixture
-    async def bus(self) -> AsyncIterator[Engine]:
+    async def bus(self, engine_url: str) -> AsyncIterator[Engine]:
         """An engine serving the worker under test (and nothing else)."""
-        async with await self._host(self.worker_config) as host:
-            yield host.engine
+        async with self.hosted(engine_url, self.worker_config) as engine:
+            yield engine
 
     @pytest.fixture
-    async def fast_bus(self) -> AsyncIterator[Engine]:
-        async with await self._host(self.fast_expiry_config) as host:
-            yield host.engine
+    async def fast_bus(self, engine_url: str) -> AsyncIterator[Engine]:
+        async with self.hosted(engine_url, self.fast_expiry_config) as engine:
+            yield engine
 
     # -- helpers -------------------------------------------------------------------------------
     async def ask(

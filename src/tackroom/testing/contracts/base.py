@@ -1,39 +1,84 @@
-"""The base of every worker contract suite: a bus serving the worker under test, and helpers.
+"""The base of every contract suite: each test once per engine backend, a bus serving the worker
+under test, and helpers.
 
 A suite subclasses :class:`WorkerContract` and writes its tests against function ids only. A
-replacement worker proves it fits by subclassing the suite with its own ``worker_name`` (and,
-to run on another backend, ``engine_url``).
+replacement worker proves it fits by subclassing the suite with its own ``worker_name``. Every
+test runs once per backend of :data:`tackroom.testing.backends.BACKENDS` (``embedded``, ``nats``);
+a subclass narrows that with :attr:`OnEveryBackend.backends`.
 """
 
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
-from typing import Any, ClassVar
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import pytest
 
 from tackroom.engine.errors import InvocationError
 from tackroom.engine.factory import open_engine
 from tackroom.engine.protocol import Engine
+from tackroom.runtime.config import HarnessConfig
 from tackroom.runtime.host import Host
 from tackroom.runtime.registry import load_worker
-from tackroom.testing.engines import MEMORY_URL
+from tackroom.testing.backends import BACKENDS, engine_url_for
 
-__all__ = ["CONTRACT_TIMEOUT", "WorkerContract"]
+if TYPE_CHECKING:
+    from opentelemetry.sdk.trace import TracerProvider
+
+__all__ = ["CONTRACT_TIMEOUT", "OnEveryBackend", "WorkerContract"]
 
 CONTRACT_TIMEOUT = 10.0
 
 
-class WorkerContract:
-    worker_name: ClassVar[str]
-    engine_url: ClassVar[str] = MEMORY_URL
+class OnEveryBackend:
+    """Runs every test that uses ``engine_url`` once per name in :attr:`backends`."""
+
+    backends: ClassVar[tuple[str, ...]] = tuple(BACKENDS)
+    """The backends to run on; e.g. ``backends = ("embedded",)`` where no NATS server is at hand
+    (the ``nats`` backend needs the ``nats`` extra and a ``nats-server``: see
+    :mod:`tackroom.testing.nats`)."""
+
+    def pytest_generate_tests(self, metafunc: pytest.Metafunc) -> None:
+        if "backend" in metafunc.fixturenames:
+            unknown = sorted(set(self.backends) - set(BACKENDS))
+            if unknown:
+                raise ValueError(f"unknown backends {unknown}: known are {sorted(BACKENDS)}")
+            metafunc.parametrize("backend", self.backends)
 
     @pytest.fixture
-    async def bus(self) -> AsyncIterator[Engine]:
-        """An engine serving the worker under test (and nothing else)."""
+    def engine_url(self, backend: str, tmp_path: Path) -> str:
+        """A fresh engine of this test's own on ``backend``."""
+        return engine_url_for(backend, tmp_path)
+
+
+class WorkerContract(OnEveryBackend):
+    worker_name: ClassVar[str]
+
+    @asynccontextmanager
+    async def hosted(
+        self,
+        engine_url: str,
+        config: dict[str, Any] | None = None,
+        *,
+        tracer_provider: TracerProvider | None = None,
+    ) -> AsyncIterator[Engine]:
+        """A started engine at ``engine_url`` serving the worker under test (and nothing else),
+        with ``config`` as its config section."""
+        harness = HarnessConfig.defaults()
+        if config is not None:
+            harness = harness.model_copy(update={"worker_config": {self.worker_name: config}})
+        engine = open_engine(engine_url, tracer_provider=tracer_provider)
         spec = load_worker(self.worker_name)
-        async with Host(engine=open_engine(self.engine_url), workers=[spec]) as host:
+        async with Host(engine=engine, workers=[spec], config=harness) as host:
             yield host.engine
+
+    @pytest.fixture
+    async def bus(self, engine_url: str) -> AsyncIterator[Engine]:
+        """An engine serving the worker under test (and nothing else)."""
+        async with self.hosted(engine_url) as engine:
+            yield engine
 
     @staticmethod
     async def call(bus: Engine, function_id: str, payload: Any) -> Any:

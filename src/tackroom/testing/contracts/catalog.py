@@ -1,8 +1,7 @@
 """The contract of a catalog worker (``models::*``), by function id.
 
 Any worker that replaces ``catalog`` proves it fits by running this suite: subclass
-:class:`CatalogContract` in a ``test_*.py`` module and name the worker (override
-:meth:`CatalogContract.bus` to test it on another engine)::
+:class:`CatalogContract` in a ``test_*.py`` module and name the worker::
 
     class TestMyCatalog(CatalogContract):
         worker_name = "my-catalog"

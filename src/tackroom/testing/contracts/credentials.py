@@ -8,8 +8,9 @@ store fail (:meth:`~CredentialsContract.break_store`)::
     class TestMyCredentials(CredentialsContract):
         worker_name = "my-credentials"
 
-The suite runs on an embedded engine whose database lives in the test's temporary directory, so
-the secrecy check can read every byte the engine wrote.
+The secrecy check reads every byte the engine wrote: the embedded engine's database lives in the
+test's temporary directory, and on NATS the suite reads the JetStream files of the test's
+namespace on the server it started.
 """
 
 from __future__ import annotations
@@ -26,14 +27,11 @@ from typing import Any, ClassVar
 
 import pytest
 
-from tackroom.engine import Engine, InvocationError, open_engine
-from tackroom.runtime import Host, load_worker
-from tackroom.runtime.config import HarnessConfig
+from tackroom.engine import Engine
 from tackroom.testing import SpanRecorder
+from tackroom.testing.contracts.base import WorkerContract
 
 __all__ = ["CredentialsContract", "engine_files", "scan_spans"]
-
-TIMEOUT = 10.0
 
 
 def scan_spans(spans: SpanRecorder) -> list[str]:
@@ -49,12 +47,24 @@ def scan_spans(spans: SpanRecorder) -> list[str]:
     return texts
 
 
-def engine_files(home: Path) -> list[str]:
-    """What the embedded engine wrote to disk (the database and its journal files)."""
-    return [p.read_bytes().decode("utf-8", errors="replace") for p in home.glob("engine.db*")]
+def engine_files(engine_url: str, home: Path) -> list[str] | None:
+    """What the engine under test wrote to disk: the embedded engine's database and its journal
+    files in ``home``, or the JetStream files of the URL's namespace on the test process's own
+    NATS server; ``None`` when the suite cannot see the storage (a server named by
+    ``$TACKROOM_TEST_NATS_URL``)."""
+    if engine_url.startswith("embedded:"):
+        paths = list(home.glob("engine.db*"))
+    else:
+        from tackroom.testing.nats import namespace_files
+
+        found = namespace_files(engine_url)
+        if found is None:
+            return None
+        paths = found
+    return [p.read_bytes().decode("utf-8", errors="replace") for p in paths]
 
 
-class CredentialsContract:
+class CredentialsContract(WorkerContract):
     worker_name: ClassVar[str] = "credentials"
 
     def worker_config(self, home: Path) -> dict[str, Any]:
@@ -81,33 +91,22 @@ class CredentialsContract:
         recorder.shutdown()
 
     @asynccontextmanager
-    async def hosted(self, home: Path, spans: SpanRecorder) -> AsyncIterator[Engine]:
-        config = HarnessConfig.model_validate(
-            {"schema_version": 1, "worker_config": {self.worker_name: self.worker_config(home)}}
-        )
-        engine = open_engine(f"embedded:{home / 'engine.db'}", tracer_provider=spans.provider)
-        spec = load_worker(self.worker_name)
-        async with Host(engine=engine, workers=[spec], config=config) as host:
-            yield host.engine
+    async def serving(
+        self, engine_url: str, home: Path, spans: SpanRecorder
+    ) -> AsyncIterator[Engine]:
+        """The worker under test with its files under ``home``, traced into ``spans``."""
+        config = self.worker_config(home)
+        async with self.hosted(engine_url, config, tracer_provider=spans.provider) as engine:
+            yield engine
 
     @pytest.fixture
     async def bus(
-        self, tmp_path: Path, clean_env: None, spans: SpanRecorder
+        self, engine_url: str, tmp_path: Path, clean_env: None, spans: SpanRecorder
     ) -> AsyncIterator[Engine]:
-        async with self.hosted(tmp_path, spans) as engine:
+        async with self.serving(engine_url, tmp_path, spans) as engine:
             yield engine
 
     # -- helpers -------------------------------------------------------------------------------
-    @staticmethod
-    async def call(bus: Engine, function_id: str, payload: Any) -> Any:
-        return await bus.trigger(function_id, payload, timeout=TIMEOUT)
-
-    @staticmethod
-    async def failure(bus: Engine, function_id: str, payload: Any) -> InvocationError:
-        with pytest.raises(InvocationError) as caught:
-            await bus.trigger(function_id, payload, timeout=TIMEOUT)
-        return caught.value
-
     async def token(self, bus: Engine, provider: str) -> dict[str, Any]:
         reply: dict[str, Any] = await self.call(bus, "auth::get_token", {"provider": provider})
         return reply
@@ -213,6 +212,7 @@ class CredentialsContract:
     # -- secrecy -------------------------------------------------------------------------------
     async def test_a_token_appears_nowhere_but_in_get_token(
         self,
+        engine_url: str,
         tmp_path: Path,
         clean_env: None,
         spans: SpanRecorder,
@@ -225,7 +225,7 @@ class CredentialsContract:
         monkeypatch.setenv("ANTHROPIC_API_KEY", env_canary)
         seen: list[str] = []  # every reply and error except the tokens get_token hands out
 
-        async with self.hosted(tmp_path, spans) as bus:
+        async with self.serving(engine_url, tmp_path, spans) as bus:
 
             async def ok(function_id: str, payload: Any) -> Any:
                 reply = await self.call(bus, function_id, payload)
@@ -261,7 +261,10 @@ class CredentialsContract:
         assert spans.spans(), "tracing recorded nothing"
         for record in caplog.records:
             seen.extend([record.getMessage(), record.exc_text or "", str(record.args)])
-        seen.extend(engine_files(tmp_path))
+        stored = engine_files(engine_url, tmp_path)
+        if stored is not None:
+            assert stored, "found nothing the engine stored"
+            seen.extend(stored)
         for canary in (vault_canary, env_canary):
             leaks = [text for text in seen if canary in text]
             assert not leaks, f"a token leaked into: {leaks[0][:300]}"

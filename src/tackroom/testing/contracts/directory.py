@@ -20,14 +20,10 @@ from typing import Any, ClassVar
 import pytest
 
 from tackroom.contracts.tools import traits_of
-from tackroom.engine import Engine, InvocationError, open_engine
-from tackroom.runtime import Host, load_worker
-from tackroom.runtime.config import HarnessConfig
-from tackroom.testing import MEMORY_URL
+from tackroom.engine import Engine
+from tackroom.testing.contracts.base import WorkerContract
 
 __all__ = ["DirectoryContract", "write_skill"]
-
-TIMEOUT = 10.0
 
 
 def write_skill(root: Path, folder: str, *, name: str, description: str, body: str) -> Path:
@@ -37,9 +33,8 @@ def write_skill(root: Path, folder: str, *, name: str, description: str, body: s
     return path
 
 
-class DirectoryContract:
+class DirectoryContract(WorkerContract):
     worker_name: ClassVar[str] = "directory"
-    engine_url: ClassVar[str] = MEMORY_URL
 
     def worker_config(self, project: Path, user: Path) -> dict[str, Any]:
         """The worker's config section: skills from ``project`` first, then from ``user``."""
@@ -54,26 +49,9 @@ class DirectoryContract:
         return tmp_path / "user-skills"
 
     @pytest.fixture
-    async def bus(self, project: Path, user: Path) -> AsyncIterator[Engine]:
-        config = HarnessConfig.model_validate(
-            {
-                "schema_version": 1,
-                "worker_config": {self.worker_name: self.worker_config(project, user)},
-            }
-        )
-        spec = load_worker(self.worker_name)
-        async with Host(engine=open_engine(self.engine_url), workers=[spec], config=config) as h:
-            yield h.engine
-
-    @staticmethod
-    async def call(bus: Engine, function_id: str, payload: Any) -> Any:
-        return await bus.trigger(function_id, payload, timeout=TIMEOUT)
-
-    @staticmethod
-    async def failure(bus: Engine, function_id: str, payload: Any) -> InvocationError:
-        with pytest.raises(InvocationError) as caught:
-            await bus.trigger(function_id, payload, timeout=TIMEOUT)
-        return caught.value
+    async def bus(self, engine_url: str, project: Path, user: Path) -> AsyncIterator[Engine]:
+        async with self.hosted(engine_url, self.worker_config(project, user)) as engine:
+            yield engine
 
     async def names(self, bus: Engine, **request: Any) -> list[str]:
         reply = await self.call(bus, "directory::skills::list", request)

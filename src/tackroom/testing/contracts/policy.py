@@ -23,9 +23,8 @@ from typing import Any, ClassVar
 
 import pytest
 
-from tackroom.engine import Engine, InvocationError, open_engine
-from tackroom.runtime import HarnessConfig, Host, load_worker
-from tackroom.testing import MEMORY_URL
+from tackroom.engine import Engine
+from tackroom.testing.contracts.base import WorkerContract
 
 __all__ = ["SCENARIO", "PolicyContract"]
 
@@ -48,23 +47,18 @@ decision ``needs_approval``:
 """
 
 
-class PolicyContract:
+class PolicyContract(WorkerContract):
     worker_name: ClassVar[str] = "policy"
-    engine_url: ClassVar[str] = MEMORY_URL
 
     def configure(self, directory: Path) -> dict[str, Any]:
         """Write :data:`SCENARIO` under ``directory``; return the worker's config section."""
         raise NotImplementedError
 
     @pytest.fixture
-    async def bus(self, tmp_path: Path) -> AsyncIterator[Engine]:
+    async def bus(self, engine_url: str, tmp_path: Path) -> AsyncIterator[Engine]:
         """An engine serving the worker under test, configured with the scenario."""
-        spec = load_worker(self.worker_name)
-        config = HarnessConfig(
-            schema_version=1, worker_config={self.worker_name: self.configure(tmp_path)}
-        )
-        async with Host(engine=open_engine(self.engine_url), workers=[spec], config=config) as host:
-            yield host.engine
+        async with self.hosted(engine_url, self.configure(tmp_path)) as engine:
+            yield engine
 
     # -- helpers -------------------------------------------------------------------------------
     @staticmethod
@@ -88,12 +82,6 @@ class PolicyContract:
     async def decision(self, bus: Engine, function_id: str, args: Any = None) -> tuple[str, Any]:
         reply = await self.check(bus, function_id, args)
         return reply["decision"], reply.get("rule_id")
-
-    @staticmethod
-    async def code_of(bus: Engine, payload: Any) -> str:
-        with pytest.raises(InvocationError) as caught:
-            await bus.trigger(CHECK, payload, timeout=TIMEOUT)
-        return caught.value.remote_code
 
     # -- typical decisions ---------------------------------------------------------------------
     async def test_allow(self, bus: Engine) -> None:
@@ -229,7 +217,7 @@ class PolicyContract:
         ],
     )
     async def test_unknown_shapes_are_typed_errors(self, bus: Engine, payload: Any) -> None:
-        assert await self.code_of(bus, payload) == "invalid_request"
+        assert await self.code_of(bus, CHECK, payload) == "invalid_request"
 
     async def test_odd_argument_values_are_decided_not_crashed_on(self, bus: Engine) -> None:
         args = {

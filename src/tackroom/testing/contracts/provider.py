@@ -42,7 +42,8 @@ from tackroom.contracts.provider import (
     provider_event_adapter,
 )
 from tackroom.engine import Engine
-from tackroom.testing import CollectedStream, collect_stream, memory_engine
+from tackroom.testing import CollectedStream, collect_stream, running_engine
+from tackroom.testing.contracts.base import OnEveryBackend
 
 __all__ = [
     "FEATURES",
@@ -233,12 +234,12 @@ _ANSWERS = {k: s for k, s in SCENARIOS.items() if s.error_kind is None}
 _ERRORS = {k: s for k, s in SCENARIOS.items() if s.error_kind is not None}
 
 
-class ProviderContract:
+class ProviderContract(OnEveryBackend):
     """The suite; a subclass provides the ``subject`` fixture."""
 
     @pytest.fixture
-    async def engine(self) -> AsyncIterator[Engine]:
-        async with memory_engine() as started:
+    async def engine(self, engine_url: str) -> AsyncIterator[Engine]:
+        async with running_engine(engine_url) as started:
             yield started
 
     @staticmethod

@@ -1,8 +1,7 @@
 """The contract of a sessions worker (``session-tree::*``, ``session-inbox::*``), by function id.
 
 Any worker that replaces ``sessions`` proves it fits by running this suite: subclass
-:class:`SessionsContract` in a ``test_*.py`` module and name the worker (and, to test it on
-another engine, override :meth:`SessionsContract.bus`)::
+:class:`SessionsContract` in a ``test_*.py`` module and name the worker::
 
     class TestMySessions(SessionsContract):
         worker_name = "my-sessions"
