@@ -70,7 +70,7 @@ async def test_streams_thinking_with_its_signature_text_tool_use_and_cache_usage
     assert message.content == [
         ThinkingBlock(text="Weather needs a tool.", signature="EqQBCkgIARABGAIi"),
         TextBlock(text="Let me check."),
-        FunctionCallBlock(id="toolu_01", function_id="get_weather", arguments={"city": "Paris"}),
+        FunctionCallBlock(id="toolu_01", tool_name="get_weather", arguments={"city": "Paris"}),
     ]
     assert message.stop_reason == "function_call"
     usage = message.usage
@@ -95,8 +95,8 @@ async def test_the_request_with_cache_anchors_results_and_signed_thinking(
                 ThinkingBlock(text="", signature=REDACTED_THINKING_PREFIX + "opaque"),
                 ThinkingBlock(text="unsigned, from another provider"),
                 TextBlock(text=""),
-                FunctionCallBlock(id="call:1", function_id="fs__read", arguments={"p": "a"}),
-                FunctionCallBlock(id="call:2", function_id="fs__read", arguments={"p": "b"}),
+                FunctionCallBlock(id="call:1", tool_name="fs__read", arguments={"p": "a"}),
+                FunctionCallBlock(id="call:2", tool_name="fs__read", arguments={"p": "b"}),
             ],
             stop_reason="function_call",
         ),

@@ -68,7 +68,7 @@ async def test_streams_text_reasoning_tool_calls_and_usage(
         "cost_usd": 0.0,
     }
     assert isinstance(message.content[0], ThinkingBlock)
-    assert message.function_calls()[0].function_id == "get_weather"
+    assert message.function_calls()[0].tool_name == "get_weather"
 
 
 async def test_cost_comes_from_the_catalog(engine: Engine, openai_server: FakeOpenAIServer) -> None:
@@ -106,7 +106,7 @@ async def test_the_request_in_chat_completions_shape(
             content=[
                 ThinkingBlock(text="private", signature="s"),
                 TextBlock(text="Reading."),
-                FunctionCallBlock(id="c1", function_id="fs__read", arguments={"path": "ü.md"}),
+                FunctionCallBlock(id="c1", tool_name="fs__read", arguments={"path": "ü.md"}),
             ],
             stop_reason="function_call",
         ),
@@ -563,7 +563,7 @@ async def test_whole_calls_in_one_chunk_and_a_reported_cost(
     message = stream.message
     assert message is not None
     assert message.stop_reason == "function_call"
-    assert [(c.id, c.function_id, c.arguments) for c in message.function_calls()] == [
+    assert [(c.id, c.tool_name, c.arguments) for c in message.function_calls()] == [
         ("call_a", "fs__read", {"path": "a"}),
         ("call_b", "calc__add", {"a": 1}),
     ]

@@ -126,8 +126,8 @@ async def test_tool_calls_reassemble(engine: Engine) -> None:
     assert message is not None
     assert message.stop_reason == "function_call"
     assert message.function_calls() == [
-        FunctionCallBlock(id="call_1_0", function_id="fs__read", arguments=arguments),
-        FunctionCallBlock(id="mine", function_id="calc__add", arguments={"a": 1, "b": 2}),
+        FunctionCallBlock(id="call_1_0", tool_name="fs__read", arguments=arguments),
+        FunctionCallBlock(id="mine", tool_name="calc__add", arguments={"a": 1, "b": 2}),
     ]
     provider.assert_consumed()
 

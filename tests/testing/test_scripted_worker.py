@@ -28,7 +28,7 @@ async def test_complete_returns_the_message(engine: Engine) -> None:
     raw = await engine.trigger("provider::scripted::complete", request().model_dump(mode="json"))
     message = AssistantMessage.model_validate(raw)
     assert message.content[0] == TextBlock(text="Reading.")
-    assert [(c.id, c.function_id, c.arguments) for c in message.function_calls()] == [
+    assert [(c.id, c.tool_name, c.arguments) for c in message.function_calls()] == [
         ("call_1_0", "fs__read", {"path": "a"})
     ]
     assert (message.stop_reason, message.provider, message.model) == (

@@ -97,7 +97,9 @@ def _summary(message: dict[str, Any]) -> str:
         if block.get("type") == "text":
             parts.append(block["text"])
         elif block.get("type") == "function_call":
-            parts.append(f"{block['function_id']}({json.dumps(block['arguments'])})")
+            # ``function_id`` until messages' schema_version 2 (an older sessions worker sends it)
+            name = block.get("tool_name", block.get("function_id"))
+            parts.append(f"{name}({json.dumps(block.get('arguments', {}))})")
     return " ".join(" ".join(parts).split())[:160]
 
 

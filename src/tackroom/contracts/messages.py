@@ -2,6 +2,10 @@
 
 Every model carries ``schema_version``; messages are discriminated by ``role``, content blocks by
 ``type``. Timestamps are seconds since the epoch (UTC).
+
+Version 2 (the current one) renamed a ``function_call`` block's ``function_id`` to ``tool_name``;
+a message of version 1 (or without ``schema_version``) is upgraded as it is read
+(:mod:`tackroom.contracts.versions`).
 """
 
 from __future__ import annotations
@@ -9,7 +13,9 @@ from __future__ import annotations
 import time
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, model_validator
+
+from tackroom.contracts.versions import rename, upgrading
 
 __all__ = [
     "SCHEMA_VERSION",
@@ -33,7 +39,7 @@ __all__ = [
     "text_of",
 ]
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 
 StopReason = Literal["end", "length", "function_call", "aborted", "error", "budget_exceeded"]
 """Why an assistant message ended. ``function_call``: it asks for calls to be run."""
@@ -66,9 +72,12 @@ class ThinkingBlock(_Model):
 
 
 class FunctionCallBlock(_Model):
+    """A call the model asks for: ``tool_name`` is the name it was offered the tool under
+    (``fs__read``), not the function id behind it (``fs::read``)."""
+
     type: Literal["function_call"] = "function_call"
     id: str
-    function_id: str
+    tool_name: str
     arguments: dict[str, Any] = Field(default_factory=dict)
 
 
@@ -109,7 +118,29 @@ def _now() -> float:
     return time.time()
 
 
-class UserMessage(_Model):
+class _Message(_Model):
+    @model_validator(mode="before")
+    @classmethod
+    def _upgrade(cls, data: Any) -> Any:
+        """Version 1 → 2: a ``function_call`` block's ``function_id`` becomes ``tool_name``."""
+        upgraded = upgrading(data, SCHEMA_VERSION)
+        if upgraded is None:
+            return data
+        content = upgraded.get("content")
+        if isinstance(content, list):
+            upgraded["content"] = [_upgrade_block(block) for block in content]
+        return upgraded
+
+
+def _upgrade_block(block: Any) -> Any:
+    if not isinstance(block, dict) or block.get("type") != "function_call":
+        return block
+    upgraded = dict(block)
+    rename(upgraded, "function_id", "tool_name")
+    return upgraded
+
+
+class UserMessage(_Message):
     schema_version: int = SCHEMA_VERSION
     role: Literal["user"] = "user"
     content: list[ContentBlock]
@@ -120,7 +151,7 @@ class UserMessage(_Model):
         return cls(content=[TextBlock(text=text)])
 
 
-class AssistantMessage(_Model):
+class AssistantMessage(_Message):
     schema_version: int = SCHEMA_VERSION
     role: Literal["assistant"] = "assistant"
     content: list[ContentBlock] = Field(default_factory=list)
@@ -136,7 +167,7 @@ class AssistantMessage(_Model):
         return [block for block in self.content if isinstance(block, FunctionCallBlock)]
 
 
-class FunctionResultMessage(_Model):
+class FunctionResultMessage(_Message):
     schema_version: int = SCHEMA_VERSION
     role: Literal["function_result"] = "function_result"
     function_call_id: str
@@ -147,7 +178,7 @@ class FunctionResultMessage(_Model):
     timestamp: float = Field(default_factory=_now)
 
 
-class CustomMessage(_Model):
+class CustomMessage(_Message):
     """An application's own entry (a note, a marker); ``display`` says whether UIs show it."""
 
     schema_version: int = SCHEMA_VERSION

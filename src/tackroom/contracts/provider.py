@@ -20,7 +20,6 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
 
 from tackroom.contracts.messages import (
-    SCHEMA_VERSION,
     AgentMessage,
     AssistantMessage,
     ErrorKind,
@@ -29,6 +28,7 @@ from tackroom.contracts.messages import (
 )
 
 __all__ = [
+    "SCHEMA_VERSION",
     "CheckResult",
     "DoneEvent",
     "ErrorEvent",
@@ -48,6 +48,11 @@ __all__ = [
     "stream_function",
     "tool_name_for",
 ]
+
+
+SCHEMA_VERSION = 1
+"""The provider protocol's own version (requests, frames, results); the messages a request or a
+``done`` frame carries have theirs (:data:`tackroom.contracts.messages.SCHEMA_VERSION`)."""
 
 
 class _Model(BaseModel):

@@ -139,7 +139,7 @@ async def _show_transcript(harness: Harness, session_id: str, say: Callable[[str
             detail = _text(message)
         elif role == "assistant" and any(b["type"] == "function_call" for b in message["content"]):
             calls = [b for b in message["content"] if b["type"] == "function_call"]
-            detail = ", ".join(f"{c['function_id']}({json.dumps(c['arguments'])})" for c in calls)
+            detail = ", ".join(f"{c['tool_name']}({json.dumps(c['arguments'])})" for c in calls)
         else:
             detail = _text(message)
         say(f"  {item['entry_id']:<28} {role:<16} {detail[:70]}")

@@ -60,7 +60,7 @@ def say(text: str, stop: Any = "end") -> AssistantMessage:
 
 def calls(*args: tuple[str, str, dict[str, Any]]) -> AssistantMessage:
     return AssistantMessage(
-        content=[FunctionCallBlock(id=i, function_id=name, arguments=a) for i, name, a in args],
+        content=[FunctionCallBlock(id=i, tool_name=name, arguments=a) for i, name, a in args],
         stop_reason="function_call",
     )
 

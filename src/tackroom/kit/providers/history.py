@@ -104,7 +104,7 @@ def prepare_history(messages: Sequence[AgentMessage]) -> list[Wire]:
                 results.get(call.id)
                 or FunctionResultMessage(
                     function_call_id=call.id,
-                    function_id=call.function_id,
+                    function_id=call.tool_name,
                     content=[TextBlock(text=NOT_RUN)],
                     is_error=True,
                 )

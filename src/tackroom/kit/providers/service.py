@@ -28,8 +28,9 @@ from urllib.parse import urlsplit
 
 from pydantic import ValidationError
 
-from tackroom.contracts.messages import SCHEMA_VERSION, AssistantMessage
+from tackroom.contracts.messages import AssistantMessage
 from tackroom.contracts.provider import (
+    SCHEMA_VERSION,
     CheckResult,
     ProviderRequest,
     check_function,

@@ -254,7 +254,7 @@ class StreamSink:
                 content.append(
                     FunctionCallBlock(
                         id=block.id,
-                        function_id=block.name,
+                        tool_name=block.name,
                         arguments=parse_arguments("".join(block.parts)),
                     )
                 )

@@ -203,7 +203,7 @@ def check_protocol(stream: CollectedStream, *, provider: str, model: str) -> Non
     thinking = "".join(b.text for b in message.content if isinstance(b, ThinkingBlock))
     assert stream.thinking == thinking
     assert [
-        {"id": block.id, "name": block.function_id, "arguments": block.arguments}
+        {"id": block.id, "name": block.tool_name, "arguments": block.arguments}
         for block in message.function_calls()
     ] == [
         {"id": call["id"], "name": call["name"], "arguments": call["arguments"]}
@@ -217,7 +217,7 @@ def _check_answer(message: AssistantMessage, scenario: Scenario) -> None:
     thinking = "".join(b.text for b in message.content if isinstance(b, ThinkingBlock))
     assert thinking == scenario.thinking
     calls = message.function_calls()
-    assert [(c.function_id, c.arguments) for c in calls] == [
+    assert [(c.tool_name, c.arguments) for c in calls] == [
         (call.name, call.arguments) for call in scenario.tool_calls
     ]
     assert all(isinstance(c, FunctionCallBlock) and c.id for c in calls)

@@ -106,9 +106,7 @@ def compile_turn(
             {"type": "function_call_delta", "index": index, "arguments_delta": piece}
             for piece in chunk(arguments, args_how)
         )
-        content.append(
-            FunctionCallBlock(id=call_id, function_id=call.name, arguments=call.arguments)
-        )
+        content.append(FunctionCallBlock(id=call_id, tool_name=call.name, arguments=call.arguments))
     usage = turn.usage or Usage()
     frames.append({"type": "usage", "usage": usage.model_dump(mode="json")})
     failure = turn.error

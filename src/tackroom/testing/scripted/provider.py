@@ -26,8 +26,13 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
-from tackroom.contracts.messages import SCHEMA_VERSION, AssistantMessage
-from tackroom.contracts.provider import ProviderRequest, complete_function, stream_function
+from tackroom.contracts.messages import AssistantMessage
+from tackroom.contracts.provider import (
+    SCHEMA_VERSION,
+    ProviderRequest,
+    complete_function,
+    stream_function,
+)
 from tackroom.engine.errors import ChannelClosed, FunctionError
 from tackroom.engine.protocol import ChannelRef, ChannelWriter, Engine, Registration
 from tackroom.runtime.typed import describe_validation_error

@@ -5,7 +5,7 @@
 - assistant thinking goes back verbatim: a signed ``ThinkingBlock`` as ``thinking`` with its
   ``signature``, a redacted one as ``redacted_thinking``; unsigned thinking (from another
   provider) is dropped, as the API would reject it; text as ``text``; calls as ``tool_use``
-  (the tool *name* is ``FunctionCallBlock.function_id``);
+  (``name`` is ``FunctionCallBlock.tool_name``);
 - function results become ``tool_result`` blocks of a user message (consecutive results, and a
   user message right after them, share one user message, results first);
 - custom messages and errored assistant messages are skipped; calls and results are paired
@@ -93,7 +93,7 @@ def _assistant_blocks(content: list[ContentBlock]) -> list[dict[str, Any]]:
                 {
                     "type": "tool_use",
                     "id": safe_id(block.id),
-                    "name": block.function_id,
+                    "name": block.tool_name,
                     "input": block.arguments,
                 }
             )

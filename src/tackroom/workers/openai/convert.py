@@ -2,8 +2,8 @@
 
 - the system prompt is the first message (role ``system`` or ``developer``);
 - user text and images become ``content`` (a string when it is text only);
-- assistant text becomes ``content``, function calls ``tool_calls`` (the tool *name* is
-  ``FunctionCallBlock.function_id``, arguments JSON-encoded); thinking is not sent back;
+- assistant text becomes ``content``, function calls ``tool_calls`` (``name`` is
+  ``FunctionCallBlock.tool_name``, arguments JSON-encoded); thinking is not sent back;
 - each function result becomes a ``tool`` message; images of results (which ``tool`` messages
   cannot carry) follow in one user message;
 - custom messages and errored assistant messages are skipped, and calls and results are paired
@@ -52,7 +52,7 @@ def _tool_call(block: FunctionCallBlock) -> dict[str, Any]:
         "id": block.id,
         "type": "function",
         "function": {
-            "name": block.function_id,
+            "name": block.tool_name,
             "arguments": json.dumps(block.arguments, ensure_ascii=False),
         },
     }

@@ -68,10 +68,10 @@ def plan_calls(message: AssistantMessage, tools: list[ToolOffer]) -> list[CallSt
     by_name = {tool.name: tool for tool in tools}
     calls: list[CallState] = []
     for block in message.function_calls():
-        tool = by_name.get(block.function_id)
+        tool = by_name.get(block.tool_name)
         call = CallState(
             id=block.id,
-            tool_name=block.function_id,
+            tool_name=block.tool_name,
             function_id=None if tool is None else tool.function_id,
             arguments=dict(block.arguments),
         )
@@ -80,7 +80,7 @@ def plan_calls(message: AssistantMessage, tools: list[ToolOffer]) -> list[CallSt
             call.status = "done"
             call.result = error_result(
                 call,
-                f"unknown tool {block.function_id!r}; the tools offered are: {offered}",
+                f"unknown tool {block.tool_name!r}; the tools offered are: {offered}",
                 details={"error": "unknown_tool"},
             )
         else:
