@@ -14,7 +14,9 @@ from pathlib import Path
 from typing import Any
 
 from tackroom.cli._bus import bus
+from tackroom.contracts.sessions import FORK, LIST, MESSAGES
 from tackroom.runtime.config import load_config
+from tackroom.runtime.typed import request_for
 
 __all__ = ["add_parsers", "bus"]
 
@@ -47,48 +49,42 @@ def _common(parser: argparse.ArgumentParser) -> None:
 
 
 async def _list(args: argparse.Namespace) -> int:
-    request = {
-        "limit": args.limit,
-        "order": "desc",
-        **({"cursor": args.cursor} if args.cursor else {}),
-    }
+    request = request_for(LIST, limit=args.limit, order="desc", cursor=args.cursor or None)
     async with bus(load_config(args.config)) as caller:
-        reply = await caller.trigger("session-tree::list", request)
+        reply = await LIST.call(caller, request)
     if args.json:
-        print(json.dumps(reply, indent=2, ensure_ascii=False))
+        print(json.dumps(LIST.dump_response(reply), indent=2, ensure_ascii=False))
         return 0
-    for session in reply["sessions"]:
-        created = _when(session.get("created_at"))
-        count = session.get("entry_count", 0)
-        print(f"{session['session_id']:<36} {created}  {count:>4} entries")
-    if reply.get("next_cursor"):
-        print(f"(more: --cursor {reply['next_cursor']})")
+    for session in reply.sessions:
+        created = _when(session.created_at)
+        print(f"{session.session_id:<36} {created}  {session.entry_count:>4} entries")
+    if reply.next_cursor:
+        print(f"(more: --cursor {reply.next_cursor})")
     return 0
 
 
 async def _show(args: argparse.Namespace) -> int:
+    request = request_for(MESSAGES, session_id=args.session_id)
     async with bus(load_config(args.config)) as caller:
-        reply = await caller.trigger("session-tree::messages", {"session_id": args.session_id})
+        reply = await MESSAGES.call(caller, request)
     if args.json:
-        print(json.dumps(reply, indent=2, ensure_ascii=False))
+        print(json.dumps(MESSAGES.dump_response(reply), indent=2, ensure_ascii=False))
         return 0
-    for item in reply["messages"]:
-        message = item["message"]
-        print(f"{item['entry_id']}  [{message['role']}]  {_summary(message)}")
+    for item in reply.messages:
+        message = item.message
+        print(f"{item.entry_id}  [{message.role}]  {_summary(message.model_dump(mode='json'))}")
     return 0
 
 
 async def _fork(args: argparse.Namespace) -> int:
-    request = {"source_session_id": args.session_id, "from_entry_id": args.entry_id}
+    request = request_for(FORK, source_session_id=args.session_id, from_entry_id=args.entry_id)
     async with bus(load_config(args.config)) as caller:
-        reply = await caller.trigger("session-tree::fork", request)
-    print(json.dumps(reply, indent=2, ensure_ascii=False) if args.json else _forked_id(reply))
+        reply = await FORK.call(caller, request)
+    if args.json:
+        print(json.dumps(FORK.dump_response(reply), indent=2, ensure_ascii=False))
+    else:
+        print(reply.session_id)
     return 0
-
-
-def _forked_id(reply: Any) -> str:
-    session = reply.get("session", reply) if isinstance(reply, dict) else {}
-    return str(session.get("session_id", reply))
 
 
 def _summary(message: dict[str, Any]) -> str:

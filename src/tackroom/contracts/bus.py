@@ -8,6 +8,7 @@ import the descriptor::
 
     await ctx.serve(APPEND_BATCH, append_batch)                      # the worker
     reply = await APPEND_BATCH.call(bus, AppendBatchRequest(...))    # a caller: typed reply
+    await APPEND_BATCH.send(bus, AppendBatchRequest(...))            # a caller that needs no reply
 
 Ids a config may change (``policy_function``, a provider's name) keep working: ``.at(other_id)``
 is the same contract under another id. Adapters for non-model types are built on first use, so
@@ -119,6 +120,11 @@ class Function(Generic[Req, Resp]):
         """Trigger the function with ``request`` and return its validated reply."""
         reply = await bus.trigger(self.id, request.model_dump(mode="json"), timeout=timeout)
         return self._response.load(reply)
+
+    async def send(self, bus: Caller, request: Req, *, timeout: float = DEFAULT_TIMEOUT) -> None:
+        """Trigger the function with ``request`` for its effect and leave the reply unread: no
+        validation is spent on an answer the caller does not use (a failure still raises)."""
+        await bus.trigger(self.id, request.model_dump(mode="json"), timeout=timeout)
 
     def parse_response(self, data: Any) -> Resp:
         return self._response.load(data)

@@ -1,8 +1,9 @@
-"""The public face of the ``sessions`` worker: function ids, payload models and error codes.
+"""The public face of the ``sessions`` worker: its functions, payload models and error codes.
 
-Other workers import only this module. Every call goes through ``engine.trigger(id, payload)``;
-failures arrive as ``InvocationError`` whose ``remote_code`` is one of the ``*_ERROR`` codes below
-(or ``invalid_request`` when a payload does not validate, with pydantic's reason).
+Other workers import only this module and call through its descriptors
+(``await MESSAGES.call(bus, MessagesRequest(session_id=...))``); failures arrive as
+``InvocationError`` whose ``remote_code`` is one of the ``*_ERROR`` codes below (or
+``invalid_request`` when a payload does not validate, with pydantic's reason).
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints
 
+from tackroom.contracts.bus import Function
 from tackroom.contracts.messages import AgentMessage
 
 __all__ = [
@@ -72,21 +74,6 @@ __all__ = [
 ]
 
 SCHEMA_VERSION = 1
-
-CREATE = "session-tree::create"
-ENSURE = "session-tree::ensure"
-GET = "session-tree::get"
-APPEND = "session-tree::append"
-APPEND_BATCH = "session-tree::append_batch"
-MESSAGES = "session-tree::messages"
-FORK = "session-tree::fork"
-CLONE = "session-tree::clone"
-TREE = "session-tree::tree"
-LIST = "session-tree::list"
-INBOX_PUSH = "session-inbox::push"
-INBOX_PEEK = "session-inbox::peek"
-INBOX_DRAIN = "session-inbox::drain"
-INBOX_REMOVE = "session-inbox::remove"
 
 SESSION_NOT_FOUND_ERROR = "session_not_found"
 """No session has the id given (``session_id`` or ``source_session_id``)."""
@@ -326,3 +313,89 @@ class InboxRemoveRequest(_Model):
 
 class InboxRemoveResponse(_Model):
     removed: int = Field(description="0 when the items were no longer at the head (done before)")
+
+
+# -- the functions ---------------------------------------------------------------------------
+
+CREATE: Function[CreateRequest, SessionInfo] = Function(
+    "session-tree::create",
+    CreateRequest,
+    SessionInfo,
+    description="Create a session (session_exists if the given id is taken).",
+)
+ENSURE: Function[EnsureRequest, EnsureResponse] = Function(
+    "session-tree::ensure",
+    EnsureRequest,
+    EnsureResponse,
+    description="Get a session by id, creating it if absent.",
+)
+GET: Function[GetRequest, SessionInfo] = Function(
+    "session-tree::get", GetRequest, SessionInfo, description="A session's metadata."
+)
+APPEND: Function[AppendRequest, AppendResult] = Function(
+    "session-tree::append",
+    AppendRequest,
+    AppendResult,
+    description="Append a message; idempotent by entry_id; chains to the active leaf unless "
+    "parent_id.",
+)
+APPEND_BATCH: Function[AppendBatchRequest, AppendBatchResponse] = Function(
+    "session-tree::append_batch",
+    AppendBatchRequest,
+    AppendBatchResponse,
+    description="Append messages as one chain, committed together; idempotent per entry_id.",
+)
+MESSAGES: Function[MessagesRequest, MessagesResponse] = Function(
+    "session-tree::messages",
+    MessagesRequest,
+    MessagesResponse,
+    description="The path root to leaf (default the active leaf), shared history included.",
+)
+FORK: Function[ForkRequest, SessionInfo] = Function(
+    "session-tree::fork",
+    ForkRequest,
+    SessionInfo,
+    description="A new session sharing the source's history up to from_entry_id (nothing copied).",
+)
+CLONE: Function[CloneRequest, SessionInfo] = Function(
+    "session-tree::clone",
+    CloneRequest,
+    SessionInfo,
+    description="A new session sharing the source's whole active path (nothing copied).",
+)
+TREE: Function[TreeRequest, TreeResponse] = Function(
+    "session-tree::tree",
+    TreeRequest,
+    TreeResponse,
+    description="Every entry of the session and its shared history, nested by branch.",
+)
+LIST: Function[ListRequest, ListResponse] = Function(
+    "session-tree::list",
+    ListRequest,
+    ListResponse,
+    description="A page of sessions by creation time, with a cursor for the next page.",
+)
+INBOX_PUSH: Function[InboxPushRequest, InboxPushResponse] = Function(
+    "session-inbox::push",
+    InboxPushRequest,
+    InboxPushResponse,
+    description="Queue a message in a session's inbox (steering, followup, ...).",
+)
+INBOX_PEEK: Function[InboxRequest, InboxItems] = Function(
+    "session-inbox::peek",
+    InboxRequest,
+    InboxItems,
+    description="The messages waiting in an inbox.",
+)
+INBOX_DRAIN: Function[InboxRequest, InboxItems] = Function(
+    "session-inbox::drain",
+    InboxRequest,
+    InboxItems,
+    description="Take every message waiting in an inbox, atomically.",
+)
+INBOX_REMOVE: Function[InboxRemoveRequest, InboxRemoveResponse] = Function(
+    "session-inbox::remove",
+    InboxRemoveRequest,
+    InboxRemoveResponse,
+    description="Remove items a peek returned, if still at the head (idempotent).",
+)

@@ -14,7 +14,7 @@ import uuid
 from collections.abc import Callable
 from importlib import resources
 from pathlib import Path
-from typing import Any, TextIO
+from typing import TextIO
 
 from tackroom.contracts.events import (
     AgentEnd,
@@ -24,7 +24,7 @@ from tackroom.contracts.events import (
     MessageUpdate,
 )
 from tackroom.contracts.messages import text_of
-from tackroom.contracts.sessions import MESSAGES
+from tackroom.contracts.sessions import MESSAGES, MessagesRequest
 from tackroom.harness import Harness
 from tackroom.runtime.config import HarnessConfig
 
@@ -130,10 +130,10 @@ def _clip(text: str, limit: int = 300) -> str:
 
 
 async def _show_transcript(harness: Harness, session_id: str, say: Callable[[str], None]) -> None:
-    reply: dict[str, Any] = await harness.engine.trigger(MESSAGES, {"session_id": session_id})
+    reply = await MESSAGES.call(harness.engine, MessagesRequest(session_id=session_id))
     say("\nthe session tree now holds:")
-    for item in reply["messages"]:
-        message = item["message"]
+    for item in reply.messages:
+        message = item.message.model_dump(mode="json")
         role = message["role"]
         if role == "function_result":
             detail = _text(message)
@@ -142,7 +142,7 @@ async def _show_transcript(harness: Harness, session_id: str, say: Callable[[str
             detail = ", ".join(f"{c['tool_name']}({json.dumps(c['arguments'])})" for c in calls)
         else:
             detail = _text(message)
-        say(f"  {item['entry_id']:<28} {role:<16} {detail[:70]}")
+        say(f"  {item.entry_id:<28} {role:<16} {detail[:70]}")
 
 
 def _text(message: dict[str, object]) -> str:

@@ -24,20 +24,20 @@ SCOPES = [
 ]
 
 FUNCTION_IDS = [
-    contracts.CREATE,
-    contracts.ENSURE,
-    contracts.GET,
-    contracts.APPEND,
-    contracts.APPEND_BATCH,
-    contracts.MESSAGES,
-    contracts.FORK,
-    contracts.CLONE,
-    contracts.TREE,
-    contracts.LIST,
-    contracts.INBOX_PUSH,
-    contracts.INBOX_PEEK,
-    contracts.INBOX_DRAIN,
-    contracts.INBOX_REMOVE,
+    contracts.CREATE.id,
+    contracts.ENSURE.id,
+    contracts.GET.id,
+    contracts.APPEND.id,
+    contracts.APPEND_BATCH.id,
+    contracts.MESSAGES.id,
+    contracts.FORK.id,
+    contracts.CLONE.id,
+    contracts.TREE.id,
+    contracts.LIST.id,
+    contracts.INBOX_PUSH.id,
+    contracts.INBOX_PEEK.id,
+    contracts.INBOX_DRAIN.id,
+    contracts.INBOX_REMOVE.id,
 ]
 
 
@@ -66,7 +66,7 @@ async def test_every_function_is_in_the_catalog_with_schemas(bus: Engine) -> Non
         assert info.description
         assert info.request_schema is not None
         assert info.response_schema is not None
-    append_schema = infos[contracts.APPEND].request_schema
+    append_schema = infos[contracts.APPEND.id].request_schema
     assert append_schema is not None
     assert append_schema["required"] == ["session_id", "message"]
 
@@ -79,12 +79,12 @@ async def test_config_is_validated() -> None:
 
 
 async def test_each_entry_is_a_value_of_its_own(bus: Engine) -> None:
-    info = await bus.trigger(contracts.CREATE, {"session_id": "s1"})
+    info = await bus.trigger(contracts.CREATE.id, {"session_id": "s1"})
     assert info["session_id"] == "s1"
     message = {"role": "user", "content": [{"type": "text", "text": "hi"}]}
     for entry_id in ("a", "b"):
         await bus.trigger(
-            contracts.APPEND, {"session_id": "s1", "entry_id": entry_id, "message": message}
+            contracts.APPEND.id, {"session_id": "s1", "entry_id": entry_id, "message": message}
         )
     keys = [item.key for item in await bus.list_state(ENTRIES_SCOPE)]
     assert keys == ["s1/a", "s1/b"]
@@ -95,7 +95,7 @@ async def test_each_entry_is_a_value_of_its_own(bus: Engine) -> None:
 
 
 async def test_stored_bytes_per_append_are_flat_from_turn_1_to_turn_200(bus: Engine) -> None:
-    await bus.trigger(contracts.CREATE, {"session_id": "long"})
+    await bus.trigger(contracts.CREATE.id, {"session_id": "long"})
     added: dict[int, int] = {}
 
     def payload(i: int) -> dict[str, Any]:
@@ -106,7 +106,7 @@ async def test_stored_bytes_per_append_are_flat_from_turn_1_to_turn_200(bus: Eng
     measured = (1, 2, 200)
     for i in range(1, 201):
         before = await stored_bytes(bus) if i in measured else 0
-        await bus.trigger(contracts.APPEND, payload(i))
+        await bus.trigger(contracts.APPEND.id, payload(i))
         if i in measured:
             added[i] = await stored_bytes(bus) - before
     # The first append also gives the metadata its copy of the newest entry; from then on that

@@ -15,7 +15,6 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from tackroom.contracts.messages import UserMessage, message_adapter
 from tackroom.contracts.turn import (
     APPROVALS_SCOPE,
     ApprovalDecision,
@@ -227,7 +226,8 @@ class Driver:
         for name in ("steering", "followup"):
             items = await self._sessions.peek(record.session_id, name)
             if items:
-                return InboxDrained([_as_message(item) for item in items], {name: items})
+                taken = [item.model_dump(mode="json") for item in items]
+                return InboxDrained(list(items), {name: taken})
         return InboxDrained([])
 
     async def finish_inbox(self, record: TurnRecord) -> None:
@@ -284,12 +284,3 @@ def _is_shutdown(exc: BaseException) -> bool:
     if isinstance(exc, EngineClosed):
         return True
     return isinstance(exc, BaseExceptionGroup) and exc.subgroup(EngineClosed) is not None
-
-
-def _as_message(item: Any) -> Any:
-    """An inbox item: a full message, or plain text / ``{"text": ...}`` for a user message."""
-    if isinstance(item, str):
-        return UserMessage.text(item)
-    if isinstance(item, dict) and "role" not in item and isinstance(item.get("text"), str):
-        return UserMessage.text(item["text"])
-    return message_adapter.validate_python(item)

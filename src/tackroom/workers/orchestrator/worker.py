@@ -149,9 +149,7 @@ class Orchestrator:
         reason = f"session_busy: run {current.run_id} is in state {current.state}"
         if request.if_busy == "queue":
             for message in request.messages:
-                await self._sessions.push(
-                    request.session_id, "followup", message.model_dump(mode="json")
-                )
+                await self._sessions.push(request.session_id, "followup", message)
             return RunStartResponse(
                 session_id=request.session_id,
                 started=False,

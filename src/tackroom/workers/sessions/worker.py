@@ -6,7 +6,7 @@ from __future__ import annotations
 from pydantic import Field
 
 from tackroom.contracts import sessions as c
-from tackroom.runtime.worker import TypedFunction, WorkerConfig, WorkerContext, WorkerSpec
+from tackroom.runtime.worker import WorkerConfig, WorkerContext, WorkerSpec
 from tackroom.workers.sessions.inbox import Inbox
 from tackroom.workers.sessions.store import SessionStore
 
@@ -99,35 +99,20 @@ async def _start(ctx: WorkerContext[SessionsConfig]) -> None:
         removed = await inbox.remove(request.session_id, request.name, request.items)
         return c.InboxRemoveResponse(removed=removed)
 
-    table: list[TypedFunction] = [
-        (c.CREATE, create, c.CreateRequest, c.SessionInfo,
-         "Create a session (session_exists if the given id is taken)."),
-        (c.ENSURE, ensure, c.EnsureRequest, c.EnsureResponse,
-         "Get a session by id, creating it if absent."),
-        (c.GET, get, c.GetRequest, c.SessionInfo, "A session's metadata."),
-        (c.APPEND, append, c.AppendRequest, c.AppendResult,
-         "Append a message; idempotent by entry_id; chains to the active leaf unless parent_id."),
-        (c.APPEND_BATCH, append_batch, c.AppendBatchRequest, c.AppendBatchResponse,
-         "Append messages as one chain, committed together; idempotent per entry_id."),
-        (c.MESSAGES, messages, c.MessagesRequest, c.MessagesResponse,
-         "The path root to leaf (default the active leaf), shared history included."),
-        (c.FORK, fork, c.ForkRequest, c.SessionInfo,
-         "A new session sharing the source's history up to from_entry_id (nothing copied)."),
-        (c.CLONE, clone, c.CloneRequest, c.SessionInfo,
-         "A new session sharing the source's whole active path (nothing copied)."),
-        (c.TREE, tree, c.TreeRequest, c.TreeResponse,
-         "Every entry of the session and its shared history, nested by branch."),
-        (c.LIST, list_sessions, c.ListRequest, c.ListResponse,
-         "A page of sessions by creation time, with a cursor for the next page."),
-        (c.INBOX_PUSH, push, c.InboxPushRequest, c.InboxPushResponse,
-         "Queue a message in a session's inbox (steering, followup, ...)."),
-        (c.INBOX_PEEK, peek, c.InboxRequest, c.InboxItems, "The messages waiting in an inbox."),
-        (c.INBOX_DRAIN, drain, c.InboxRequest, c.InboxItems,
-         "Take every message waiting in an inbox, atomically."),
-        (c.INBOX_REMOVE, remove, c.InboxRemoveRequest, c.InboxRemoveResponse,
-         "Remove items a peek returned, if still at the head (idempotent)."),
-    ]  # fmt: skip
-    await ctx.register_typed_functions(table)
+    await ctx.serve(c.CREATE, create)
+    await ctx.serve(c.ENSURE, ensure)
+    await ctx.serve(c.GET, get)
+    await ctx.serve(c.APPEND, append)
+    await ctx.serve(c.APPEND_BATCH, append_batch)
+    await ctx.serve(c.MESSAGES, messages)
+    await ctx.serve(c.FORK, fork)
+    await ctx.serve(c.CLONE, clone)
+    await ctx.serve(c.TREE, tree)
+    await ctx.serve(c.LIST, list_sessions)
+    await ctx.serve(c.INBOX_PUSH, push)
+    await ctx.serve(c.INBOX_PEEK, peek)
+    await ctx.serve(c.INBOX_DRAIN, drain)
+    await ctx.serve(c.INBOX_REMOVE, remove)
 
 
 WORKER = WorkerSpec(
