@@ -18,6 +18,7 @@ __all__ = [
     "CAPABILITIES",
     "INVALID_STATE_ERROR",
     "LOCAL_PROVIDERS",
+    "MODELS_CHECK",
     "MODELS_GET",
     "MODELS_LIST",
     "MODELS_RECONCILE",
@@ -27,6 +28,8 @@ __all__ = [
     "SCHEMA_VERSION",
     "Capabilities",
     "Capability",
+    "CheckRequest",
+    "CheckResponse",
     "GetRequest",
     "ListRequest",
     "ListResponse",
@@ -108,6 +111,29 @@ class GetRequest(_Model):
     model: ModelId
 
 
+class CheckRequest(_Model):
+    provider: ProviderName
+    model: ModelId
+
+
+class CheckResponse(_Model):
+    """Whether ``provider`` serves ``model`` as far as the catalog can tell (never an error)."""
+
+    schema_version: int = SCHEMA_VERSION
+    provider: str
+    model: str
+    known: bool = Field(description="the catalog lists the model, by id or alias")
+    authoritative: bool = Field(
+        description="the catalog's list of this provider is complete, so a model it does not"
+        " list does not exist there (OpenAI, Anthropic); false for local servers, providers"
+        " with open-ended lists and providers the catalog does not know"
+    )
+    suggestions: list[str] = Field(
+        default_factory=list,
+        description="the closest listed names, best first (empty when the model is known)",
+    )
+
+
 class ListRequest(_Model):
     provider: ProviderName | None = None
     capability: Capability | None = None
@@ -180,6 +206,13 @@ MODELS_GET: Function[GetRequest, ModelInfo] = Function(
     ModelInfo,
     description="A model's wire API, context window, output limit, capabilities and prices "
     "(USD per million tokens); unknown local models get a conservative default.",
+)
+MODELS_CHECK: Function[CheckRequest, CheckResponse] = Function(
+    "models::check",
+    CheckRequest,
+    CheckResponse,
+    description="Whether a provider serves a model as far as the catalog can tell: known,"
+    " whether its list is authoritative, and the closest names (to refuse a typo before a run).",
 )
 MODELS_SUPPORTS: Function[SupportsRequest, SupportsResponse] = Function(
     "models::supports",

@@ -90,6 +90,10 @@ def _check_unique_names(models: list[StoredModel] | list[DataModel], where: str)
 class ProviderData(_Model):
     wire_api: WireApi
     aliases: list[ProviderName] = Field(default_factory=list)
+    authoritative: bool = Field(
+        default=False,
+        description="the list is complete: a model it does not name does not exist there",
+    )
     models: list[DataModel]
 
     def stored(self) -> list[StoredModel]:

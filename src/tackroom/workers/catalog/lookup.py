@@ -3,18 +3,22 @@
 A provider's **effective list** is its reconciled list when one is stored, else the data file's.
 A model is found by id, then by alias. An unknown model of a local OpenAI-compatible server gets
 the data file's conservative default (``known: false``); elsewhere it is an error naming close
-matches.
+matches. :meth:`Catalog.check` answers, without an error, whether a provider serves a model as
+far as the catalog can tell — for a provider whose list is complete (``authoritative``), an
+unlisted model is a typo.
 """
 
 from __future__ import annotations
 
 import difflib
+import re
 from collections.abc import Iterable, Mapping, Sequence
 
 from tackroom.contracts.catalog import (
     MODEL_NOT_FOUND_ERROR,
     PROVIDER_NOT_FOUND_ERROR,
     Capabilities,
+    CheckResponse,
     ModelInfo,
     Prices,
     ReconcileEntry,
@@ -22,7 +26,10 @@ from tackroom.contracts.catalog import (
 from tackroom.engine.errors import FunctionError
 from tackroom.workers.catalog.data import CatalogData, StoredModel
 
-__all__ = ["Catalog", "find_model"]
+__all__ = ["Catalog", "closest", "find_model"]
+
+_SNAPSHOT = re.compile(r"^(.+)-(?:\d{4}-\d{2}-\d{2}|\d{8})$")
+"""A dated snapshot (``gpt-4o-2024-05-13``, ``claude-sonnet-4-5-20250929``) and its base."""
 
 
 def find_model(models: Sequence[StoredModel], name: str) -> StoredModel | None:
@@ -34,6 +41,23 @@ def find_model(models: Sequence[StoredModel], name: str) -> StoredModel | None:
         if name in entry.aliases:
             return entry
     return None
+
+
+def closest(name: str, candidates: Iterable[str], *, n: int = 3) -> list[str]:
+    """The names most like ``name``, best first: at most ``n``, and only those nearly as close as
+    the best (``gpt-5-mni`` gives ``gpt-5-mini``, not every ``*-mini``)."""
+    scored = sorted(
+        (
+            (difflib.SequenceMatcher(None, name, candidate).ratio(), candidate)
+            for candidate in set(candidates)
+        ),
+        key=lambda pair: (-pair[0], pair[1]),
+    )
+    scored = [pair for pair in scored if pair[0] >= 0.6]
+    if not scored:
+        return []
+    best = scored[0][0]
+    return [candidate for ratio, candidate in scored[:n] if ratio >= best - 0.05]
 
 
 def _hint(name: str, candidates: Iterable[str]) -> str:
@@ -70,6 +94,11 @@ class Catalog:
     def is_local(self, provider: str) -> bool:
         return self.canonical(provider) in self.local_providers
 
+    def is_authoritative(self, provider: str) -> bool:
+        """The data file marks the provider's list complete (and it is no local server)."""
+        data = self.data.providers.get(self.canonical(provider))
+        return data is not None and data.authoritative and not self.is_local(provider)
+
     def effective(
         self, provider: str, reconciled: Mapping[str, list[StoredModel]]
     ) -> list[StoredModel] | None:
@@ -105,6 +134,29 @@ class Catalog:
         raise FunctionError(
             MODEL_NOT_FOUND_ERROR,
             f"provider {provider!r} has no model {model!r} in the catalog{_hint(model, names)}",
+        )
+
+    def check(
+        self, provider: str, model: str, reconciled: Mapping[str, list[StoredModel]]
+    ) -> CheckResponse:
+        """What ``models::check`` answers; ``provider`` and ``model`` are echoed as asked."""
+        models = self.effective(provider, reconciled) or []
+        authoritative = bool(models) and self.is_authoritative(provider)
+        if find_model(models, model) is not None:
+            return CheckResponse(
+                provider=provider, model=model, known=True, authoritative=authoritative
+            )
+        names = [name for entry in models for name in (entry.model, *entry.aliases)]
+        snapshot = _SNAPSHOT.match(model)
+        if snapshot is not None and find_model(models, snapshot.group(1)) is not None:
+            # a dated snapshot of a listed model: it may well exist, the list cannot tell
+            authoritative = False
+        return CheckResponse(
+            provider=provider,
+            model=model,
+            known=False,
+            authoritative=authoritative,
+            suggestions=closest(model, names),
         )
 
     def info(self, provider: str, entry: StoredModel, *, model: str | None = None) -> ModelInfo:

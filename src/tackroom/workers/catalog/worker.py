@@ -1,4 +1,4 @@
-"""The ``catalog`` worker: ``models::list``, ``::get``, ``::supports`` and ``::reconcile``.
+"""The ``catalog`` worker: ``models::list``, ``get``, ``check``, ``supports`` and ``reconcile``.
 
 ```yaml
 worker_config:
@@ -23,10 +23,13 @@ from pydantic import Field, ValidationError
 
 from tackroom.contracts.catalog import (
     INVALID_STATE_ERROR,
+    MODELS_CHECK,
     MODELS_GET,
     MODELS_LIST,
     MODELS_RECONCILE,
     MODELS_SUPPORTS,
+    CheckRequest,
+    CheckResponse,
     GetRequest,
     ListRequest,
     ListResponse,
@@ -97,6 +100,10 @@ class CatalogService:
         reconciled = await self._reconciled(request.provider)
         return self.catalog.resolve(request.provider, request.model, reconciled)
 
+    async def check(self, request: CheckRequest) -> CheckResponse:
+        reconciled = await self._reconciled(request.provider)
+        return self.catalog.check(request.provider, request.model, reconciled)
+
     async def supports(self, request: SupportsRequest) -> SupportsResponse:
         info = await self.get(GetRequest(provider=request.provider, model=request.model))
         return SupportsResponse(supported=getattr(info.capabilities, request.capability))
@@ -155,13 +162,14 @@ async def _start(ctx: WorkerContext[CatalogConfig]) -> None:
     service = CatalogService(ctx.engine, catalog, scope=config.state_scope)
     await ctx.serve(MODELS_LIST, service.list)
     await ctx.serve(MODELS_GET, service.get)
+    await ctx.serve(MODELS_CHECK, service.check)
     await ctx.serve(MODELS_SUPPORTS, service.supports)
     await ctx.serve(MODELS_RECONCILE, service.reconcile)
 
 
 WORKER = WorkerSpec(
     name="catalog",
-    description="Model capabilities and prices: models::list, get, supports, reconcile.",
+    description="Model capabilities and prices: models::list, get, check, supports, reconcile.",
     config_model=CatalogConfig,
     start=_start,
 )
