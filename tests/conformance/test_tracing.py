@@ -171,15 +171,18 @@ async def test_caller_baggage_is_merged_with_payload_baggage_across_a_queue(
     await traced_engine.register_function("trace::bagq", handler)
 
     with _baggage(tenant="acme"):
-        await traced_engine.enqueue("trace::bagq", {"session_id": "s-9", "message_id": "m-1"})
+        payload = {"session_id": "s-9", "run_id": "r-1", "message_id": "m-1"}
+        await traced_engine.enqueue("trace::bagq", payload)
 
     [call] = await handler.wait_for_calls(1)
     assert call.baggage.get("tenant") == "acme"
     assert call.baggage.get("session.id") == "s-9"
+    assert call.baggage.get("run.id") == "r-1"
     assert call.baggage.get("message.id") == "m-1"
     span = await span_recorder.wait_for_span("queue trace::bagq")
     assert span.attributes is not None
     assert span.attributes["session.id"] == "s-9"
+    assert span.attributes["run.id"] == "r-1"
     assert span.attributes["message.id"] == "m-1"
 
 

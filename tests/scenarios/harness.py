@@ -93,7 +93,7 @@ class Governed:
         """``run::start`` as ``tackroom run`` sends it (the example's model, tools, max turns)."""
         request = RunStartRequest(
             session_id=session_id,
-            message_id=f"run-{session_id}",
+            run_id=f"run-{session_id}",
             provider="scripted",
             model="demo",
             messages=[UserMessage.text(text)],

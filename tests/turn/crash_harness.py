@@ -213,7 +213,7 @@ async def _start_run(engine: Engine) -> None:
     )
     request = RunStartRequest(
         session_id=SESSION,
-        message_id=RUN_ID,
+        run_id=RUN_ID,
         provider="scripted",
         model="crash-model",
         messages=[UserMessage.text(PROMPT)],

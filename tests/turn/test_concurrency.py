@@ -69,7 +69,7 @@ async def test_100_sessions_at_once_do_not_interfere(tmp_path: Path, backend: st
     async with running_harness(tmp_path, adding_script(SESSIONS), url=url) as harness:
         replies = await asyncio.gather(
             *(
-                harness.start(f"s{i}", f"What is {i} + 1000?", message_id=f"run-{i}")
+                harness.start(f"s{i}", f"What is {i} + 1000?", run_id=f"run-{i}")
                 for i in range(SESSIONS)
             )
         )
@@ -120,7 +120,7 @@ async def test_two_starts_at_once_on_one_session_start_one_run(
     script = Script([{"text": "hello"}])
     async with running_harness(tmp_path, script, url=engine_url(backend, tmp_path)) as harness:
         replies = await asyncio.gather(
-            *(harness.start("one", f"hi {n}", message_id=f"run-{n}") for n in range(10))
+            *(harness.start("one", f"hi {n}", run_id=f"run-{n}") for n in range(10))
         )
         started = [reply for reply in replies if reply.started]
         assert len(started) == 1
@@ -162,16 +162,16 @@ async def test_a_busy_session_refuses_a_second_run_or_queues_its_message(
     url = engine_url(backend, tmp_path)
     async with running_harness(tmp_path, script, url=url, hold=release) as harness:
         engine = harness.engine
-        first = await harness.start("busy", "first question", message_id="run-1")
+        first = await harness.start("busy", "first question", run_id="run-1")
         assert first.started
         await wait_until(lambda: harness.tools.waiting == 1, message="the tool is running")
 
-        refused = await harness.start("busy", "a second run", message_id="run-2")
+        refused = await harness.start("busy", "a second run", run_id="run-2")
         assert not refused.started
         assert not refused.queued
         assert refused.reason == "session_busy: run run-1 is in state function_execute"
 
-        queued = await harness.start("busy", "my follow-up", message_id="run-3", if_busy="queue")
+        queued = await harness.start("busy", "my follow-up", run_id="run-3", if_busy="queue")
         assert (queued.started, queued.queued, queued.run_id) == (False, True, "run-1")
         assert (queued.reason or "").startswith("session_busy")
         inbox = await engine.trigger(

@@ -52,7 +52,7 @@ async def test_a_restart_resumes_a_parked_turn_and_runs_the_approved_call_once(
     )
     policy = FakePolicy({RECORD: "needs_approval"})
     async with policy_harness(tmp_path, script, policy, url=url) as harness:
-        await harness.start("s", "record", message_id="run")
+        await harness.start("s", "record", run_id="run")
         await wait_for_state(harness, "s", "function_awaiting_approval")
     async with policy_harness(tmp_path, script, policy, url=url) as harness:
         assert (await turn_of(harness.engine, "s")) is not None
@@ -83,7 +83,7 @@ async def test_a_resumed_turn_waits_for_the_workers_booted_after_the_orchestrato
     url = f"embedded:{tmp_path / 'engine.db'}"
     stalls = Script([{"text": "thinking", "stall_after_frames": 0}])
     async with running_harness(tmp_path, stalls, url=url) as harness:
-        await harness.start("s", "hello", message_id="run")
+        await harness.start("s", "hello", run_id="run")
         await wait_until(lambda: harness.provider.calls == 1, message="the model is streaming")
     # A clean shutdown mid-stream: the step is not acknowledged and resumes on the next boot.
 
@@ -126,7 +126,7 @@ async def test_steering_taken_by_a_run_that_stops_is_not_taken_again(
         await engine.trigger(
             "session-inbox::push", {"session_id": "s", "name": "steering", "item": note}
         )
-        await harness.start("s", "first run", message_id="run-1", max_turns=1)
+        await harness.start("s", "first run", run_id="run-1", max_turns=1)
         record = await wait_for_terminal(engine, "s")
         assert (record.state, record.stop_reason) == ("stopped", "max_turns")
         if crash:
@@ -135,7 +135,7 @@ async def test_steering_taken_by_a_run_that_stops_is_not_taken_again(
     # blocked, and a shutdown does not acknowledge the step: as a SIGKILL would leave it).
 
     async with running_harness(tmp_path, script, url=url) as harness:
-        record = await harness.run("s", "second run", message_id="run-2")
+        record = await harness.run("s", "second run", run_id="run-2")
         entries = await messages_of(harness.engine, "s")
         texts = [text(e["message"]) for e in entries if e["message"]["role"] == "user"]
         assert texts == ["first run", "late note", "second run"]

@@ -53,7 +53,7 @@ async def test_a_parked_call_waits_while_its_sibling_runs_then_runs_once_when_al
     )
     policy = FakePolicy({RECORD: "needs_approval"})
     async with policy_harness(tmp_path, script, policy) as harness:
-        await harness.start("s", "add and record", message_id="run")
+        await harness.start("s", "add and record", run_id="run")
         await wait_for_state(harness, "s", "function_awaiting_approval")
 
         events = [r.data for r in await events_of(harness.engine, "s")]
@@ -104,7 +104,7 @@ async def test_two_decisions_written_at_once_run_each_call_exactly_once(tmp_path
     )
     policy = FakePolicy({RECORD: "needs_approval"})
     async with policy_harness(tmp_path, script, policy) as harness:
-        await harness.start("s", "record two", message_id="run")
+        await harness.start("s", "record two", run_id="run")
         await wait_for_state(harness, "s", "function_awaiting_approval")
         assert (await event_types(harness, "s")).count("approval_requested") == 2
 
@@ -143,7 +143,7 @@ async def test_a_decision_written_before_the_turn_parks_is_not_lost(tmp_path: Pa
     release = asyncio.Event()
     policy = FakePolicy({"calc::add": "needs_approval"})
     async with policy_harness(tmp_path, script, policy, hold=release) as harness:
-        await harness.start("s", "add and record", message_id="run")
+        await harness.start("s", "add and record", run_id="run")
         await wait_until(lambda: harness.tools.waiting == 1, message="the sibling is running")
         record = await turn_of(harness.engine, "s")
         assert record is not None
@@ -176,7 +176,7 @@ async def test_a_denied_call_gives_the_model_a_denial(tmp_path: Path) -> None:
         ]
     )
     async with policy_harness(tmp_path, script, FakePolicy({RECORD: "needs_approval"})) as harness:
-        await harness.start("s", "record", message_id="run")
+        await harness.start("s", "record", run_id="run")
         await wait_for_state(harness, "s", "function_awaiting_approval")
         await approve(harness, "s", "rec", "deny", reason="not today")
         record = await wait_for_terminal(harness.engine, "s")
@@ -211,7 +211,7 @@ async def test_a_broken_policy_denies_the_call(tmp_path: Path, mode: str, why: s
     async with policy_harness(
         tmp_path, script, policy, orchestrator={"policy_timeout": 0.2}
     ) as harness:
-        record = await harness.run("s", "record", message_id="run")
+        record = await harness.run("s", "record", run_id="run")
         assert (record.state, record.stop_reason) == ("stopped", "end")
         assert harness.tools.lines() == []
         result = (await messages_of(harness.engine, "s"))[2]["message"]
@@ -230,7 +230,7 @@ async def test_a_policy_denial_names_its_rule(tmp_path: Path) -> None:
         ]
     )
     async with policy_harness(tmp_path, script, FakePolicy({RECORD: "deny"})) as harness:
-        await harness.run("s", "record", message_id="run")
+        await harness.run("s", "record", run_id="run")
         assert harness.tools.lines() == []
         result = (await messages_of(harness.engine, "s"))[2]["message"]
         assert text(result) == "[PERMISSION_DENIED] policy: deny"
@@ -248,7 +248,7 @@ async def test_without_a_policy_every_call_is_allowed(tmp_path: Path) -> None:
         ]
     )
     async with running_harness(tmp_path, script) as harness:
-        record = await harness.run("s", "record", message_id="run")
+        record = await harness.run("s", "record", run_id="run")
         assert (record.state, record.stop_reason) == ("stopped", "end")
         assert harness.tools.lines() == [f"{RECORD} s rec n1"]
         assert "approval_requested" not in await event_types(harness, "s")
@@ -258,7 +258,7 @@ async def test_without_a_policy_every_call_is_allowed(tmp_path: Path) -> None:
 async def test_max_turns_defaults_to_8(tmp_path: Path) -> None:
     script = Script([ScriptTurn.call("calc::add", {"a": n, "b": 1}) for n in range(10)])
     async with running_harness(tmp_path, script) as harness:
-        record = await harness.run("s", "keep adding", message_id="run")
+        record = await harness.run("s", "keep adding", run_id="run")
         assert (record.state, record.stop_reason, record.max_turns) == (
             "stopped",
             "max_turns",
@@ -275,7 +275,7 @@ async def test_max_turns_defaults_to_8(tmp_path: Path) -> None:
 async def test_the_same_call_more_than_3_times_stops_the_loop(tmp_path: Path) -> None:
     script = Script([ScriptTurn.call("calc::add", {"a": 1, "b": 2}) for _ in range(6)])
     async with running_harness(tmp_path, script) as harness:
-        record = await harness.run("s", "add forever", message_id="run")
+        record = await harness.run("s", "add forever", run_id="run")
         assert (record.state, record.stop_reason) == ("stopped", "loop_detected")
         assert harness.provider.calls == 4
         entries = await messages_of(harness.engine, "s")
@@ -300,7 +300,7 @@ async def test_invalid_arguments_go_back_to_the_model_which_corrects_itself(
         ]
     )
     async with running_harness(tmp_path, script) as harness:
-        record = await harness.run("s", "record", message_id="run")
+        record = await harness.run("s", "record", run_id="run")
         assert (record.state, record.stop_reason) == ("stopped", "end")
         assert harness.tools.lines() == [f"{RECORD} s good n1"]  # the bad call never ran
         entries = await messages_of(harness.engine, "s")
@@ -330,7 +330,7 @@ async def test_invalid_arguments_go_back_to_the_model_which_corrects_itself(
 # -- errors -------------------------------------------------------------------------------------
 async def test_an_unknown_provider_stops_the_run_with_a_visible_error(tmp_path: Path) -> None:
     async with running_harness(tmp_path, Script([])) as harness:
-        record = await harness.run("s", "hello", message_id="run", provider="nope")
+        record = await harness.run("s", "hello", run_id="run", provider="nope")
         assert (record.state, record.stop_reason) == ("stopped", "error")
         assert record.error is not None
         assert record.error.kind == "permanent"
@@ -354,7 +354,7 @@ async def test_an_unexpected_error_in_a_step_fails_the_turn_once(tmp_path: Path)
         await engine.set_state(
             "inbox", "s/steering", {"schema_version": 1, "items": [{"role": "bogus"}]}
         )
-        record = await harness.run("s", "hello", message_id="run")
+        record = await harness.run("s", "hello", run_id="run")
         assert record.state == "failed"
         assert record.error is not None
         assert record.error.kind == "unexpected_error"
@@ -378,7 +378,7 @@ async def test_abort_mid_run_stops_at_the_next_step(tmp_path: Path) -> None:
     release = asyncio.Event()
     async with running_harness(tmp_path, script, hold=release) as harness:
         engine = harness.engine
-        await harness.start("s", "record", message_id="run")
+        await harness.start("s", "record", run_id="run")
         await wait_until(lambda: harness.tools.waiting == 1, message="the tool is running")
         reply = await engine.trigger(RUN_ABORT, {"session_id": "s", "reason": "user pressed stop"})
         assert reply == {"session_id": "s", "aborted": True, "state": "function_execute"}
@@ -402,7 +402,7 @@ async def test_abort_mid_run_stops_at_the_next_step(tmp_path: Path) -> None:
 async def test_abort_while_parked_for_approval(tmp_path: Path) -> None:
     script = Script([{"tool_calls": [record_call("rec", "n1")]}])
     async with policy_harness(tmp_path, script, FakePolicy({RECORD: "needs_approval"})) as harness:
-        await harness.start("s", "record", message_id="run")
+        await harness.start("s", "record", run_id="run")
         await wait_for_state(harness, "s", "function_awaiting_approval")
         await harness.engine.trigger(RUN_ABORT, {"session_id": "s", "reason": "changed my mind"})
         record = await wait_for_terminal(harness.engine, "s")
@@ -421,7 +421,7 @@ async def test_abort_while_parked_for_approval(tmp_path: Path) -> None:
 async def test_abort_interrupts_a_model_stream_in_flight(tmp_path: Path) -> None:
     script = Script([{"text": "a long answer that never ends", "stall_after_frames": 2}])
     async with running_harness(tmp_path, script) as harness:
-        await harness.start("s", "talk", message_id="run")
+        await harness.start("s", "talk", run_id="run")
         await wait_until(lambda: harness.provider.calls == 1, message="the model is streaming")
         reply = await harness.engine.trigger(RUN_ABORT, {"session_id": "s"})
         assert reply == {"session_id": "s", "aborted": True, "state": "assistant_streaming"}
@@ -439,7 +439,7 @@ async def test_abort_interrupts_a_model_stream_in_flight(tmp_path: Path) -> None
 async def test_deltas_before_a_pause_are_shown_within_coalesce_seconds(tmp_path: Path) -> None:
     script = Script([{"text": "one two three", "stall_after_frames": 3}])
     async with running_harness(tmp_path, script) as harness:
-        await harness.start("s", "talk", message_id="run")
+        await harness.start("s", "talk", run_id="run")
 
         async def shown() -> bool:
             deltas = [

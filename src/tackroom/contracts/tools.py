@@ -13,7 +13,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, model_validator
+
+from tackroom.contracts.versions import rename, upgrading
 
 __all__ = [
     "CALL_CONTEXT_KEY",
@@ -31,12 +33,24 @@ TRAITS_KEY = "x-tackroom"
 
 
 class CallContext(BaseModel):
+    """What a tool call serves. Version 2 renamed ``message_id`` (the run's id) to ``run_id``; a
+    version 1 context is upgraded as it is read."""
+
     model_config = ConfigDict(extra="ignore")
 
-    schema_version: int = 1
+    schema_version: int = 2
     session_id: str
     function_call_id: str
-    message_id: str | None = None
+    run_id: str | None = None
+
+    @model_validator(mode="before")
+    @classmethod
+    def _upgrade(cls, data: Any) -> Any:
+        upgraded = upgrading(data, 2)
+        if upgraded is None:
+            return data
+        rename(upgraded, "message_id", "run_id")
+        return upgraded
 
 
 class ToolTraits(BaseModel):

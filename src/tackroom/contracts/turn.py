@@ -4,9 +4,10 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from tackroom.contracts.messages import AgentMessage, Usage
+from tackroom.contracts.versions import rename, upgrading
 
 __all__ = [
     "APPROVALS_SCOPE",
@@ -64,9 +65,12 @@ class _Model(BaseModel):
 
 
 class RunStartRequest(_Model):
-    schema_version: int = 1
+    """Version 2 renamed ``message_id`` (which always meant the run's id) to ``run_id``; a version
+    1 request is upgraded as it is read."""
+
+    schema_version: int = 2
     session_id: str = Field(min_length=1, max_length=200, pattern=r"^[A-Za-z0-9_.:@-]+$")
-    message_id: str | None = Field(
+    run_id: str | None = Field(
         default=None,
         max_length=120,
         pattern=r"^[A-Za-z0-9_.:@-]+$",
@@ -93,6 +97,15 @@ class RunStartRequest(_Model):
         default="refuse",
         description="when a run is in flight: refuse, or queue the messages as a follow-up",
     )
+
+    @model_validator(mode="before")
+    @classmethod
+    def _upgrade(cls, data: Any) -> Any:
+        upgraded = upgrading(data, 2)
+        if upgraded is None:
+            return data
+        rename(upgraded, "message_id", "run_id")
+        return upgraded
 
 
 class RunStartResponse(_Model):

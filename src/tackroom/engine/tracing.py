@@ -2,9 +2,9 @@
 
 Workers write no tracing code. A backend calls :meth:`EngineTracer.capture` where a message is
 produced (enqueue, state write, append) and :meth:`EngineTracer.invocation` where a handler runs;
-the W3C ``traceparent`` and ``baggage`` headers travel in between. Baggage keys ``session.id`` and
-``message.id`` are taken from the payload (``session_id`` / ``message_id`` fields) and merged into
-the baggage already in force, never replacing other entries.
+the W3C ``traceparent`` and ``baggage`` headers travel in between. Baggage keys ``session.id``,
+``run.id`` and ``message.id`` are taken from the payload (``session_id`` / ``run_id`` /
+``message_id`` fields) and merged into the baggage already in force, never replacing other entries.
 
 With tracing off the engine holds no ``EngineTracer`` at all, so the off path costs one ``None``
 check per call.
@@ -39,7 +39,11 @@ __all__ = [
 
 Headers = dict[str, str]
 
-BAGGAGE_FROM_PAYLOAD: Mapping[str, str] = {"session_id": "session.id", "message_id": "message.id"}
+BAGGAGE_FROM_PAYLOAD: Mapping[str, str] = {
+    "session_id": "session.id",
+    "run_id": "run.id",
+    "message_id": "message.id",
+}
 
 _PROPAGATOR = CompositePropagator([TraceContextTextMapPropagator(), W3CBaggagePropagator()])
 
@@ -142,7 +146,7 @@ class EngineTracer:
         span.set_attribute("tackroom.function_id", function_id)
         span.set_attribute("tackroom.invocation.kind", kind)
         for baggage_key, baggage_value in baggage.get_all(ctx).items():
-            if baggage_key in ("session.id", "message.id"):
+            if baggage_key in BAGGAGE_FROM_PAYLOAD.values():
                 span.set_attribute(baggage_key, str(baggage_value))
         if attributes:
             for attr_key, attr_value in attributes.items():

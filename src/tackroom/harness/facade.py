@@ -547,7 +547,7 @@ class Harness:
         run_id = run_id or f"run-{uuid.uuid4().hex[:12]}"
         request = RunStartRequest(
             session_id=session_id,
-            message_id=run_id,
+            run_id=run_id,
             provider=self.provider,
             model=self.model,
             mode=self.mode,

@@ -151,7 +151,7 @@ class Dispatcher:
         self, record: TurnRecord, call: CallState, tool: ToolOffer
     ) -> FunctionResultMessage:
         context = CallContext(
-            session_id=record.session_id, function_call_id=call.id, message_id=record.message_id
+            session_id=record.session_id, function_call_id=call.id, run_id=record.run_id
         )
         payload = {**call.arguments, CALL_CONTEXT_KEY: context.model_dump()}
         try:

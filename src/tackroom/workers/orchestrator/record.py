@@ -6,7 +6,7 @@ import hashlib
 import re
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from tackroom.contracts.messages import (
     AgentMessage,
@@ -22,6 +22,7 @@ from tackroom.contracts.turn import (
     TurnState,
     TurnStateView,
 )
+from tackroom.contracts.versions import rename, upgrading
 
 __all__ = ["TURNS_SCOPE", "CallState", "CallStatus", "ToolOffer", "TurnRecord"]
 
@@ -57,10 +58,13 @@ class CallState(_Model):
 
 
 class TurnRecord(_Model):
-    schema_version: int = 1
+    """Version 2 dropped ``message_id``: it was the run's id, already in ``run_id`` (or ``None``
+    when the client let the run id be generated). A version 1 record is upgraded as it is read;
+    the messages it holds upgrade themselves."""
+
+    schema_version: int = 2
     session_id: str
     run_id: str
-    message_id: str | None = None
     state: TurnState = "provisioning"
     step: int = 0
     turn_count: int = 0
@@ -89,6 +93,15 @@ class TurnRecord(_Model):
     )
     stop_reason: str | None = None
     error: TurnError | None = None
+
+    @model_validator(mode="before")
+    @classmethod
+    def _upgrade(cls, data: Any) -> Any:
+        upgraded = upgrading(data, 2)
+        if upgraded is None:
+            return data
+        rename(upgraded, "message_id", "run_id")
+        return upgraded
 
     @property
     def terminal(self) -> bool:

@@ -115,12 +115,11 @@ class Orchestrator:
             if not current.terminal:
                 return await self._busy(request, current)
             await self._driver.finish_inbox(current)
-        run_id = request.message_id or f"run-{uuid.uuid4().hex[:12]}"
+        run_id = request.run_id or f"run-{uuid.uuid4().hex[:12]}"
         await self._sessions.ensure(sid)
         record = TurnRecord(
             session_id=sid,
             run_id=run_id,
-            message_id=request.message_id,
             provider=request.provider,
             model=request.model,
             mode=request.mode,
