@@ -12,7 +12,9 @@ anthropic     ``anthropic``                                    the ``anthropic``
 nats          ``nats-py``                                      the NATS engine (``nats://…``)
 otel          ``opentelemetry-sdk``, the OTLP/HTTP exporter    exporting traces (``tracing:``)
 cedar         ``cedarpy``                                      the ``policy-cedar`` worker
-all           all of the above
+testing       ``pytest``, ``pytest-asyncio``,                  running the worker contract suites
+              ``opentelemetry-sdk``                            (``tackroom.testing.contracts``)
+all           all of the above but ``testing``
 ============  ===============================================  ===================================
 
 Code that needs one imports it where it is needed (never when ``tackroom`` is imported) and turns
@@ -34,6 +36,8 @@ EXTRA_OF_MODULE: dict[str, str] = {
     "opentelemetry.sdk": "otel",
     "opentelemetry.exporter": "otel",
     "cedarpy": "cedar",
+    "pytest": "testing",
+    "pytest_asyncio": "testing",
 }
 """Top modules of the optional packages (dotted prefixes), each with the extra that installs it."""
 

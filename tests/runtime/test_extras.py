@@ -38,6 +38,7 @@ def test_each_optional_package_maps_to_its_extra() -> None:
     assert extra_of("opentelemetry.exporter.otlp.proto.http") == "otel"
     assert extra_of("opentelemetry.trace") is None  # the API is a core dependency
     assert extra_of("cedarpy") == "cedar"
+    assert extra_of("pytest") == "testing"
     assert extra_of("yaml") is None
 
 
@@ -101,6 +102,14 @@ async def test_the_engine_runs_on_the_opentelemetry_api_alone(
         assert await engine.trigger("test::echo", {"x": 1}) == {"x": 1}
     finally:
         await engine.close()
+
+
+def test_the_contract_suites_without_pytest_name_the_extra(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    hide(monkeypatch, "pytest", "tackroom.testing.contracts")
+    with pytest.raises(MissingExtra, match=r"tackroom\[testing\]"):
+        import tackroom.testing.contracts  # noqa: F401
 
 
 def test_a_module_that_is_no_extra_fails_as_it_is(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -8,13 +8,18 @@ proves it fits by subclassing the suite in a ``test_*.py`` module and naming its
     class TestMySessions(SessionsContract):
         worker_name = "my-sessions"
 
-The suites need pytest and pytest-asyncio (``asyncio_mode = "auto"``); importing
-:mod:`tackroom.testing` does not import them, only this package does. See ``docs/contracts.md``.
+Every test runs once per engine backend (``embedded``, ``nats``). The suites need pytest and
+pytest-asyncio in ``asyncio_mode = "auto"`` (``pip install 'tackroom[testing]'``; on NATS also
+``tackroom[nats]`` and a ``nats-server``); importing :mod:`tackroom.testing` does not import them,
+only this package does. See ``docs/contracts.md``.
 """
 
 from __future__ import annotations
 
-import pytest
+from tackroom.extras import import_extra
+
+import_extra("pytest", needed_by="the contract suites (tackroom.testing.contracts)")
+import pytest  # noqa: E402
 
 _SUITES = "base approvals budget catalog credentials directory hooks policy provider sessions"
 # Before the suites are imported: their plain asserts get pytest's explanations.

@@ -23,13 +23,15 @@ import uuid
 from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import pytest
 
 from tackroom.engine import Engine
-from tackroom.testing import SpanRecorder
 from tackroom.testing.contracts.base import WorkerContract
+
+if TYPE_CHECKING:
+    from tackroom.testing.spans import SpanRecorder
 
 __all__ = ["CredentialsContract", "engine_files", "scan_spans"]
 
@@ -86,6 +88,9 @@ class CredentialsContract(WorkerContract):
 
     @pytest.fixture
     def spans(self) -> Iterator[SpanRecorder]:
+        """The engine's spans (the OpenTelemetry SDK, ``tackroom[otel]``, records them)."""
+        from tackroom.testing.spans import SpanRecorder
+
         recorder = SpanRecorder()
         yield recorder
         recorder.shutdown()
