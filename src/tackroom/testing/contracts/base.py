@@ -2,9 +2,10 @@
 under test, and helpers.
 
 A suite subclasses :class:`WorkerContract` and writes its tests against function ids only. A
-replacement worker proves it fits by subclassing the suite with its own ``worker_name``. Every
-test runs once per backend of :data:`tackroom.testing.backends.BACKENDS` (``embedded``, ``nats``);
-a subclass narrows that with :attr:`OnEveryBackend.backends`.
+replacement worker proves it fits by subclassing the suite with its own ``worker_name`` (or
+``worker``, its ``WorkerSpec``). Every test runs once per backend of
+:data:`tackroom.testing.backends.BACKENDS` (``embedded``, ``nats``); a subclass narrows that with
+:attr:`OnEveryBackend.backends`.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from tackroom.engine.protocol import Engine
 from tackroom.runtime.config import HarnessConfig
 from tackroom.runtime.host import Host
 from tackroom.runtime.registry import load_worker
+from tackroom.runtime.worker import WorkerSpec
 from tackroom.testing.backends import BACKENDS, engine_url_for
 
 if TYPE_CHECKING:
@@ -55,6 +57,14 @@ class OnEveryBackend:
 
 class WorkerContract(OnEveryBackend):
     worker_name: ClassVar[str]
+    """The worker under test as :func:`~tackroom.runtime.load_worker` finds it: a built-in name or
+    a ``tackroom.workers`` entry point of an installed package."""
+    worker: ClassVar[WorkerSpec[Any] | None] = None
+    """Or the worker itself (its module's ``WorkerSpec``), which needs no entry point; it wins
+    over :attr:`worker_name`."""
+
+    def worker_spec(self) -> WorkerSpec[Any]:
+        return self.worker if self.worker is not None else load_worker(self.worker_name)
 
     @asynccontextmanager
     async def hosted(
@@ -66,11 +76,11 @@ class WorkerContract(OnEveryBackend):
     ) -> AsyncIterator[Engine]:
         """A started engine at ``engine_url`` serving the worker under test (and nothing else),
         with ``config`` as its config section."""
+        spec = self.worker_spec()
         harness = HarnessConfig.defaults()
         if config is not None:
-            harness = harness.model_copy(update={"worker_config": {self.worker_name: config}})
+            harness = harness.model_copy(update={"worker_config": {spec.name: config}})
         engine = open_engine(engine_url, tracer_provider=tracer_provider)
-        spec = load_worker(self.worker_name)
         async with Host(engine=engine, workers=[spec], config=harness) as host:
             yield host.engine
 
