@@ -3,7 +3,7 @@
 Every policy worker (``policy`` on YAML rules, ``policy-cedar`` on Cedar, or a replacement)
 serves ``policy::check_permissions`` with these models and denies the protected functions before
 any rule of its own, with ``rule_id: "builtin:protected"``. The contract suite in
-``tests/contract/policy_suite.py`` checks exactly this.
+``tackroom.testing.contracts.policy`` checks exactly this.
 """
 
 from __future__ import annotations
