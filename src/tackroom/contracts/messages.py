@@ -11,6 +11,7 @@ a message of version 1 (or without ``schema_version``) is upgraded as it is read
 from __future__ import annotations
 
 import time
+from collections.abc import Mapping
 from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, model_validator
@@ -18,6 +19,7 @@ from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, model_validator
 from tackroom.contracts.versions import rename, upgrading
 
 __all__ = [
+    "RAW_ARGUMENTS_KEY",
     "SCHEMA_VERSION",
     "AgentMessage",
     "AssistantMessage",
@@ -37,6 +39,7 @@ __all__ = [
     "message_adapter",
     "messages_adapter",
     "text_of",
+    "unparsed_arguments",
 ]
 
 SCHEMA_VERSION = 2
@@ -71,9 +74,24 @@ class ThinkingBlock(_Model):
     )
 
 
+RAW_ARGUMENTS_KEY = "_raw_arguments"
+"""A call whose argument text is not one JSON object keeps the text as ``{RAW_ARGUMENTS_KEY:
+text}`` (see :func:`unparsed_arguments`): the turn tells the model its JSON did not parse, and a
+provider sends the text back verbatim where its wire can carry it."""
+
+
+def unparsed_arguments(arguments: Mapping[str, Any]) -> str | None:
+    """The model's own argument text when it did not parse as a JSON object, else ``None``."""
+    if len(arguments) != 1:
+        return None
+    raw = arguments.get(RAW_ARGUMENTS_KEY)
+    return raw if isinstance(raw, str) else None
+
+
 class FunctionCallBlock(_Model):
     """A call the model asks for: ``tool_name`` is the name it was offered the tool under
-    (``fs__read``), not the function id behind it (``fs::read``)."""
+    (``fs__read``), not the function id behind it (``fs::read``). Arguments that were not one
+    JSON object are held as ``{RAW_ARGUMENTS_KEY: text}``."""
 
     type: Literal["function_call"] = "function_call"
     id: str

@@ -21,6 +21,7 @@ from collections.abc import Awaitable, Callable, Hashable
 from typing import Any
 
 from tackroom.contracts.messages import (
+    RAW_ARGUMENTS_KEY,
     AssistantMessage,
     ContentBlock,
     FunctionCallBlock,
@@ -39,10 +40,6 @@ Send = Callable[[dict[str, Any]], Awaitable[None]]
 REDACTED_THINKING_PREFIX = "redacted:"
 """A redacted thinking block is kept as a ``ThinkingBlock`` with empty text and this prefix
 before the provider's opaque data in ``signature``, so it can be sent back verbatim."""
-
-RAW_ARGUMENTS_KEY = "_raw_arguments"
-"""Arguments that are not a JSON object are passed on as ``{"_raw_arguments": text}``, so the
-orchestrator's schema check reports the problem to the model instead of losing the call."""
 
 
 class _Block:
@@ -66,6 +63,9 @@ class _Call(_Block):
 
 
 def parse_arguments(raw: str) -> dict[str, Any]:
+    """The call's arguments; text that is not one JSON object is kept whole as
+    ``{RAW_ARGUMENTS_KEY: text}`` (the turn tells the model it did not parse; the provider sends
+    the text back as it was)."""
     if not raw.strip():
         return {}
     try:

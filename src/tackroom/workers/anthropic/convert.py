@@ -30,6 +30,7 @@ from tackroom.contracts.messages import (
     TextBlock,
     ThinkingBlock,
     UserMessage,
+    unparsed_arguments,
 )
 from tackroom.contracts.provider import ProviderRequest, ToolSpec
 from tackroom.kit.providers.catalog import ModelInfo
@@ -89,12 +90,15 @@ def _assistant_blocks(content: list[ContentBlock]) -> list[dict[str, Any]]:
         elif isinstance(block, TextBlock) and block.text:
             out.append({"type": "text", "text": block.text})
         elif isinstance(block, FunctionCallBlock):
+            # ``input`` must be an object on this wire: a call whose text did not parse goes
+            # back empty (the tool result says why), never as the rewritten {RAW_ARGUMENTS_KEY: …}
+            unparsed = unparsed_arguments(block.arguments) is not None
             out.append(
                 {
                     "type": "tool_use",
                     "id": safe_id(block.id),
                     "name": block.tool_name,
-                    "input": block.arguments,
+                    "input": {} if unparsed else block.arguments,
                 }
             )
     return out

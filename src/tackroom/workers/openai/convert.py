@@ -23,6 +23,7 @@ from tackroom.contracts.messages import (
     TextBlock,
     UserMessage,
     text_of,
+    unparsed_arguments,
 )
 from tackroom.contracts.provider import ProviderRequest, ToolSpec
 from tackroom.kit.providers.history import prepare_history, result_text
@@ -48,12 +49,14 @@ def _user_content(blocks: list[ContentBlock]) -> str | list[dict[str, Any]]:
 
 
 def _tool_call(block: FunctionCallBlock) -> dict[str, Any]:
+    raw = unparsed_arguments(block.arguments)
     return {
         "id": block.id,
         "type": "function",
         "function": {
             "name": block.tool_name,
-            "arguments": json.dumps(block.arguments, ensure_ascii=False),
+            # the model's own text when it was not a JSON object: the call as it was made
+            "arguments": json.dumps(block.arguments, ensure_ascii=False) if raw is None else raw,
         },
     }
 

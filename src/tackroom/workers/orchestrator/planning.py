@@ -5,12 +5,18 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from tackroom.contracts.messages import AssistantMessage, FunctionResultMessage, TextBlock
+from tackroom.contracts.messages import (
+    AssistantMessage,
+    FunctionResultMessage,
+    TextBlock,
+    unparsed_arguments,
+)
 from tackroom.workers.orchestrator.record import CallState, ToolOffer
 
 __all__ = [
     "call_signature",
     "error_result",
+    "json_problem",
     "plan_calls",
     "text_result",
     "validation_error",
@@ -54,6 +60,20 @@ def validation_error(arguments: dict[str, Any], schema: dict[str, Any]) -> str |
     return "; ".join(reasons)
 
 
+def json_problem(raw: str) -> str:
+    """Why ``raw`` is not one JSON object, as the rest of a sentence: ``are not valid JSON:
+    Expecting ',' delimiter at line 1, column 12`` or ``are a JSON array, not one JSON object``."""
+    try:
+        value = json.loads(raw)
+    except json.JSONDecodeError as exc:
+        return f"are not valid JSON: {exc.msg} at line {exc.lineno}, column {exc.colno}"
+    except ValueError as exc:
+        return f"are not valid JSON: {exc}"
+    kinds = {list: "a JSON array", str: "a JSON string", bool: "a JSON boolean"}
+    kind = "JSON null" if value is None else kinds.get(type(value), "a JSON number")
+    return f"are {kind}, not one JSON object"
+
+
 def call_signature(function_id: str, arguments: dict[str, Any]) -> str:
     return f"{function_id} {json.dumps(arguments, sort_keys=True, separators=(',', ':'))}"
 
@@ -61,9 +81,9 @@ def call_signature(function_id: str, arguments: dict[str, Any]) -> str:
 def plan_calls(message: AssistantMessage, tools: list[ToolOffer]) -> list[CallState]:
     """One call per ``function_call`` block; calls the model cannot make are settled at once.
 
-    The model names tools; each is mapped back to its function id. An unknown tool, or arguments
-    that break the function's schema, becomes an error result with the exact reason, so the model
-    can correct itself on its next call.
+    The model names tools; each is mapped back to its function id. An unknown tool, argument
+    text that is not one JSON object, or arguments that break the function's schema, becomes an
+    error result with the exact reason, so the model can correct itself on its next call.
     """
     by_name = {tool.name: tool for tool in tools}
     calls: list[CallState] = []
@@ -82,6 +102,15 @@ def plan_calls(message: AssistantMessage, tools: list[ToolOffer]) -> list[CallSt
                 call,
                 f"unknown tool {block.tool_name!r}; the tools offered are: {offered}",
                 details={"error": "unknown_tool"},
+            )
+        elif (raw := unparsed_arguments(call.arguments)) is not None:
+            problem = json_problem(raw)
+            call.status = "done"
+            call.result = error_result(
+                call,
+                f"the arguments of your call to {tool.name} {problem}; send them again as one"
+                " JSON object",
+                details={"error": "invalid_json", "reason": problem},
             )
         else:
             reason = validation_error(call.arguments, _model_facing(tool.parameters))
