@@ -39,7 +39,7 @@ REAL_MODEL_HINT = (
     "\npip install 'tackroom[openai]' / 'tackroom[anthropic]'. Store a key once, then name a model:"
     "\n  tackroom auth set openai        (or export OPENAI_API_KEY; likewise anthropic)"
     '\n  tackroom run "What is 2 + 3?" --model openai:gpt-5-mini'
-    '\n  tackroom run "What is 2 + 3?" --model anthropic:claude-sonnet-4-5'
+    '\n  tackroom run "What is 2 + 3?" --model anthropic:claude-sonnet-4-6'
     '\n  tackroom run "What is 2 + 3?" --model ollama:qwen3     (a local server: no key)'
     "\nSee docs/workers/providers.md."
 )
