@@ -71,6 +71,11 @@ if TYPE_CHECKING:
 
 __all__ = ["Harness"]
 
+
+def _new_run_id() -> str:
+    return f"run-{uuid.uuid4().hex[:12]}"
+
+
 T = TypeVar("T")
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -88,8 +93,9 @@ class Harness:
     ``worker_spec()`` (``tackroom.testing.ScriptedProvider``); ``None`` takes ``agent.model`` of
     the config. ``config`` is a :class:`HarnessConfig`, a path, or ``None`` for ``./tackroom.yaml``
     (or the defaults). ``engine`` overrides the config's engine URL (``embedded:PATH``,
-    ``nats://…``). ``home`` puts every file the harness keeps (engine, workspaces, vault, socket)
-    under one directory.
+    ``nats://…``), or is an engine object not started yet (one a test wrapped or instrumented);
+    the harness starts and closes it. ``home`` puts every file the harness keeps (engine,
+    workspaces, vault, socket) under one directory.
     """
 
     def __init__(
@@ -97,7 +103,7 @@ class Harness:
         model: str | StreamingModel | Any | None = None,
         *,
         config: HarnessConfig | str | Path | None = None,
-        engine: str | None = None,
+        engine: str | Engine | None = None,
         instructions: str | None = None,
         tools: Sequence[Callable[..., Any] | ToolSpec | str] = (),
         max_turns: int | None = None,
@@ -113,10 +119,14 @@ class Harness:
         attach: bool | str | Path = False,
     ) -> None:
         base = resolve_config(config)
+        url = engine if isinstance(engine, str) else None
         if home is not None:
-            base = with_home(base, Path(home), engine=engine)
+            base = with_home(base, Path(home), engine=url)
         self._config = base
-        self._engine_url = engine or base.engine
+        self._engine_object = None if engine is None or isinstance(engine, str) else engine
+        self._engine_url = url or base.engine
+        if self._engine_object is not None and attach is not False:
+            raise UsageError("attach= needs an engine URL, not an engine object")
         self.instructions = instructions
         self.max_turns = max_turns or base.agent.max_turns
         self.mode: Mode = mode or base.agent.mode
@@ -293,7 +303,7 @@ class Harness:
         async with self._lock:
             if self._bus is not None:
                 return
-            embedded = self._engine_url.startswith("embedded:")
+            embedded = self._engine_object is None and self._engine_url.startswith("embedded:")
             if self._attach_to is not False and embedded:
                 self._bus = await self._attach()
                 return
@@ -301,6 +311,8 @@ class Harness:
             try:
                 await host.start()
             except EngineLocked:
+                if self._engine_object is not None:
+                    raise
                 self._bus = await self._attach()
                 return
             self._host, self._bus = host, host.engine
@@ -370,18 +382,23 @@ class Harness:
             specs.append(tools_worker(_TOOLS_WORKER, list(self._tools.values())))
         if self._hooks:
             specs.append(hook_worker(_HOOKS_WORKER, *self._hooks))
-        provider = self._tracer_provider
         owned = None
-        if provider is None:
-            owned = provider = build_tracer_provider(config.tracing.to_tracing_config())
-        engine = open_engine(self._engine_url, tracer_provider=provider)
+        if self._engine_object is not None:
+            engine = self._engine_object
+        else:
+            provider = self._tracer_provider
+            if provider is None:
+                owned = provider = build_tracer_provider(config.tracing.to_tracing_config())
+            engine = open_engine(self._engine_url, tracer_provider=provider)
         endpoint = (
             LocalEndpoint(
                 engine,
                 path=config.endpoint.socket,
                 max_frame_bytes=config.endpoint.max_frame_bytes,
             )
-            if self._serve_endpoint and self._engine_url.startswith("embedded:")
+            if self._serve_endpoint
+            and self._engine_object is None
+            and self._engine_url.startswith("embedded:")
             else None
         )
         return Host(
@@ -409,9 +426,13 @@ class Harness:
         output_type: type[T] | None = None,
         instructions: str | None = None,
         max_turns: int | None = None,
+        run_id: str | None = None,
     ) -> RunResult[Any]:
         """Run the agent on ``prompt`` to its end (or until a call waits for approval and no
-        ``on_approval`` callback decides it: ``stop_reason == "awaiting_approval"``)."""
+        ``on_approval`` callback decides it: ``stop_reason == "awaiting_approval"``).
+
+        ``run_id`` names the run (default: a fresh ``run-…``); the session's entries and the
+        tool calls' ledger are keyed by it."""
         kind = output_type if output_type is not None else self._output_type
         schema = OutputSchema(kind) if kind is not None else None
         stream = await self._begin(
@@ -419,6 +440,7 @@ class Harness:
             session=session,
             instructions=self._instructions(instructions, schema),
             max_turns=max_turns,
+            run_id=run_id,
         )
         result = await self._finish(stream, return_when_parked=self.on_approval is None)
         if schema is None or not result.ok:
@@ -437,6 +459,7 @@ class Harness:
         session: str | None = None,
         instructions: str | None = None,
         max_turns: int | None = None,
+        run_id: str | None = None,
     ) -> RunStream:
         """The run's typed events as they happen (``async for event in harness.stream(...)``);
         ``RunStream.result`` once the run ended."""
@@ -446,8 +469,35 @@ class Harness:
                 session=session,
                 instructions=self._instructions(instructions, None),
                 max_turns=max_turns,
+                run_id=run_id,
             )
         )
+
+    async def submit(
+        self,
+        prompt: str | UserMessage,
+        *,
+        session: str,
+        run_id: str | None = None,
+        if_busy: Literal["refuse", "queue"] = "refuse",
+        instructions: str | None = None,
+        max_turns: int | None = None,
+    ) -> RunStartResponse:
+        """Start a run and return ``run::start``'s answer without following it (``follow``,
+        ``get_state`` and ``events`` see it afterwards; it runs whether or not anyone watches).
+
+        A busy session refuses (``started`` is false, ``reason`` says why) — or, with
+        ``if_busy="queue"``, takes ``prompt`` as a follow-up of the run in flight (``queued``)."""
+        await self.start()
+        request = self._request(
+            UserMessage.text(prompt) if isinstance(prompt, str) else prompt,
+            session_id=session,
+            run_id=run_id or _new_run_id(),
+            instructions=self._instructions(instructions, None),
+            max_turns=max_turns,
+            if_busy=if_busy,
+        )
+        return await self._trigger_start(request)
 
     async def wait(self, result: RunResult[Any]) -> RunResult[Any]:
         """Follow a run that returned ``awaiting_approval`` to its next stop."""
@@ -456,8 +506,11 @@ class Harness:
             stream = await self.follow(result.session_id)
         return await self._finish(stream, return_when_parked=self.on_approval is None)
 
-    async def follow(self, session: str) -> RunStream:
-        """The run in flight on ``session`` (after a crash, say), from where its events stand."""
+    async def follow(self, session: str, *, after: int = 0) -> RunStream:
+        """The run in flight on ``session`` (after a crash, say), from where its events stand.
+
+        ``after``: the sequence of the last event a client saw (``RunStream.seq``); the stream
+        starts with the event after it — a client reconnecting gets exactly what it missed."""
         await self.start()
         state = await self.get_state(session)
         if state is None:
@@ -467,7 +520,7 @@ class Harness:
             session_id=session,
             run_id=state.run_id,
             prompt=None,
-            after=0,
+            after=after,
         )
 
     async def get_state(self, session: str) -> TurnStateView | None:
@@ -542,19 +595,15 @@ class Harness:
         run_id: str | None = None,
     ) -> RunStream:
         await self.start()
-        message = UserMessage.text(prompt) if isinstance(prompt, str) else prompt
         session_id = session or f"s-{uuid.uuid4().hex[:12]}"
-        run_id = run_id or f"run-{uuid.uuid4().hex[:12]}"
-        request = RunStartRequest(
+        run_id = run_id or _new_run_id()
+        message = UserMessage.text(prompt) if isinstance(prompt, str) else prompt
+        request = self._request(
+            message,
             session_id=session_id,
             run_id=run_id,
-            provider=self.provider,
-            model=self.model,
-            mode=self.mode,
-            messages=[message],
-            max_turns=max_turns or self.max_turns,
-            tools=self._tool_list(),
             instructions=instructions,
+            max_turns=max_turns,
         )
         stream = await RunStream.open(
             self,
@@ -564,9 +613,7 @@ class Harness:
             after=self._cursors.get(session_id, 0),
         )
         try:
-            reply = RunStartResponse.model_validate(
-                await self.bus.trigger(RUN_START, request.model_dump(mode="json"))
-            )
+            reply = await self._trigger_start(request)
         except BaseException:
             await stream.aclose()
             raise
@@ -574,6 +621,33 @@ class Harness:
             await stream.aclose()
             raise SessionBusy(session_id, reply.reason or "the session has a run in flight")
         return stream
+
+    def _request(
+        self,
+        message: UserMessage,
+        *,
+        session_id: str,
+        run_id: str,
+        instructions: str | None,
+        max_turns: int | None,
+        if_busy: Literal["refuse", "queue"] = "refuse",
+    ) -> RunStartRequest:
+        return RunStartRequest(
+            session_id=session_id,
+            run_id=run_id,
+            provider=self.provider,
+            model=self.model,
+            mode=self.mode,
+            messages=[message],
+            max_turns=max_turns or self.max_turns,
+            tools=self._tool_list(),
+            instructions=instructions,
+            if_busy=if_busy,
+        )
+
+    async def _trigger_start(self, request: RunStartRequest) -> RunStartResponse:
+        reply = await self.bus.trigger(RUN_START, request.model_dump(mode="json"))
+        return RunStartResponse.model_validate(reply)
 
     async def _finish(self, stream: RunStream, *, return_when_parked: bool) -> RunResult[Any]:
         async with contextlib.AsyncExitStack() as stack:
