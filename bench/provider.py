@@ -48,9 +48,10 @@ from typing import Any
 from _common import machine, p50_p99
 from pydantic import TypeAdapter
 
+from tackroom.contracts.events import EVENTS
 from tackroom.contracts.messages import UserMessage
 from tackroom.contracts.provider import ProviderRequest
-from tackroom.contracts.turn import EVENTS_STREAM, RUN_START, RunStartRequest
+from tackroom.contracts.turn import RUN_START, RunStartRequest
 from tackroom.engine import Engine
 from tackroom.runtime.config import HarnessConfig
 from tackroom.runtime.host import Host
@@ -297,14 +298,14 @@ def worker_reader(engine: Engine, wire: str) -> Reader:
 def events_reader(engine: Engine, wire: str) -> Reader:
     async def read(model: str) -> Seen:
         session = f"s-{uuid.uuid4().hex[:10]}"
-        subscription = await engine.subscribe(EVENTS_STREAM, session)
+        subscription = await engine.subscribe(EVENTS.name, session)
         seen: Seen = []
         try:
             request = RunStartRequest(
                 session_id=session, provider=wire, model=model, mode="ask",
                 messages=[UserMessage.text("go")], max_turns=1,
             )  # fmt: skip
-            await engine.trigger(RUN_START, request.model_dump(mode="json"))
+            await RUN_START.call(engine, request)
             async for record in subscription:
                 event = record.data
                 if event["type"] == "message_update" and event["data"]["kind"] == "text":

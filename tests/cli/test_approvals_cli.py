@@ -83,7 +83,7 @@ async def ask(socket: Path, cid: str, function_id: str = "fs::write") -> dict[st
     """What the orchestrator does when policy says needs_approval (from yet another client)."""
     async with LocalClient(socket) as client:
         reply: dict[str, Any] = await client.trigger(
-            c.REQUEST,
+            c.REQUEST.id,
             {
                 "session_id": "s1",
                 "function_call_id": cid,
@@ -134,7 +134,7 @@ async def test_approve_and_deny_from_other_processes(served: Served) -> None:
 
     # the serve's state holds both decisions, with their approvers: the audit trail
     async with LocalClient(served.socket) as client:
-        got = await client.trigger(c.GET, {"session_id": "s1", "function_call_id": "c1"})
+        got = await client.trigger(c.GET.id, {"session_id": "s1", "function_call_id": "c1"})
     assert got["pending"] is None
     assert (got["decision"]["approver"], got["decision"]["reason"]) == ("alice", "looks fine")
     await stop(served)
@@ -177,8 +177,8 @@ async def test_approvals_survive_every_process_restarting(served: Served) -> Non
     again = await serve(served.cwd)
     try:
         async with LocalClient(again.socket) as client:
-            got = await client.trigger(c.GET, {"session_id": "s1", "function_call_id": "c1"})
-            pending = await client.trigger(c.LIST_PENDING, {})
+            got = await client.trigger(c.GET.id, {"session_id": "s1", "function_call_id": "c1"})
+            pending = await client.trigger(c.LIST_PENDING.id, {})
         assert (got["decision"]["decision"], got["decision"]["approver"]) == ("deny", "carol")
         assert [p["function_call_id"] for p in pending["pending"]] == ["c2"]
         approved = await run_tackroom("approve", "s1", "c2", "--approver", "dan", cwd=again.cwd)

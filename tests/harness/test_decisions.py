@@ -22,13 +22,13 @@ async def with_approvals() -> AsyncIterator[Engine]:
 async def test_run_answers_through_the_approvals_worker(with_approvals: Engine) -> None:
     bus = with_approvals
     request = {"session_id": "s1", "function_id": "fs::write", "run_id": "r"}
-    await bus.trigger(c.REQUEST, {**request, "function_call_id": "c1"})
-    await bus.trigger(c.REQUEST, {**request, "function_call_id": "c2"})
+    await bus.trigger(c.REQUEST.id, {**request, "function_call_id": "c1"})
+    await bus.trigger(c.REQUEST.id, {**request, "function_call_id": "c2"})
 
     await decide(
         bus, session_id="s1", function_call_id="c1", function_id="fs::write", decision="deny"
     )
-    got = await bus.trigger(c.GET, {"session_id": "s1", "function_call_id": "c1"})
+    got = await bus.trigger(c.GET.id, {"session_id": "s1", "function_call_id": "c1"})
     assert got["pending"] is None
     assert got["decision"]["decision"] == "deny"
     assert got["decision"]["decided_at"] is not None
@@ -41,16 +41,16 @@ async def test_run_answers_through_the_approvals_worker(with_approvals: Engine) 
         decision="allow",
         always=True,
     )
-    got = await bus.trigger(c.GET, {"session_id": "s1", "function_call_id": "c2"})
+    got = await bus.trigger(c.GET.id, {"session_id": "s1", "function_call_id": "c2"})
     assert got["decision"]["decision"] == "allow"
-    settings = await bus.trigger(c.GET_SETTINGS, {"session_id": "s1"})
+    settings = await bus.trigger(c.GET_SETTINGS.id, {"session_id": "s1"})
     assert settings["allowed_functions"] == ["fs::write"]
 
     # a turn that parked without the approvals layer (thin orchestrator): written directly
     await decide(
         bus, session_id="s1", function_call_id="c3", function_id="fs::write", decision="allow"
     )
-    entry = await bus.get_state(c.DECISIONS_SCOPE, "s1/c3")
+    entry = await bus.get_state(c.DECISIONS_SCOPE.name, "s1/c3")
     assert entry is not None
     assert entry.value["decision"] == "allow"
 
@@ -66,7 +66,7 @@ async def test_run_answers_directly_without_the_approvals_worker() -> None:
             decision="allow",
             always=True,
         )
-        entry = await bus.get_state(c.DECISIONS_SCOPE, "s1/c1")
+        entry = await bus.get_state(c.DECISIONS_SCOPE.name, "s1/c1")
         assert entry is not None
         assert entry.value["decision"] == "allow"
         assert entry.value["approver"]

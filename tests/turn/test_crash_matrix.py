@@ -43,7 +43,7 @@ from typing import Any
 
 import pytest
 
-from tackroom.contracts.turn import EVENTS_STREAM
+from tackroom.contracts.events import EVENTS
 from tackroom.engine import Engine, StreamRecord, open_engine
 from tackroom.runtime import Host, load_worker
 from tackroom.testing import running_engine, take
@@ -259,7 +259,7 @@ async def _crash_and_resume(case: KillPoint, workdir: Path, url: str) -> Outcome
 
 
 async def _subscribe_from(engine: Engine, after: int, count: int) -> list[StreamRecord]:
-    subscription = await engine.subscribe(EVENTS_STREAM, SESSION, after=after)
+    subscription = await engine.subscribe(EVENTS.name, SESSION, after=after)
     try:
         return await take(subscription, count, timeout=5)
     finally:

@@ -26,6 +26,7 @@ from tackroom.runtime.config import load_config
 __all__ = ["add_parsers"]
 
 _WORKERS = ("engine", "approvals")
+_OURS = frozenset(f.id for f in (c.RESOLVE, c.GET, c.ALLOW_FOR_SESSION, c.LIST_PENDING, c.SET_MODE))
 
 
 def add_parsers(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -78,7 +79,7 @@ def _runner(command: Any) -> Any:
         try:
             code: int = asyncio.run(command(args))
         except FunctionNotFound as exc:
-            if not exc.function_id.startswith("approval::"):
+            if exc.function_id not in _OURS:
                 raise
             print(
                 f"tackroom: error: {exc} (is `approvals` in the harness's boot list?)",
@@ -109,23 +110,20 @@ async def _resolve(args: argparse.Namespace) -> int:
     )
     async with bus(load_config(args.config), _WORKERS, shared_bus_workers=()) as caller:
         if getattr(args, "always", False):
-            known = c.GetResponse.model_validate(
-                await caller.trigger(
-                    c.GET,
-                    {"session_id": args.session_id, "function_call_id": args.function_call_id},
-                )
+            known = await c.GET.call(
+                caller,
+                c.GetRequest(session_id=args.session_id, function_call_id=args.function_call_id),
             )
             # Not pending: resolve below says why (not pending, already decided), nothing changes.
             if known.pending is not None:
-                await caller.trigger(
-                    c.ALLOW_FOR_SESSION,
-                    {"session_id": args.session_id, "function_id": known.pending.function_id},
+                allow = c.AllowForSessionRequest(
+                    session_id=args.session_id, function_id=known.pending.function_id
                 )
-        reply = await caller.trigger(c.RESOLVE, request.model_dump(mode="json"))
+                await c.ALLOW_FOR_SESSION.call(caller, allow)
+        record = await c.RESOLVE.call(caller, request)
     if args.json:
-        print(json.dumps(reply, indent=2, ensure_ascii=False))
+        print(json.dumps(c.RESOLVE.dump_response(record), indent=2, ensure_ascii=False))
         return 0
-    record = c.DecisionRecord.model_validate(reply)
     verb = {"allow": "allowed", "deny": "denied", "aborted": "aborted"}[record.decision]
     what = record.function_id or "the call"
     print(
@@ -140,11 +138,11 @@ async def _resolve(args: argparse.Namespace) -> int:
 async def _list(args: argparse.Namespace) -> int:
     request = c.ListPendingRequest(session_id=args.session)
     async with bus(load_config(args.config), _WORKERS, shared_bus_workers=()) as caller:
-        reply = await caller.trigger(c.LIST_PENDING, request.model_dump(mode="json"))
+        reply = await c.LIST_PENDING.call(caller, request)
     if args.json:
-        print(json.dumps(reply, indent=2, ensure_ascii=False))
+        print(json.dumps(c.LIST_PENDING.dump_response(reply), indent=2, ensure_ascii=False))
         return 0
-    pending = c.ListPendingResponse.model_validate(reply).pending
+    pending = reply.pending
     if not pending:
         print("no calls are waiting for approval")
         return 0
@@ -163,11 +161,10 @@ async def _list(args: argparse.Namespace) -> int:
 async def _mode(args: argparse.Namespace) -> int:
     request = c.SetModeRequest(session_id=args.session_id, mode=args.mode, always_allow=args.allow)
     async with bus(load_config(args.config), _WORKERS, shared_bus_workers=()) as caller:
-        reply = await caller.trigger(c.SET_MODE, request.model_dump(mode="json"))
+        settings = await c.SET_MODE.call(caller, request)
     if args.json:
-        print(json.dumps(reply, indent=2, ensure_ascii=False))
+        print(json.dumps(c.SET_MODE.dump_response(settings), indent=2, ensure_ascii=False))
         return 0
-    settings = c.SessionSettings.model_validate(reply)
     line = f"session {settings.session_id}: mode {settings.mode}"
     if settings.mode == "auto":
         line += f", always allow {', '.join(settings.always_allow) or 'nothing'}"

@@ -1,17 +1,18 @@
-"""The public face of the ``approvals`` worker: function ids, state layout, payloads, error codes.
+"""The public face of the ``approvals`` worker: functions, state layout, payloads, error codes.
 
-Other workers (the orchestrator, the CLI, a UI) import only this module and reach the worker by
-function id. Failures arrive as ``InvocationError`` whose ``remote_code`` is one of the ``*_ERROR``
-codes below, or ``invalid_request`` when a payload does not validate (with pydantic's reason).
+Other workers (the orchestrator, the CLI, a UI) import only this module and reach the worker
+through its descriptors. Failures arrive as ``InvocationError`` whose ``remote_code`` is one of
+the ``*_ERROR`` codes below, or ``invalid_request`` when a payload does not validate (with
+pydantic's reason).
 
 State (see ``docs/governance.md``):
 
-- ``approval-pending/<session_id>/<function_call_id>``: a :class:`PendingApproval`, written by
-  ``approval::request``, deleted once the call is decided;
-- ``approvals/<session_id>/<function_call_id>``: the :class:`DecisionRecord`, written
-  **create-only** (``expected_revision=0``), so exactly one decision per call ever exists; the
-  orchestrator's state trigger on this scope wakes the parked turn;
-- ``approval-settings/<session_id>``: the session's :class:`SessionSettings`.
+- :data:`PENDING_SCOPE` ``<session_id>/<function_call_id>``: a :class:`PendingApproval`,
+  written by :data:`REQUEST`, deleted once the call is decided;
+- :data:`DECISIONS_SCOPE` ``<session_id>/<function_call_id>``: the :class:`DecisionRecord`,
+  written **create-only** (``expected_revision=0``), so exactly one decision per call ever
+  exists; the orchestrator's state trigger on this scope wakes the parked turn and reads it;
+- :data:`SETTINGS_SCOPE` ``<session_id>``: the session's :class:`SessionSettings`.
 
 Times are seconds since the epoch (floats), as elsewhere in tackroom.
 """
@@ -22,14 +23,14 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints
 
+from tackroom.contracts.bus import Function, Scope
+
 __all__ = [
     "ALLOW_FOR_SESSION",
     "ALREADY_DECIDED_ERROR",
-    "APPROVAL_RESOLVED_EVENT",
     "CALL_CONFLICT_ERROR",
     "CONTENTION_ERROR",
     "DECISIONS_SCOPE",
-    "EVENTS_STREAM",
     "EXPIRED_ERROR",
     "EXPIRED_REASON",
     "EXPIRY_APPROVER",
@@ -69,24 +70,6 @@ __all__ = [
 ]
 
 SCHEMA_VERSION = 1
-
-REQUEST = "approval::request"
-RESOLVE = "approval::resolve"
-LIST_PENDING = "approval::list_pending"
-GET = "approval::get"
-SET_MODE = "approval::set_mode"
-ALLOW_FOR_SESSION = "approval::allow_for_session"
-GET_SETTINGS = "approval::get_settings"
-SWEEP = "approval::sweep"
-
-PENDING_SCOPE = "approval-pending"
-DECISIONS_SCOPE = "approvals"
-SETTINGS_SCOPE = "approval-settings"
-HISTORY_SCOPE = "approval-history"
-"""Records of earlier runs that reused a call id: ``<session>/<call>/<scope>/<revision>``."""
-
-EVENTS_STREAM = "agent::events"
-APPROVAL_RESOLVED_EVENT = "approval_resolved"
 
 EXPIRED_REASON = "expired"
 """The ``reason`` of the ``deny`` the worker writes when a pending approval outlives its TTL."""
@@ -281,3 +264,66 @@ class CallRef(_Record):
 class SweepResponse(_Record):
     schema_version: int = SCHEMA_VERSION
     expired: list[CallRef] = Field(default_factory=list)
+
+
+# -- the state ---------------------------------------------------------------------------------
+
+PENDING_SCOPE: Scope[PendingApproval] = Scope("approval-pending", PendingApproval)
+DECISIONS_SCOPE: Scope[DecisionRecord] = Scope("approvals", DecisionRecord)
+"""Read by the orchestrator (its state trigger on this scope wakes a parked turn)."""
+SETTINGS_SCOPE: Scope[SessionSettings] = Scope("approval-settings", SessionSettings)
+HISTORY_SCOPE: Scope[dict[str, Any]] = Scope("approval-history", dict[str, Any])
+"""Records of earlier runs that reused a call id: ``<session>/<call>/<scope>/<revision>``."""
+
+# -- the functions -----------------------------------------------------------------------------
+
+REQUEST: Function[ApprovalRequest, ApprovalRequestResponse] = Function(
+    "approval::request",
+    ApprovalRequest,
+    ApprovalRequestResponse,
+    description="A call needs approval: allowed at once by the session's mode, or recorded "
+    "pending.",
+)
+"""The orchestrator calls it under its configured ``approvals_function`` id (``.at(id)``)."""
+RESOLVE: Function[ResolveRequest, DecisionRecord] = Function(
+    "approval::resolve",
+    ResolveRequest,
+    DecisionRecord,
+    description="Decide a pending call (allow, deny, aborted); not_pending / already_decided else.",
+)
+LIST_PENDING: Function[ListPendingRequest, ListPendingResponse] = Function(
+    "approval::list_pending",
+    ListPendingRequest,
+    ListPendingResponse,
+    description="The calls waiting for approval (of one session, or all), oldest first.",
+)
+GET: Function[GetRequest, GetResponse] = Function(
+    "approval::get",
+    GetRequest,
+    GetResponse,
+    description="A call's pending record and its decision (with approver and time).",
+)
+SET_MODE: Function[SetModeRequest, SessionSettings] = Function(
+    "approval::set_mode",
+    SetModeRequest,
+    SessionSettings,
+    description="Set a session's approval mode (manual, auto, full) and auto's always_allow globs.",
+)
+ALLOW_FOR_SESSION: Function[AllowForSessionRequest, SessionSettings] = Function(
+    "approval::allow_for_session",
+    AllowForSessionRequest,
+    SessionSettings,
+    description="Allow a function for the rest of the session.",
+)
+GET_SETTINGS: Function[SettingsRequest, SessionSettings] = Function(
+    "approval::get_settings",
+    SettingsRequest,
+    SessionSettings,
+    description="A session's approval settings (the defaults if none were set).",
+)
+SWEEP: Function[SweepRequest, SweepResponse] = Function(
+    "approval::sweep",
+    SweepRequest,
+    SweepResponse,
+    description="Deny the pending approvals past their deadline (run by cron).",
+)

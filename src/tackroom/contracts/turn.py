@@ -1,4 +1,8 @@
-"""The orchestrator's public face: function ids, payloads, the turn states and the event stream."""
+"""The orchestrator's public face: its functions, payloads and the turn states.
+
+The event streams are :data:`tackroom.contracts.events.EVENTS` and ``TURN_END``; the decisions a
+parked turn waits for are :data:`tackroom.contracts.approvals.DECISIONS_SCOPE`.
+"""
 
 from __future__ import annotations
 
@@ -6,11 +10,12 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from tackroom.contracts.bus import Function
+from tackroom.contracts.events import EVENTS, TURN_END
 from tackroom.contracts.messages import AgentMessage, Usage
 from tackroom.contracts.versions import rename, upgrading
 
 __all__ = [
-    "APPROVALS_SCOPE",
     "EVENTS_STREAM",
     "RUN_ABORT",
     "RUN_START",
@@ -21,7 +26,6 @@ __all__ = [
     "TURN_STEP",
     "TURN_STEP_QUEUE",
     "AgentEvent",
-    "ApprovalDecision",
     "Mode",
     "ParkedCall",
     "RunAbortRequest",
@@ -34,17 +38,17 @@ __all__ = [
     "TurnStateView",
 ]
 
-RUN_START = "run::start"
-RUN_ABORT = "run::abort"
-TURN_GET_STATE = "turn::get_state"
 TURN_STEP = "turn::step"
+"""The orchestrator's own step function, fed by queue :data:`TURN_STEP_QUEUE` with
+``{session_id, run_id}``; nobody else calls it."""
 TURN_ON_APPROVAL = "turn::on_approval"
+"""The orchestrator's own state trigger on the approvals decisions scope; nobody else calls it."""
 TURN_STEP_QUEUE = "turn-step"
 
-EVENTS_STREAM = "agent::events"
-TURN_END_STREAM = "agent::turn_end"
-APPROVALS_SCOPE = "approvals"
-"""Key ``<session_id>/<function_call_id>``; value :class:`ApprovalDecision`."""
+EVENTS_STREAM = EVENTS.name
+"""The name of :data:`tackroom.contracts.events.EVENTS`, for the event emitter's raw appends."""
+TURN_END_STREAM = TURN_END.name
+"""The name of :data:`tackroom.contracts.events.TURN_END`, for the event emitter's raw appends."""
 
 TurnState = Literal[
     "provisioning",
@@ -157,15 +161,24 @@ class TurnStateView(_Model):
     usage: Usage = Field(default_factory=Usage)
 
 
-class ApprovalDecision(_Model):
-    """What the approvals worker writes at ``approvals/<session_id>/<function_call_id>``."""
-
-    model_config = ConfigDict(extra="ignore")
-
-    decision: Literal["allow", "deny", "aborted"]
-    reason: str | None = None
-    approver: str | None = None
-    run_id: str | None = None
+RUN_START: Function[RunStartRequest, RunStartResponse] = Function(
+    "run::start",
+    RunStartRequest,
+    RunStartResponse,
+    description="Start an agent run on a session (refused or queued if one is in flight).",
+)
+RUN_ABORT: Function[RunAbortRequest, RunAbortResponse] = Function(
+    "run::abort",
+    RunAbortRequest,
+    RunAbortResponse,
+    description="Abort the run in flight on a session.",
+)
+TURN_GET_STATE: Function[TurnStateRequest, TurnStateView | None] = Function(
+    "turn::get_state",
+    TurnStateRequest,
+    TurnStateView | None,
+    description="The turn state of a session, or null.",
+)
 
 
 EventType = Literal[

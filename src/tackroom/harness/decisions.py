@@ -1,6 +1,6 @@
 """Deciding a parked call: through the approvals worker when it holds the call, else directly.
 
-``approval::resolve`` is used when the approvals worker knows the call (pending or already
+The approvals worker's ``RESOLVE`` is used when it knows the call (pending or already
 decided, so a second decision gets its typed ``already_decided`` error). Without an approvals
 worker — or for a call a turn parked without it (a ``requires_approval`` tool in a thin harness)
 — the decision is written create-only where the orchestrator reads it, so exactly one decision
@@ -14,7 +14,6 @@ import time
 from typing import Any, Literal, Protocol
 
 from tackroom.contracts import approvals
-from tackroom.contracts.turn import APPROVALS_SCOPE
 from tackroom.engine.errors import FunctionNotFound, RevisionConflict
 
 __all__ = ["AlreadyDecided", "Bus", "decide", "user_name"]
@@ -48,31 +47,39 @@ async def decide(
     """Record ``decision`` for a parked call; ``always`` also allows ``function_id`` for the
     rest of the session (approvals worker only)."""
     approver = approver or user_name()
-    key = {"session_id": session_id, "function_call_id": function_call_id}
     try:
-        known = await bus.trigger(approvals.GET, key)
+        known = await approvals.GET.call(
+            bus, approvals.GetRequest(session_id=session_id, function_call_id=function_call_id)
+        )
     except FunctionNotFound:
         known = None
-    if isinstance(known, dict) and (known.get("pending") or known.get("decision")):
+    if known is not None and (known.pending is not None or known.decision is not None):
         if always:
-            await bus.trigger(
-                approvals.ALLOW_FOR_SESSION,
-                {"session_id": session_id, "function_id": function_id},
+            await approvals.ALLOW_FOR_SESSION.call(
+                bus,
+                approvals.AllowForSessionRequest(session_id=session_id, function_id=function_id),
             )
-        await bus.trigger(
-            approvals.RESOLVE,
-            {**key, "decision": decision, "approver": approver, "reason": reason},
+        await approvals.RESOLVE.call(
+            bus,
+            approvals.ResolveRequest(
+                session_id=session_id,
+                function_call_id=function_call_id,
+                decision=decision,
+                approver=approver,
+                reason=reason,
+            ),
         )
         return
-    record = {
-        "decision": decision,
-        "approver": approver,
-        "reason": reason,
-        "decided_at": time.time(),
-    }
+    record = approvals.DecisionRecord(
+        decision=decision, approver=approver, reason=reason, decided_at=time.time()
+    )
+    scope = approvals.DECISIONS_SCOPE
     try:
         await bus.set_state(
-            APPROVALS_SCOPE, f"{session_id}/{function_call_id}", record, expected_revision=0
+            scope.name,
+            approvals.call_key(session_id, function_call_id),
+            scope.dump_value(record),
+            expected_revision=0,
         )
     except RevisionConflict:
         raise AlreadyDecided(f"call {function_call_id} was already decided") from None

@@ -36,8 +36,10 @@ from tackroom.contracts.turn import (
     RUN_START,
     TURN_GET_STATE,
     Mode,
+    RunAbortRequest,
     RunStartRequest,
     RunStartResponse,
+    TurnStateRequest,
     TurnStateView,
 )
 from tackroom.engine.errors import EngineError, EngineLocked, FunctionNotFound
@@ -525,13 +527,12 @@ class Harness:
 
     async def get_state(self, session: str) -> TurnStateView | None:
         await self.start()
-        reply = await self.bus.trigger(TURN_GET_STATE, {"session_id": session})
-        return None if reply is None else TurnStateView.model_validate(reply)
+        return await TURN_GET_STATE.call(self.bus, TurnStateRequest(session_id=session))
 
     async def abort(self, session: str, *, reason: str = "aborted by the user") -> bool:
         await self.start()
-        reply = await self.bus.trigger(RUN_ABORT, {"session_id": session, "reason": reason})
-        return bool(isinstance(reply, dict) and reply.get("aborted"))
+        reply = await RUN_ABORT.call(self.bus, RunAbortRequest(session_id=session, reason=reason))
+        return reply.aborted
 
     async def approve(self, pending: PendingApproval, *, always: bool = False) -> None:
         await self._decide(pending, "allow", always=always, reason=None)
@@ -646,8 +647,7 @@ class Harness:
         )
 
     async def _trigger_start(self, request: RunStartRequest) -> RunStartResponse:
-        reply = await self.bus.trigger(RUN_START, request.model_dump(mode="json"))
-        return RunStartResponse.model_validate(reply)
+        return await RUN_START.call(self.bus, request)
 
     async def _finish(self, stream: RunStream, *, return_when_parked: bool) -> RunResult[Any]:
         async with contextlib.AsyncExitStack() as stack:

@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 
 from tackroom.contracts import approvals as c
+from tackroom.contracts.events import EVENTS
 from tackroom.engine import Engine, InvocationError
 from tackroom.runtime import WorkerStartError, load_worker
 from tackroom.testing import memory_engine
@@ -23,14 +24,14 @@ from tackroom.workers.approvals.worker import (
 from tests.workers.approvals.conftest import TTL, FakeClock, Interleaving, approvals_host
 
 FUNCTION_IDS = [
-    c.REQUEST,
-    c.RESOLVE,
-    c.LIST_PENDING,
-    c.GET,
-    c.SET_MODE,
-    c.ALLOW_FOR_SESSION,
-    c.GET_SETTINGS,
-    c.SWEEP,
+    c.REQUEST.id,
+    c.RESOLVE.id,
+    c.LIST_PENDING.id,
+    c.GET.id,
+    c.SET_MODE.id,
+    c.ALLOW_FOR_SESSION.id,
+    c.GET_SETTINGS.id,
+    c.SWEEP.id,
 ]
 
 
@@ -44,13 +45,13 @@ async def ask(bus: Engine, cid: str = "c1", sid: str = "s1", **extra: Any) -> di
         "run_id": "run-1",
         **extra,
     }
-    reply: dict[str, Any] = await bus.trigger(c.REQUEST, payload)
+    reply: dict[str, Any] = await bus.trigger(c.REQUEST.id, payload)
     return reply
 
 
 async def resolve(bus: Engine, decision: str, cid: str = "c1", **extra: Any) -> dict[str, Any]:
     payload = {"session_id": "s1", "function_call_id": cid, "decision": decision, **extra}
-    reply: dict[str, Any] = await bus.trigger(c.RESOLVE, payload)
+    reply: dict[str, Any] = await bus.trigger(c.RESOLVE.id, payload)
     return reply
 
 
@@ -61,16 +62,16 @@ async def code_of(bus: Engine, function_id: str, payload: Any) -> str:
 
 
 async def decision(bus: Engine, cid: str = "c1") -> dict[str, Any] | None:
-    entry = await bus.get_state(c.DECISIONS_SCOPE, f"s1/{cid}")
+    entry = await bus.get_state(c.DECISIONS_SCOPE.name, f"s1/{cid}")
     return None if entry is None else dict(entry.value)
 
 
 async def pending_keys(bus: Engine) -> list[str]:
-    return [entry.key for entry in await bus.list_state(c.PENDING_SCOPE)]
+    return [entry.key for entry in await bus.list_state(c.PENDING_SCOPE.name)]
 
 
 async def listed(bus: Engine) -> list[str]:
-    reply = await bus.trigger(c.LIST_PENDING, {})
+    reply = await bus.trigger(c.LIST_PENDING.id, {})
     return [p["function_call_id"] for p in reply["pending"]]
 
 
@@ -96,7 +97,7 @@ async def test_catalog_lists_every_function_with_schemas(bus: Engine) -> None:
         assert info.worker == "approvals"
         assert info.description
         assert info.request_schema
-    resolve_schema = functions[c.RESOLVE].request_schema
+    resolve_schema = functions[c.RESOLVE.id].request_schema
     assert resolve_schema is not None
     decision_schema = resolve_schema["properties"]["decision"]
     assert decision_schema["enum"] == ["allow", "deny", "aborted"]
@@ -131,7 +132,7 @@ async def test_request_records_the_deadline_from_the_ttl(bus: Engine, clock: Fak
         "reason": reply["reason"],
         "expires_at": clock.now + TTL,
     }
-    entry = await bus.get_state(c.PENDING_SCOPE, "s1/c1")
+    entry = await bus.get_state(c.PENDING_SCOPE.name, "s1/c1")
     assert entry is not None
     assert entry.value == {
         "schema_version": 1,
@@ -146,7 +147,7 @@ async def test_request_records_the_deadline_from_the_ttl(bus: Engine, clock: Fak
     }
     clock.advance(5)
     assert (await ask(bus))["expires_at"] == clock.now - 5 + TTL  # the first deadline stands
-    again = await bus.get_state(c.PENDING_SCOPE, "s1/c1")
+    again = await bus.get_state(c.PENDING_SCOPE.name, "s1/c1")
     assert again is not None
     assert again.revision == entry.revision
 
@@ -166,13 +167,13 @@ async def test_request_of_a_decided_call_follows_the_decision(bus: Engine) -> No
 async def test_the_default_mode_comes_from_the_config(clock: FakeClock) -> None:
     async with approvals_host(clock, default_mode="auto", default_always_allow=["calc::*"]) as h:
         bus = h.engine
-        settings = await bus.trigger(c.GET_SETTINGS, {"session_id": "s1"})
+        settings = await bus.trigger(c.GET_SETTINGS.id, {"session_id": "s1"})
         assert settings["mode"] == "auto"
         assert settings["always_allow"] == ["calc::*"]
         assert (await ask(bus, "c1", function_id="calc::add"))["status"] == "allowed"
         assert (await ask(bus, "c2"))["status"] == "pending"
         full = {"session_id": "s2", "mode": "full"}
-        assert (await bus.trigger(c.SET_MODE, full))["always_allow"] == ["calc::*"]
+        assert (await bus.trigger(c.SET_MODE.id, full))["always_allow"] == ["calc::*"]
         assert (await ask(bus, "c3", sid="s2"))["status"] == "allowed"
 
 
@@ -184,12 +185,12 @@ async def test_the_sweep_denies_what_outlived_its_ttl(bus: Engine, clock: FakeCl
     clock.advance(30)
     await ask(bus, "c2")
     clock.advance(TTL - 30 - 1)
-    assert (await bus.trigger(c.SWEEP, {}))["expired"] == []
+    assert (await bus.trigger(c.SWEEP.id, {}))["expired"] == []
     assert await listed(bus) == ["c1", "c2"]
 
     clock.advance(1)  # c1's deadline
     assert await listed(bus) == ["c2"]  # an expired call can no longer be approved
-    swept = await bus.trigger(c.SWEEP, {})
+    swept = await bus.trigger(c.SWEEP.id, {})
     assert swept["expired"] == [{"session_id": "s1", "function_call_id": "c1"}]
     record = await decision(bus, "c1")
     assert record is not None
@@ -199,8 +200,8 @@ async def test_the_sweep_denies_what_outlived_its_ttl(bus: Engine, clock: FakeCl
     assert record["decided_at"] == clock.now
     assert record["function_id"] == "fs::write"
     assert await pending_keys(bus) == ["s1/c2"]
-    assert (await bus.trigger(c.SWEEP, {}))["expired"] == []
-    assert await code_of(bus, c.RESOLVE, {**_ref("c1"), "decision": "allow"}) == (
+    assert (await bus.trigger(c.SWEEP.id, {}))["expired"] == []
+    assert await code_of(bus, c.RESOLVE.id, {**_ref("c1"), "decision": "allow"}) == (
         c.ALREADY_DECIDED_ERROR
     )
 
@@ -209,18 +210,18 @@ async def test_the_cron_payload_is_accepted_by_the_sweep(bus: Engine, clock: Fak
     await ask(bus)
     clock.advance(TTL)
     fired = {"schedule": "*/5 * * * * *", "fired_at": "2026-01-01T00:00:00Z"}
-    assert len((await bus.trigger(c.SWEEP, fired))["expired"]) == 1
+    assert len((await bus.trigger(c.SWEEP.id, fired))["expired"]) == 1
 
 
 async def test_a_late_resolve_expires_the_call(bus: Engine, clock: FakeClock) -> None:
     await ask(bus)
     clock.advance(TTL + 1)  # the sweep has not run yet
-    assert await code_of(bus, c.RESOLVE, {**_ref("c1"), "decision": "allow"}) == c.EXPIRED_ERROR
+    assert await code_of(bus, c.RESOLVE.id, {**_ref("c1"), "decision": "allow"}) == c.EXPIRED_ERROR
     record = await decision(bus)
     assert record is not None
     assert (record["decision"], record["reason"]) == ("deny", c.EXPIRED_REASON)
     assert await pending_keys(bus) == []
-    assert await code_of(bus, c.RESOLVE, {**_ref("c1"), "decision": "allow"}) == (
+    assert await code_of(bus, c.RESOLVE.id, {**_ref("c1"), "decision": "allow"}) == (
         c.ALREADY_DECIDED_ERROR
     )
 
@@ -229,7 +230,7 @@ async def test_the_sweep_leaves_a_person_s_decision_alone(bus: Engine, clock: Fa
     await ask(bus)
     await resolve(bus, "allow", approver="alice")
     clock.advance(TTL * 2)
-    assert (await bus.trigger(c.SWEEP, {}))["expired"] == []
+    assert (await bus.trigger(c.SWEEP.id, {}))["expired"] == []
     record = await decision(bus)
     assert record is not None
     assert (record["decision"], record["approver"]) == ("allow", "alice")
@@ -259,12 +260,12 @@ async def test_racing_resolves_write_one_decision(seed: int, clock: FakeClock) -
         winners = [o for o in outcomes if o.startswith("won:")]
         assert len(winners) == 1, outcomes
         assert sorted(set(outcomes) - set(winners)) == [c.ALREADY_DECIDED_ERROR]
-        assert backend.writes[c.DECISIONS_SCOPE] == 1
-        stored = await engine.get_state(c.DECISIONS_SCOPE, "s1/c1")
+        assert backend.writes[c.DECISIONS_SCOPE.name] == 1
+        stored = await engine.get_state(c.DECISIONS_SCOPE.name, "s1/c1")
         assert stored is not None
         assert f"won:{stored.value['approver']}" == winners[0]
-        assert await engine.list_state(c.PENDING_SCOPE) == []
-        events = await engine.read(c.EVENTS_STREAM, "s1")
+        assert await engine.list_state(c.PENDING_SCOPE.name) == []
+        events = await engine.read(EVENTS.name, "s1")
         assert len(events) == 1
 
 
@@ -287,14 +288,14 @@ async def test_racing_sweeps_and_late_resolves_expire_once(seed: int, clock: Fak
             return "swept" if (await service.sweep()).expired else "nothing"
 
         outcomes = await asyncio.gather(late_resolve(), sweep(), late_resolve(), sweep())
-        assert backend.writes[c.DECISIONS_SCOPE] == 1, outcomes
+        assert backend.writes[c.DECISIONS_SCOPE.name] == 1, outcomes
         assert "won" not in outcomes
         assert set(outcomes) <= {c.EXPIRED_ERROR, c.ALREADY_DECIDED_ERROR, "swept", "nothing"}
         assert outcomes.count(c.EXPIRED_ERROR) + outcomes.count("swept") == 1, outcomes
-        stored = await engine.get_state(c.DECISIONS_SCOPE, "s1/c1")
+        stored = await engine.get_state(c.DECISIONS_SCOPE.name, "s1/c1")
         assert stored is not None
         assert stored.value["reason"] == c.EXPIRED_REASON
-        assert await engine.list_state(c.PENDING_SCOPE) == []
+        assert await engine.list_state(c.PENDING_SCOPE.name) == []
 
 
 @pytest.mark.parametrize("seed", range(6))
@@ -304,7 +305,7 @@ async def test_racing_requests_record_one_pending(seed: int, clock: FakeClock) -
         service = ApprovalsService(backend, ApprovalsConfig(ttl_seconds=TTL), clock=clock)
         replies = await asyncio.gather(*(service.request(_request("c1")) for _ in range(4)))
         assert {reply.status for reply in replies} == {"pending"}
-        assert backend.writes[c.PENDING_SCOPE] == 1
+        assert backend.writes[c.PENDING_SCOPE.name] == 1
 
 
 @pytest.mark.parametrize("seed", range(12))
@@ -321,8 +322,8 @@ async def test_a_re_request_racing_a_resolve_leaves_no_pending(seed: int, clock:
         )
         assert record.decision == "allow"
         assert reply.status in ("pending", "allowed")
-        assert await engine.list_state(c.PENDING_SCOPE) == []
-        assert backend.writes[c.DECISIONS_SCOPE] == 1
+        assert await engine.list_state(c.PENDING_SCOPE.name) == []
+        assert backend.writes[c.DECISIONS_SCOPE.name] == 1
         assert (await service.request(_request("c1"))).status == "allowed"
 
 
@@ -350,26 +351,26 @@ async def test_settings_updates_do_not_lose_each_other(seed: int, clock: FakeClo
 async def test_a_pending_record_left_beside_its_decision(bus: Engine) -> None:
     """A crash between writing the decision and deleting the pending record."""
     await ask(bus)
-    pending = await bus.get_state(c.PENDING_SCOPE, "s1/c1")
+    pending = await bus.get_state(c.PENDING_SCOPE.name, "s1/c1")
     assert pending is not None
     await resolve(bus, "allow")
-    await bus.set_state(c.PENDING_SCOPE, "s1/c1", pending.value)  # the delete "never happened"
+    await bus.set_state(c.PENDING_SCOPE.name, "s1/c1", pending.value)  # the delete "never happened"
 
     assert await listed(bus) == []
     assert (await ask(bus))["status"] == "allowed"
-    assert await code_of(bus, c.RESOLVE, {**_ref("c1"), "decision": "deny"}) == (
+    assert await code_of(bus, c.RESOLVE.id, {**_ref("c1"), "decision": "deny"}) == (
         c.ALREADY_DECIDED_ERROR
     )
-    assert (await bus.trigger(c.SWEEP, {}))["expired"] == []
+    assert (await bus.trigger(c.SWEEP.id, {}))["expired"] == []
     assert await pending_keys(bus) == []
 
 
 async def test_unreadable_records_are_skipped(bus: Engine) -> None:
-    await bus.set_state(c.PENDING_SCOPE, "s1/junk", {"not": "a record"})
+    await bus.set_state(c.PENDING_SCOPE.name, "s1/junk", {"not": "a record"})
     await ask(bus)
     assert await listed(bus) == ["c1"]
-    assert (await bus.trigger(c.SWEEP, {}))["expired"] == []
-    assert await code_of(bus, c.RESOLVE, {**_ref("junk"), "decision": "allow"}) == (
+    assert (await bus.trigger(c.SWEEP.id, {}))["expired"] == []
+    assert await code_of(bus, c.RESOLVE.id, {**_ref("junk"), "decision": "allow"}) == (
         c.NOT_PENDING_ERROR
     )
 
@@ -379,7 +380,9 @@ async def test_pending_approvals_survive_a_restart(tmp_path: Path, clock: FakeCl
     async with approvals_host(clock, url) as host:
         await ask(host.engine, "c1")
         await ask(host.engine, "c2")
-        await host.engine.trigger(c.ALLOW_FOR_SESSION, {"session_id": "s1", "function_id": "x::y"})
+        await host.engine.trigger(
+            c.ALLOW_FOR_SESSION.id, {"session_id": "s1", "function_id": "x::y"}
+        )
 
     async with approvals_host(clock, url) as host:  # a new process: nothing in memory
         assert await listed(host.engine) == ["c1", "c2"]
@@ -388,18 +391,18 @@ async def test_pending_approvals_survive_a_restart(tmp_path: Path, clock: FakeCl
 
     clock.advance(TTL)  # c2 expires while every process is down
     async with approvals_host(clock, url) as host:
-        got = await host.engine.trigger(c.GET, _ref("c1"))
+        got = await host.engine.trigger(c.GET.id, _ref("c1"))
         assert got["pending"] is None
         assert (got["decision"]["decision"], got["decision"]["approver"]) == ("allow", "alice")
         assert await listed(host.engine) == []
-        swept = await host.engine.trigger(c.SWEEP, {})
+        swept = await host.engine.trigger(c.SWEEP.id, {})
         assert swept["expired"] == [{"session_id": "s1", "function_call_id": "c2"}]
 
 
 async def test_a_decision_is_announced_on_agent_events(bus: Engine, clock: FakeClock) -> None:
     await ask(bus, "c1")
     await resolve(bus, "deny", "c1", approver="bob", reason="not now")
-    [record] = await bus.read(c.EVENTS_STREAM, "s1")
+    [record] = await bus.read(EVENTS.name, "s1")
     assert record.data == {
         "schema_version": 1,
         "type": "approval_resolved",
@@ -417,7 +420,7 @@ async def test_a_decision_is_announced_on_agent_events(bus: Engine, clock: FakeC
     }
     await ask(bus, "c2", run_id=None)  # no run to attach the event to: none is appended
     await resolve(bus, "allow", "c2")
-    assert len(await bus.read(c.EVENTS_STREAM, "s1")) == 1
+    assert len(await bus.read(EVENTS.name, "s1")) == 1
 
 
 async def test_a_decision_without_approver_is_recorded_as_unknown(bus: Engine) -> None:

@@ -6,6 +6,7 @@ from typing import Any
 
 import pytest
 
+from tackroom.contracts.approvals import DecisionRecord
 from tackroom.contracts.messages import (
     AssistantMessage,
     CustomMessage,
@@ -16,7 +17,7 @@ from tackroom.contracts.messages import (
     text_of,
 )
 from tackroom.contracts.tools import ToolTraits
-from tackroom.contracts.turn import ApprovalDecision, TurnState
+from tackroom.contracts.turn import TurnState
 from tackroom.workers.orchestrator.record import ToolOffer, TurnRecord
 from tackroom.workers.orchestrator.transition import (
     AbortRequested,
@@ -237,12 +238,12 @@ def test_approval_decisions() -> None:
     assert not nothing.changed
     assert nothing.record is parked
 
-    one = transition(parked, ApprovalsRead({"c1": ApprovalDecision(decision="allow")})).record
+    one = transition(parked, ApprovalsRead({"c1": DecisionRecord(decision="allow")})).record
     assert one.state == "function_awaiting_approval"
     assert [c.status for c in one.calls] == ["approved", "parked"]
 
     both = transition(
-        one, ApprovalsRead({"c2": ApprovalDecision(decision="deny", reason="not today")})
+        one, ApprovalsRead({"c2": DecisionRecord(decision="deny", reason="not today")})
     ).record
     assert both.state == "function_execute"
     denied = both.calls[1].result
@@ -312,10 +313,10 @@ def test_no_event_modifies_the_record_it_was_given() -> None:
         ),
     ).record
     parked = transition(two, CallsSettled(parked={"c2": "ask"}, results={"c1": result("c1")}))
-    decided = transition(parked.record, ApprovalsRead({"c2": ApprovalDecision(decision="deny")}))
+    decided = transition(parked.record, ApprovalsRead({"c2": DecisionRecord(decision="deny")}))
     for before, event in (
         (two, CallsSettled(parked={"c2": "ask"}, results={"c1": result("c1")})),
-        (parked.record, ApprovalsRead({"c2": ApprovalDecision(decision="deny")})),
+        (parked.record, ApprovalsRead({"c2": DecisionRecord(decision="deny")})),
         (parked.record, AbortRequested("stop")),
         (decided.record, CallsSettled(results={"c2": result("c2")})),
     ):

@@ -25,9 +25,10 @@ from typing import Any, Protocol, TypeVar
 from pydantic import BaseModel, Field, ValidationError
 
 from tackroom.contracts import approvals as c
+from tackroom.contracts.events import EVENTS, ApprovalResolved, ApprovalResolvedData, event_id
 from tackroom.engine.errors import EngineError, FunctionError, RevisionConflict
 from tackroom.engine.protocol import StateEntry
-from tackroom.runtime.worker import TypedFunction, WorkerConfig, WorkerContext, WorkerSpec
+from tackroom.runtime.worker import WorkerConfig, WorkerContext, WorkerSpec
 
 __all__ = [
     "WORKER",
@@ -142,7 +143,7 @@ class ApprovalsService:
         )
         try:
             await self._engine.set_state(
-                c.PENDING_SCOPE, key, record.model_dump(mode="json"), expected_revision=0
+                c.PENDING_SCOPE.name, key, record.model_dump(mode="json"), expected_revision=0
             )
         except RevisionConflict:  # the same request, concurrently: it recorded the call first
             existing = await self._pending(key)
@@ -155,7 +156,7 @@ class ApprovalsService:
         if await self._decision(key) is not None:
             # A resolve slipped in between our check and our write: its decision stands, the
             # pending record we just wrote must not outlive it.
-            await self._engine.delete_state(c.PENDING_SCOPE, key)
+            await self._engine.delete_state(c.PENDING_SCOPE.name, key)
             return await self.request(request)
         return _waiting(record)
 
@@ -200,7 +201,7 @@ class ApprovalsService:
         prefix = "" if request.session_id is None else f"{request.session_id}/"
         now = self._clock()
         waiting: list[c.PendingApproval] = []
-        for entry in await self._engine.list_state(c.PENDING_SCOPE, prefix=prefix):
+        for entry in await self._engine.list_state(c.PENDING_SCOPE.name, prefix=prefix):
             record = _parse(c.PendingApproval, entry.value, entry.key)
             if record is None or now >= record.expires_at:
                 continue  # expired: the sweep denies it; it can no longer be approved
@@ -213,7 +214,7 @@ class ApprovalsService:
     # -- settings ----------------------------------------------------------------------------
 
     async def settings(self, session_id: str) -> c.SessionSettings:
-        entry = await self._engine.get_state(c.SETTINGS_SCOPE, session_id)
+        entry = await self._engine.get_state(c.SETTINGS_SCOPE.name, session_id)
         stored = None if entry is None else _parse(c.SessionSettings, entry.value, session_id)
         return stored or self._default_settings(session_id)
 
@@ -242,7 +243,7 @@ class ApprovalsService:
         """Deny every pending approval past its deadline; drop pending records already decided."""
         now = self._clock()
         expired: list[c.CallRef] = []
-        for entry in await self._engine.list_state(c.PENDING_SCOPE):
+        for entry in await self._engine.list_state(c.PENDING_SCOPE.name):
             record = _parse(c.PendingApproval, entry.value, entry.key)
             if record is None:
                 continue
@@ -285,39 +286,39 @@ class ApprovalsService:
         )
         try:
             await self._engine.set_state(
-                c.DECISIONS_SCOPE, key, record.model_dump(mode="json"), expected_revision=0
+                c.DECISIONS_SCOPE.name, key, record.model_dump(mode="json"), expected_revision=0
             )
         except RevisionConflict:
             return None
-        await self._engine.delete_state(c.PENDING_SCOPE, key)
+        await self._engine.delete_state(c.PENDING_SCOPE.name, key)
         await self._emit_resolved(record)
         return record
 
     async def _emit_resolved(self, record: c.DecisionRecord) -> None:
-        """``approval_resolved`` on ``agent::events`` (group = session); needs the run id.
+        """``approval_resolved`` on the events stream (group = session); needs the run id.
 
         The decision is already committed: an event that cannot be appended is logged, not
         raised (the decision record, not the event, is the source of truth).
         """
         if not record.run_id or not record.session_id:
             return
-        event = {
-            "schema_version": 1,
-            "type": c.APPROVAL_RESOLVED_EVENT,
-            "session_id": record.session_id,
-            "run_id": record.run_id,
-            "event_id": f"{record.run_id}:approval:{record.function_call_id}",
-            "data": {
-                "function_call_id": record.function_call_id,
-                "function_id": record.function_id,
-                "decision": record.decision,
-                "reason": record.reason,
-                "approver": record.approver,
-                "decided_at": record.decided_at,
-            },
-        }
+        if record.function_call_id is None or record.function_id is None:
+            return
+        event = ApprovalResolved(
+            session_id=record.session_id,
+            run_id=record.run_id,
+            event_id=event_id(record.run_id, "approval", record.function_call_id),
+            data=ApprovalResolvedData(
+                function_call_id=record.function_call_id,
+                function_id=record.function_id,
+                decision=record.decision,
+                reason=record.reason,
+                approver=record.approver,
+                decided_at=record.decided_at,
+            ),
+        )
         try:
-            await self._engine.append(c.EVENTS_STREAM, record.session_id, event)
+            await self._engine.append(EVENTS.name, record.session_id, EVENTS.dump_event(event))
         except EngineError:
             _log.exception("approval_resolved for %s was not appended", record.function_call_id)
 
@@ -329,7 +330,7 @@ class ApprovalsService:
         """
         if run_id is None:
             return
-        for scope in (c.DECISIONS_SCOPE, c.PENDING_SCOPE):
+        for scope in (c.DECISIONS_SCOPE.name, c.PENDING_SCOPE.name):
             entry = await self._engine.get_state(scope, key)
             if entry is None or not isinstance(entry.value, dict):
                 continue
@@ -337,18 +338,18 @@ class ApprovalsService:
             if previous is None or previous == run_id:
                 continue
             await self._engine.set_state(
-                c.HISTORY_SCOPE, f"{key}/{scope}/{entry.revision}", entry.value
+                c.HISTORY_SCOPE.name, f"{key}/{scope}/{entry.revision}", entry.value
             )
             # Changed meanwhile: whoever changed it decides what it is.
             with contextlib.suppress(RevisionConflict):
                 await self._engine.delete_state(scope, key, expected_revision=entry.revision)
 
     async def _pending(self, key: str) -> c.PendingApproval | None:
-        entry = await self._engine.get_state(c.PENDING_SCOPE, key)
+        entry = await self._engine.get_state(c.PENDING_SCOPE.name, key)
         return None if entry is None else _parse(c.PendingApproval, entry.value, key)
 
     async def _decision(self, key: str) -> c.DecisionRecord | None:
-        entry = await self._engine.get_state(c.DECISIONS_SCOPE, key)
+        entry = await self._engine.get_state(c.DECISIONS_SCOPE.name, key)
         if entry is None:
             return None
         record = _parse(c.DecisionRecord, entry.value, key)
@@ -358,7 +359,7 @@ class ApprovalsService:
     async def _drop_pending(self, key: str, revision: int) -> None:
         # A conflict means it was rewritten meanwhile: the next sweep looks again.
         with contextlib.suppress(RevisionConflict):
-            await self._engine.delete_state(c.PENDING_SCOPE, key, expected_revision=revision)
+            await self._engine.delete_state(c.PENDING_SCOPE.name, key, expected_revision=revision)
 
     def _default_settings(self, session_id: str) -> c.SessionSettings:
         return c.SessionSettings(
@@ -371,14 +372,14 @@ class ApprovalsService:
         self, session_id: str, change: Callable[[c.SessionSettings], c.SessionSettings]
     ) -> c.SessionSettings:
         for _ in range(_SETTINGS_ATTEMPTS):
-            entry = await self._engine.get_state(c.SETTINGS_SCOPE, session_id)
+            entry = await self._engine.get_state(c.SETTINGS_SCOPE.name, session_id)
             current = None if entry is None else _parse(c.SessionSettings, entry.value, session_id)
             updated = change(current or self._default_settings(session_id)).model_copy(
                 update={"updated_at": self._clock()}
             )
             try:
                 await self._engine.set_state(
-                    c.SETTINGS_SCOPE,
+                    c.SETTINGS_SCOPE.name,
                     session_id,
                     updated.model_dump(mode="json"),
                     expected_revision=0 if entry is None else entry.revision,
@@ -456,26 +457,15 @@ def approvals_worker(clock: Clock = time.time) -> WorkerSpec[ApprovalsConfig]:
 
     async def start(ctx: WorkerContext[ApprovalsConfig]) -> None:
         service = ApprovalsService(ctx.engine, ctx.config, clock=clock)
-        table: list[TypedFunction] = [
-            (c.REQUEST, service.request, c.ApprovalRequest, c.ApprovalRequestResponse,
-             "A call needs approval: allowed at once by the session's mode, or recorded pending."),
-            (c.RESOLVE, service.resolve, c.ResolveRequest, c.DecisionRecord,
-             "Decide a pending call (allow, deny, aborted); not_pending / already_decided else."),
-            (c.LIST_PENDING, service.list_pending, c.ListPendingRequest, c.ListPendingResponse,
-             "The calls waiting for approval (of one session, or all), oldest first."),
-            (c.GET, service.get, c.GetRequest, c.GetResponse,
-             "A call's pending record and its decision (with approver and time)."),
-            (c.SET_MODE, service.set_mode, c.SetModeRequest, c.SessionSettings,
-             "Set a session's approval mode (manual, auto, full) and auto's always_allow globs."),
-            (c.ALLOW_FOR_SESSION, service.allow_for_session, c.AllowForSessionRequest,
-             c.SessionSettings, "Allow a function for the rest of the session."),
-            (c.GET_SETTINGS, service.get_settings, c.SettingsRequest, c.SessionSettings,
-             "A session's approval settings (the defaults if none were set)."),
-            (c.SWEEP, service.sweep, c.SweepRequest, c.SweepResponse,
-             "Deny the pending approvals past their deadline (run by cron)."),
-        ]  # fmt: skip
-        await ctx.register_typed_functions(table)
-        await ctx.add_cron_trigger(ctx.config.sweep_schedule, c.SWEEP)
+        await ctx.serve(c.REQUEST, service.request)
+        await ctx.serve(c.RESOLVE, service.resolve)
+        await ctx.serve(c.LIST_PENDING, service.list_pending)
+        await ctx.serve(c.GET, service.get)
+        await ctx.serve(c.SET_MODE, service.set_mode)
+        await ctx.serve(c.ALLOW_FOR_SESSION, service.allow_for_session)
+        await ctx.serve(c.GET_SETTINGS, service.get_settings)
+        await ctx.serve(c.SWEEP, service.sweep)
+        await ctx.add_cron_trigger(ctx.config.sweep_schedule, c.SWEEP.id)
 
     return WorkerSpec(
         name="approvals",

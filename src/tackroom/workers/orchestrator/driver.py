@@ -15,11 +15,8 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from tackroom.contracts.turn import (
-    APPROVALS_SCOPE,
-    ApprovalDecision,
-    EventType,
-)
+from tackroom.contracts.approvals import DECISIONS_SCOPE, DecisionRecord, call_key
+from tackroom.contracts.turn import EventType
 from tackroom.engine.errors import EngineClosed, RevisionConflict
 from tackroom.engine.protocol import Engine, current_invocation
 from tackroom.hooks import AFTER_MODEL_CALL, BEFORE_MODEL_CALL, TURN_END, HookSubscriptions
@@ -206,15 +203,16 @@ class Driver:
         if self._hooks is not None:
             await self._hooks.publish(topic, payload)
 
-    async def _read_approvals(self, record: TurnRecord) -> dict[str, ApprovalDecision]:
-        decisions: dict[str, ApprovalDecision] = {}
+    async def _read_approvals(self, record: TurnRecord) -> dict[str, DecisionRecord]:
+        decisions: dict[str, DecisionRecord] = {}
         for call in record.calls:
             if call.status != "parked":
                 continue
-            entry = await self._engine.get_state(APPROVALS_SCOPE, f"{record.session_id}/{call.id}")
+            key = call_key(record.session_id, call.id)
+            entry = await self._engine.get_state(DECISIONS_SCOPE.name, key)
             if entry is None or not isinstance(entry.value, dict):
                 continue
-            decision = ApprovalDecision.model_validate(entry.value)
+            decision = DECISIONS_SCOPE.parse(entry.value)
             if decision.run_id in (None, record.run_id):  # another run's decision is not ours
                 decisions[call.id] = decision
         return decisions

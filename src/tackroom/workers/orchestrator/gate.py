@@ -19,11 +19,14 @@ from typing import Any, Literal
 from opentelemetry import trace
 from pydantic import ValidationError
 
+from tackroom.contracts.approvals import REQUEST, RESOLVE, ApprovalRequest, ResolveRequest
 from tackroom.contracts.messages import FunctionResultMessage
+from tackroom.contracts.policy import CHECK_PERMISSIONS, CheckRequest
 from tackroom.contracts.turn import EventType
 from tackroom.engine.errors import EngineError
 from tackroom.engine.protocol import Engine
 from tackroom.hooks import AFTER_FUNCTION_CALL, BEFORE_FUNCTION_CALL, HookSubscriptions
+from tackroom.runtime.typed import describe_validation_error
 from tackroom.workers.orchestrator.planning import error_result
 from tackroom.workers.orchestrator.record import CallState, TurnRecord
 
@@ -58,8 +61,8 @@ class Gate:
         hooks: HookSubscriptions | None,
     ) -> None:
         self._engine = engine
-        self._policy_function = policy_function
-        self._approvals_function = approvals_function
+        self._policy = None if policy_function is None else CHECK_PERMISSIONS.at(policy_function)
+        self._approvals = None if approvals_function is None else REQUEST.at(approvals_function)
         self._policy_timeout = timeout
         self._hooks = hooks
 
@@ -70,17 +73,17 @@ class Gate:
         asks = tool is not None and tool.traits.requires_approval
         if blocked is not None:
             decision = blocked
-        elif self._policy_function is None and self._approvals_function is None and not asks:
+        elif self._policy is None and self._approvals is None and not asks:
             return GateDecision("allow", "thin", "no policy configured")
-        elif self._policy_function is None and asks:
+        elif self._policy is None and asks:
             decision = GateDecision("needs_approval", "tool", "this tool asks before every call")
         else:
-            decision = await self._policy(record, call)
+            decision = await self._policy_check(record, call)
             if asks and decision.decision == "allow":
                 decision = GateDecision(
                     "needs_approval", "tool", "this tool asks before every call"
                 )
-        if decision.decision == "needs_approval" and self._approvals_function is not None:
+        if decision.decision == "needs_approval" and self._approvals is not None:
             decision = await self._request_approval(record, call, decision)
         await emit(
             "gate_decision",
@@ -151,78 +154,82 @@ class Gate:
         self, record: TurnRecord, call: CallState, policy: GateDecision
     ) -> GateDecision:
         """Register the pending call; the session's approval mode may allow it at once."""
-        assert self._approvals_function is not None
-        request = {
-            "session_id": record.session_id,
-            "function_call_id": call.id,
-            "function_id": call.function_id,
-            "arguments": call.arguments,
-            "reason": policy.reason,
-            "run_id": record.run_id,
-        }
+        assert self._approvals is not None
         try:
-            reply = await self._engine.trigger(
-                self._approvals_function, request, timeout=self._policy_timeout
+            request = ApprovalRequest(
+                session_id=record.session_id,
+                function_call_id=call.id,
+                function_id=call.function_id,
+                arguments=call.arguments,
+                reason=policy.reason,
+                run_id=record.run_id,
             )
+        except ValidationError as exc:
+            return _no_approval(f"invalid request: {describe_validation_error(exc)}")
+        try:
+            reply = await self._approvals.call(self._engine, request, timeout=self._policy_timeout)
         except EngineError as exc:
-            return GateDecision(
-                "deny",
-                "gate_unavailable",
-                f"the approval request failed, so the call is denied: {exc}",
-            )
-        if isinstance(reply, dict) and reply.get("status") == "allowed":
-            reason = str(reply.get("reason") or "allowed by the session's approval mode")
+            return _no_approval(str(exc))
+        except ValidationError:
+            return policy  # an answer nobody can read allows nothing: the call waits
+        if reply.status == "allowed":
+            reason = reply.reason or "allowed by the session's approval mode"
             return GateDecision("allow", "approval_mode", reason)
         return policy
 
     async def release_parked(self, before: TurnRecord, after: TurnRecord) -> None:
         """Tell the approvals worker that calls parked in ``before`` will not be decided (abort)."""
-        if self._approvals_function is None:
+        if self._approvals is None:
             return
         for call in before.calls:
             if call.status != "parked":
                 continue
             # Already decided or expired: nothing is left pending either way.
-            with contextlib.suppress(EngineError):
-                await self._engine.trigger(
-                    "approval::resolve",
-                    {
-                        "session_id": before.session_id,
-                        "function_call_id": call.id,
-                        "decision": "aborted",
-                        "reason": after.stop_reason or "the run ended",
-                        "approver": "orchestrator",
-                    },
-                    timeout=self._policy_timeout,
+            with contextlib.suppress(EngineError, ValidationError):
+                request = ResolveRequest(
+                    session_id=before.session_id,
+                    function_call_id=call.id,
+                    decision="aborted",
+                    reason=after.stop_reason or "the run ended",
+                    approver="orchestrator",
                 )
+                await RESOLVE.send(self._engine, request, timeout=self._policy_timeout)
 
-    async def _policy(self, record: TurnRecord, call: CallState) -> GateDecision:
-        if self._policy_function is None:
+    async def _policy_check(self, record: TurnRecord, call: CallState) -> GateDecision:
+        if self._policy is None:
             return GateDecision("needs_approval", "default", "no policy: every call asks")
-        request = {
-            "function_id": call.function_id,
-            "args": call.arguments,
-            "session_id": record.session_id,
-        }
         try:
-            reply = await self._engine.trigger(
-                self._policy_function, request, timeout=self._policy_timeout
+            request = CheckRequest(
+                function_id=call.function_id, args=call.arguments, session_id=record.session_id
             )
-            decision = reply.get("decision") if isinstance(reply, dict) else None
-            if decision not in ("allow", "deny", "needs_approval"):
-                raise ValueError(f"unreadable policy reply: {str(reply)[:200]}")
-        except (EngineError, ValueError) as exc:
-            return GateDecision(
-                "deny", "gate_unavailable", f"the policy check failed, so the call is denied: {exc}"
-            )
-        assert isinstance(reply, dict)
+        except ValidationError as exc:
+            return _unavailable(f"invalid request: {describe_validation_error(exc)}")
+        try:
+            reply = await self._policy.call(self._engine, request, timeout=self._policy_timeout)
+        except ValidationError as exc:
+            return _unavailable(f"unreadable policy reply: {describe_validation_error(exc)}")
+        except EngineError as exc:
+            return _unavailable(str(exc))
+        constraint = reply.matched_constraint
         return GateDecision(
-            decision,
+            reply.decision,
             "policy",
-            str(reply.get("reason") or ""),
-            rule_id=_optional_str(reply.get("rule_id")),
-            matched_constraint=_json_object(reply.get("matched_constraint")),
+            reply.reason,
+            rule_id=reply.rule_id,
+            matched_constraint=None if constraint is None else constraint.model_dump(mode="json"),
         )
+
+
+def _no_approval(why: str) -> GateDecision:
+    return GateDecision(
+        "deny", "gate_unavailable", f"the approval request failed, so the call is denied: {why}"
+    )
+
+
+def _unavailable(why: str) -> GateDecision:
+    return GateDecision(
+        "deny", "gate_unavailable", f"the policy check failed, so the call is denied: {why}"
+    )
 
 
 def denial(call: CallState, decision: GateDecision) -> FunctionResultMessage:
@@ -247,16 +254,6 @@ def _call_payload(record: TurnRecord, call: CallState) -> dict[str, Any]:
         "function_id": call.function_id,
         "arguments": call.arguments,
     }
-
-
-def _optional_str(value: Any) -> str | None:
-    return None if value is None else str(value)
-
-
-def _json_object(value: Any) -> dict[str, Any] | None:
-    """A JSON object from a reply as it is (the bus carries JSON); anything else is dropped: a
-    constraint is an object by the policy contract, and ``str()`` of one would be Python repr."""
-    return dict(value) if isinstance(value, dict) else None
 
 
 def _compact_json(value: Any) -> str:

@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from tackroom.contracts.approvals import EXPIRY_APPROVER, DecisionRecord
 from tackroom.contracts.messages import (
     AgentMessage,
     AssistantMessage,
@@ -18,7 +19,7 @@ from tackroom.contracts.messages import (
     FunctionResultMessage,
     TextBlock,
 )
-from tackroom.contracts.turn import ApprovalDecision, EventType, TurnError
+from tackroom.contracts.turn import EventType, TurnError
 from tackroom.workers.orchestrator.planning import call_signature, error_result, plan_calls
 from tackroom.workers.orchestrator.record import CallState, ToolOffer, TurnRecord
 
@@ -40,9 +41,6 @@ __all__ = [
     "TransitionError",
     "transition",
 ]
-
-EXPIRY_APPROVER = "approvals:ttl"
-"""The approver the approvals worker names on a decision it makes because the TTL ran out."""
 
 LOOP_LIMIT = 3
 """The same call (function and arguments) more than this many times in a run stops it."""
@@ -78,7 +76,7 @@ class CallsSettled:
 
 @dataclass(frozen=True, slots=True)
 class ApprovalsRead:
-    decisions: dict[str, ApprovalDecision]
+    decisions: dict[str, DecisionRecord]
 
 
 @dataclass(frozen=True, slots=True)
@@ -286,7 +284,7 @@ def _settle_batch(r: TurnRecord, effects: list[Effect]) -> None:
     r.state = "steering_check"
 
 
-def _approvals_read(r: TurnRecord, decisions: dict[str, ApprovalDecision]) -> bool:
+def _approvals_read(r: TurnRecord, decisions: dict[str, DecisionRecord]) -> bool:
     changed = False
     for call in r.calls:
         decision = decisions.get(call.id)

@@ -7,8 +7,8 @@ import os
 import uuid
 from typing import Any
 
+from tackroom.contracts.approvals import DECISIONS_SCOPE
 from tackroom.contracts.turn import (
-    APPROVALS_SCOPE,
     RUN_ABORT,
     RUN_START,
     TURN_GET_STATE,
@@ -187,11 +187,12 @@ class Orchestrator:
 
     async def step(self, payload: Any) -> None:
         if not isinstance(payload, dict) or not isinstance(payload.get("session_id"), str):
-            raise FunctionError("invalid_request", "turn::step takes {session_id, run_id}")
+            raise FunctionError("invalid_request", f"{TURN_STEP} takes {{session_id, run_id}}")
         await self._driver.drive(payload["session_id"], str(payload.get("run_id", "")))
 
     async def on_approval(self, payload: Any) -> None:
-        """State trigger on ``approvals``: wake the run that parked the call (one drive pass)."""
+        """State trigger on the approvals decisions: wake the run that parked the call (one drive
+        pass)."""
         key = str(payload.get("key", "")) if isinstance(payload, dict) else ""
         session_id = key.split("/", 1)[0]
         if not session_id or payload.get("new_value") is None:
@@ -231,31 +232,13 @@ async def start(ctx: WorkerContext[OrchestratorConfig]) -> None:
             concurrency=256,
         ),
     )
-    await ctx.register_typed_function(
-        RUN_START,
-        orchestrator.run_start,
-        request_model=RunStartRequest,
-        response_type=RunStartResponse,
-        description="Start an agent run on a session (refused or queued if one is in flight).",
-    )
-    await ctx.register_typed_function(
-        RUN_ABORT,
-        orchestrator.run_abort,
-        request_model=RunAbortRequest,
-        response_type=RunAbortResponse,
-        description="Abort the run in flight on a session.",
-    )
-    await ctx.register_typed_function(
-        TURN_GET_STATE,
-        orchestrator.get_state,
-        request_model=TurnStateRequest,
-        response_type=TurnStateView | None,
-        description="The turn state of a session, or null.",
-    )
+    await ctx.serve(RUN_START, orchestrator.run_start)
+    await ctx.serve(RUN_ABORT, orchestrator.run_abort)
+    await ctx.serve(TURN_GET_STATE, orchestrator.get_state)
     await ctx.register_function(
         TURN_ON_APPROVAL, orchestrator.on_approval, description="Wake a turn parked for approval."
     )
-    await ctx.add_state_trigger(APPROVALS_SCOPE, TURN_ON_APPROVAL)
+    await ctx.add_state_trigger(DECISIONS_SCOPE.name, TURN_ON_APPROVAL)
 
     async def serve_steps() -> None:
         # Steps (a redelivered one included) run only once the provider and tool workers
