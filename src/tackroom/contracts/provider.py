@@ -15,10 +15,12 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Mapping
+from functools import cache
 from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
 
+from tackroom.contracts.bus import Function
 from tackroom.contracts.messages import (
     AgentMessage,
     AssistantMessage,
@@ -33,10 +35,12 @@ __all__ = [
     "DoneEvent",
     "ErrorEvent",
     "FunctionCallDelta",
+    "ProviderCheckRequest",
     "ProviderEvent",
     "ProviderRequest",
     "StartEvent",
     "StopEvent",
+    "StreamResult",
     "TextDelta",
     "ThinkingDelta",
     "ToolNames",
@@ -59,22 +63,60 @@ class _Model(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
 
-def stream_function(provider: str) -> str:
-    return f"provider::{provider}::stream"
+@cache
+def stream_function(provider: str) -> Function[ProviderRequest, StreamResult]:
+    """``provider::<name>::stream``: frames on the request's ``writer``, then a
+    :class:`StreamResult`."""
+    return Function(
+        f"provider::{provider}::stream",
+        ProviderRequest,
+        StreamResult,
+        description=f"Stream a {provider} model's answer as provider frames on the writer.",
+    )
 
 
-def complete_function(provider: str) -> str:
-    return f"provider::{provider}::complete"
+@cache
+def complete_function(provider: str) -> Function[ProviderRequest, AssistantMessage]:
+    """``provider::<name>::complete``: the finished message (no ``writer``)."""
+    return Function(
+        f"provider::{provider}::complete",
+        ProviderRequest,
+        AssistantMessage,
+        description=f"Ask a {provider} model and return the finished AssistantMessage.",
+    )
 
 
-def check_function(provider: str) -> str:
+@cache
+def check_function(provider: str) -> Function[ProviderCheckRequest, CheckResult]:
     """``provider::<name>::check``: is the key there, is the local server reachable?
 
     ``check`` tells whether a provider can be called — a key is set, a local server answers — so
     a command line can say what is missing before it starts a run. It never returns a key. A
     provider worker without ``check`` is simply assumed ready.
     """
-    return f"provider::{provider}::check"
+    return Function(
+        f"provider::{provider}::check",
+        ProviderCheckRequest,
+        CheckResult,
+        description=f"Is {provider} usable: a key set, its server reachable (never the key).",
+    )
+
+
+class ProviderCheckRequest(BaseModel):
+    """``check`` takes nothing (``{}`` or ``null``)."""
+
+    model_config = ConfigDict(extra="ignore")
+
+
+class StreamResult(BaseModel):
+    """The result of ``stream`` once its frames are sent: ``ok``, or why the stream stopped
+    early (the reader closed the channel, say)."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    schema_version: int = SCHEMA_VERSION
+    ok: bool
+    error: str | None = None
 
 
 class CheckResult(BaseModel):

@@ -28,9 +28,11 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Seque
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, TypeVar, overload
 
+from pydantic import ValidationError
+
 from tackroom.contracts.events import EVENTS
 from tackroom.contracts.messages import UserMessage
-from tackroom.contracts.provider import check_function
+from tackroom.contracts.provider import ProviderCheckRequest, check_function
 from tackroom.contracts.turn import (
     RUN_ABORT,
     RUN_START,
@@ -562,11 +564,12 @@ class Harness:
         """What keeps the model's provider from answering (no key, no server), if it can tell."""
         await self.start()
         try:
-            reply = await self.bus.trigger(check_function(self.provider), {}, timeout=5.0)
-        except (FunctionNotFound, EngineError):
+            check = check_function(self.provider)
+            reply = await check.call(self.bus, ProviderCheckRequest(), timeout=5.0)
+        except (FunctionNotFound, EngineError, ValidationError):
             return None
-        if isinstance(reply, dict) and reply.get("ready") is False:
-            return str(reply.get("problem") or f"provider {self.provider!r} is not ready")
+        if not reply.ready:
+            return reply.problem or f"provider {self.provider!r} is not ready"
         return None
 
     # -- internals ---------------------------------------------------------------------------

@@ -128,7 +128,9 @@ def model_worker(model: StreamingModel, *, model_name: str) -> WorkerSpec[Any]:
         async def handle_stream(payload: Any) -> dict[str, Any]:
             request = parse(payload)
             if request.writer is None:
-                raise FunctionError("invalid_request", f"{stream_function(provider)} needs writer")
+                raise FunctionError(
+                    "invalid_request", f"{stream_function(provider).id} needs writer"
+                )
             writer = engine.channel_writer(ChannelRef.from_json(request.writer))
             ended = False
             try:
@@ -162,12 +164,12 @@ def model_worker(model: StreamingModel, *, model_name: str) -> WorkerSpec[Any]:
             }
 
         await ctx.register_function(
-            stream_function(provider),
+            stream_function(provider).id,
             handle_stream,
             description=f"Stream the Python model {provider!r}'s answer as provider frames.",
         )
         await ctx.register_function(
-            complete_function(provider),
+            complete_function(provider).id,
             handle_complete,
             description=f"The Python model {provider!r}'s finished answer.",
         )

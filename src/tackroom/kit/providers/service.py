@@ -147,14 +147,12 @@ class ProviderService:
         """``(function id, handler, description)`` for every name of this profile."""
         rows: list[tuple[str, Handler, str]] = []
         for provider in self.names:
-            rows += [
-                (stream_function(provider), self._bind(self.handle_stream, provider),
-                 f"Stream a {provider} model's answer as provider frames on the writer."),
-                (complete_function(provider), self._bind(self.handle_complete, provider),
-                 f"Ask a {provider} model and return the finished AssistantMessage."),
-                (check_function(provider), self._bind(self.handle_check, provider),
-                 f"Is {provider} usable: a key set, its server reachable (never the key)."),
-            ]  # fmt: skip
+            for function, handler in (
+                (stream_function(provider), self.handle_stream),
+                (complete_function(provider), self.handle_complete),
+                (check_function(provider), self.handle_check),
+            ):
+                rows.append((function.id, self._bind(handler, provider), function.description))
         return rows
 
     @staticmethod
@@ -168,7 +166,7 @@ class ProviderService:
     def _writer(self, payload: Any, provider: str) -> ChannelWriter:
         raw = payload.get("writer") if isinstance(payload, dict) else None
         if not isinstance(raw, dict):
-            raise FunctionError("invalid_request", f"{stream_function(provider)} needs writer")
+            raise FunctionError("invalid_request", f"{stream_function(provider).id} needs writer")
         try:
             ref = ChannelRef.from_json(raw)
         except (KeyError, TypeError, ValueError) as exc:

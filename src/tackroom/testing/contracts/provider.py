@@ -298,10 +298,7 @@ class ProviderContract(OnEveryBackend):
     ) -> None:
         self._require(subject, scenario)
         async with subject.serving(engine, scenario):
-            raw = await engine.trigger(
-                complete_function(subject.name), contract_request().model_dump(mode="json")
-            )
-        message = AssistantMessage.model_validate(raw)
+            message = await complete_function(subject.name).call(engine, contract_request())
         assert (message.provider, message.model) == (subject.name, "contract-model")
         if scenario.error_kind is None:
             _check_answer(message, scenario)

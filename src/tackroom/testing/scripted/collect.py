@@ -107,7 +107,7 @@ async def collect_stream(
     channel = await engine.open_channel(capacity=capacity)
     payload = request.model_dump(mode="json") if isinstance(request, BaseModel) else dict(request)
     payload["writer"] = channel.ref.to_json()
-    function_id = provider if "::" in provider else stream_function(provider)
+    function_id = provider if "::" in provider else stream_function(provider).id
     collected = CollectedStream()
 
     async def read() -> None:

@@ -149,11 +149,11 @@ class ScriptedProvider:
     # -- wiring ------------------------------------------------------------------------------
     @property
     def stream_function(self) -> str:
-        return stream_function(self.name)
+        return stream_function(self.name).id
 
     @property
     def complete_function(self) -> str:
-        return complete_function(self.name)
+        return complete_function(self.name).id
 
     async def register(self, engine: Engine, *, worker: str | None = None) -> list[Registration]:
         """Serve this provider's functions on ``engine`` (undo with :meth:`unregister`)."""

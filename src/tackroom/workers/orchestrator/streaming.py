@@ -190,13 +190,12 @@ class ModelCaller:
     async def _invoke(
         self, provider: str, request: ProviderRequest
     ) -> tuple[ErrorKind, str] | None:
-        function_id = stream_function(provider)
+        function = stream_function(provider)
         try:
-            await self._engine.trigger(
-                function_id, request.model_dump(mode="json"), timeout=self._timeout
-            )
+            # The frames are the answer; the function's own result says nothing more to read.
+            await function.send(self._engine, request, timeout=self._timeout)
         except FunctionNotFound as exc:
-            return "permanent", f"no provider worker serves {function_id}: {exc}"
+            return "permanent", f"no provider worker serves {function.id}: {exc}"
         except InvocationTimeout:
             return "transient", f"the model call timed out after {self._timeout:g}s"
         except EngineError as exc:
