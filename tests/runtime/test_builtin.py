@@ -7,9 +7,10 @@ from typing import Any
 
 import pytest
 
+from tackroom.contracts.engine import StateSetRequest, StateValue
 from tackroom.engine import Engine, InvocationError, open_engine
 from tackroom.runtime import Host
-from tackroom.workers.engine.worker import WORKER, StateSetRequest, StateValue
+from tackroom.workers.engine.worker import WORKER
 
 
 @pytest.fixture

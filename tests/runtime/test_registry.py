@@ -48,7 +48,9 @@ def test_a_built_in_name_wins_over_an_entry_point_of_the_same_name(
 
 
 def test_a_target_that_is_not_a_worker_spec_is_refused(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setitem(registry.BUILTIN_WORKERS, "bogus", "tackroom.workers.engine.worker:_Model")
+    monkeypatch.setitem(
+        registry.BUILTIN_WORKERS, "bogus", "tackroom.workers.engine.worker:EngineWorkerConfig"
+    )
     monkeypatch.setitem(registry.BUILTIN_WORKERS, "missing", "tackroom.no_such_module:WORKER")
     monkeypatch.setitem(
         registry.BUILTIN_WORKERS, "renamed", "tackroom.workers.engine.worker:WORKER"

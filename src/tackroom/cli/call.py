@@ -13,6 +13,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from tackroom.contracts.engine import FUNCTIONS_LIST, EmptyRequest
 from tackroom.engine.factory import open_engine
 from tackroom.engine.protocol import DEFAULT_TIMEOUT
 from tackroom.runtime.client import LocalClient
@@ -83,13 +84,14 @@ def _run_call(args: argparse.Namespace) -> int:
 
 
 def _run_functions(args: argparse.Namespace) -> int:
-    catalog = asyncio.run(_trigger(_client(args), "engine::functions::list", None))
+    request = EmptyRequest().model_dump(mode="json")
+    raw = asyncio.run(_trigger(_client(args), FUNCTIONS_LIST.id, request))
+    catalog = FUNCTIONS_LIST.parse_response(raw)
     if args.json:
-        print(json.dumps(catalog, indent=2, ensure_ascii=False))
+        print(json.dumps(FUNCTIONS_LIST.dump_response(catalog), indent=2, ensure_ascii=False))
         return 0
     rows = sorted(
-        (entry["function_id"], entry["worker"], entry["description"])
-        for entry in catalog["functions"]
+        (entry.function_id, entry.worker, entry.description) for entry in catalog.functions
     )
     width_id = max((len(row[0]) for row in rows), default=0)
     width_worker = max((len(row[1]) for row in rows), default=0)

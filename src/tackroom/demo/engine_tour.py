@@ -14,6 +14,7 @@ from typing import Any, TextIO
 
 from pydantic import BaseModel
 
+from tackroom.contracts.engine import FUNCTIONS_LIST, EmptyRequest
 from tackroom.engine.errors import FunctionNotFound, RevisionConflict
 from tackroom.engine.factory import open_engine
 from tackroom.runtime.host import Host
@@ -148,9 +149,9 @@ async def run_demo(*, out: TextIO | None = None) -> int:
                 f"{json.dumps(event['old_value'])} -> {json.dumps(event['new_value'])}"
             )
 
-            say("\n6. The catalog is on the bus too (engine::functions::list)")
-            catalog = await engine.trigger("engine::functions::list", None, timeout=WAIT)
-            ids = sorted(entry["function_id"] for entry in catalog["functions"])
+            say(f"\n6. The catalog is on the bus too ({FUNCTIONS_LIST.id})")
+            catalog = await FUNCTIONS_LIST.call(engine, EmptyRequest(), timeout=WAIT)
+            ids = sorted(entry.function_id for entry in catalog.functions)
             say(f"  {len(ids)} functions: {', '.join(ids)}")
         say("\nshut down cleanly: registrations removed, tasks awaited, engine closed")
     return 0

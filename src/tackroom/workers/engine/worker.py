@@ -1,175 +1,69 @@
 """The built-in ``engine`` worker: the engine's own state, streams and catalog on the bus.
 
 Processes that only hold a bus connection (or a local endpoint client) reach state and streams
-through these function ids instead of the ``Engine`` methods. Engine errors come back as
-``FunctionError`` with the engine's code (``revision_conflict``, ``invalid_update``, ...); a
-request that does not validate fails with ``invalid_request``.
+through these functions (``tackroom.contracts.engine``) instead of the ``Engine`` methods. Engine
+errors come back as ``FunctionError`` with the engine's code (``revision_conflict``,
+``invalid_update``, ...); a request that does not validate fails with ``invalid_request``.
 """
 
 from __future__ import annotations
 
 import functools
 from collections.abc import Awaitable, Callable
-from typing import Any, Literal, TypeVar, cast
+from typing import TypeVar, cast
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel
 
+from tackroom.contracts.engine import (
+    FUNCTIONS_LIST,
+    STATE_DELETE,
+    STATE_GET,
+    STATE_LIST,
+    STATE_SET,
+    STATE_UPDATE,
+    STREAM_APPEND,
+    STREAM_READ,
+    WORKERS_LIST,
+    Deleted,
+    EmptyRequest,
+    FunctionEntry,
+    FunctionList,
+    Revision,
+    Seq,
+    StateDeleteRequest,
+    StateGetRequest,
+    StateItem,
+    StateList,
+    StateListRequest,
+    StateSetRequest,
+    StateUpdateRequest,
+    StateValue,
+    StreamAppendRequest,
+    StreamReadRequest,
+    StreamRecordItem,
+    StreamRecords,
+    WorkerEntry,
+    WorkerList,
+)
 from tackroom.engine.errors import EngineError, FunctionError
 from tackroom.engine.protocol import UpdateOp
 from tackroom.runtime.worker import WorkerConfig, WorkerContext, WorkerSpec
 
-__all__ = [
-    "WORKER",
-    "Deleted",
-    "EmptyRequest",
-    "EngineWorkerConfig",
-    "FunctionEntry",
-    "FunctionList",
-    "Revision",
-    "Seq",
-    "StateDeleteRequest",
-    "StateGetRequest",
-    "StateItem",
-    "StateList",
-    "StateListRequest",
-    "StateSetRequest",
-    "StateUpdateRequest",
-    "StateValue",
-    "StreamAppendRequest",
-    "StreamReadRequest",
-    "StreamRecordItem",
-    "StreamRecords",
-    "UpdateOpModel",
-    "WorkerEntry",
-    "WorkerList",
-]
+__all__ = ["WORKER", "EngineWorkerConfig"]
 
 RequestT = TypeVar("RequestT", bound=BaseModel)
-
-
-class _Model(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+ResponseT = TypeVar("ResponseT")
 
 
 class EngineWorkerConfig(WorkerConfig):
     """The ``engine`` worker takes no options yet."""
 
 
-class EmptyRequest(_Model):
-    pass
-
-
-class _StateKey(_Model):
-    scope: str = Field(min_length=1)
-    key: str = Field(min_length=1)
-
-
-class StateGetRequest(_StateKey):
-    pass
-
-
-class StateValue(_Model):
-    value: Any
-    revision: int
-
-
-class StateSetRequest(_StateKey):
-    value: Any
-    expected_revision: int | None = Field(default=None, ge=0)
-
-
-class Revision(_Model):
-    revision: int
-
-
-class UpdateOpModel(_Model):
-    op: Literal["set", "merge", "append", "increment", "remove"]
-    path: list[str] = Field(default_factory=list)
-    value: Any = None
-
-
-class StateUpdateRequest(_StateKey):
-    ops: list[UpdateOpModel]
-
-
-class StateDeleteRequest(_StateKey):
-    expected_revision: int | None = Field(default=None, ge=0)
-
-
-class Deleted(_Model):
-    deleted: bool
-
-
-class StateListRequest(_Model):
-    scope: str = Field(min_length=1)
-    prefix: str = ""
-
-
-class StateItem(_Model):
-    key: str
-    value: Any
-    revision: int
-
-
-class StateList(_Model):
-    items: list[StateItem]
-
-
-class StreamAppendRequest(_Model):
-    stream: str = Field(min_length=1)
-    group_id: str = Field(min_length=1)
-    data: Any
-
-
-class Seq(_Model):
-    seq: int
-
-
-class StreamReadRequest(_Model):
-    stream: str = Field(min_length=1)
-    group_id: str = Field(min_length=1)
-    after: int = Field(default=0, ge=0)
-    limit: int = Field(default=1000, ge=1, le=10_000)
-
-
-class StreamRecordItem(_Model):
-    seq: int
-    data: Any
-    timestamp: float
-
-
-class StreamRecords(_Model):
-    records: list[StreamRecordItem]
-
-
-class FunctionEntry(_Model):
-    function_id: str
-    worker: str
-    description: str
-    request_schema: dict[str, Any] | None
-    response_schema: dict[str, Any] | None
-
-
-class FunctionList(_Model):
-    functions: list[FunctionEntry]
-
-
-class WorkerEntry(_Model):
-    name: str
-    functions: list[str]
-    pid: int
-    host: str
-
-
-class WorkerList(_Model):
-    workers: list[WorkerEntry]
-
-
 def _engine_errors_as_function_errors(
-    handler: Callable[[RequestT], Awaitable[Any]],
-) -> Callable[[RequestT], Awaitable[Any]]:
+    handler: Callable[[RequestT], Awaitable[ResponseT]],
+) -> Callable[[RequestT], Awaitable[ResponseT]]:
     @functools.wraps(handler)
-    async def run(request: RequestT) -> Any:
+    async def run(request: RequestT) -> ResponseT:
         try:
             return await handler(request)
         except FunctionError:
@@ -247,34 +141,16 @@ async def _start(ctx: WorkerContext[EngineWorkerConfig]) -> None:
             ]
         )
 
-    table: list[tuple[str, Callable[[Any], Awaitable[Any]], type[BaseModel], Any, str]] = [
-        ("state::get", state_get, StateGetRequest, StateValue | None,
-         "Read a state value and its revision (null when absent)."),
-        ("state::set", state_set, StateSetRequest, Revision,
-         "Write a state value; expected_revision makes it compare-and-set (0: must be absent)."),
-        ("state::update", state_update, StateUpdateRequest, StateValue,
-         "Apply set/merge/append/increment/remove ops atomically to a state value."),
-        ("state::delete", state_delete, StateDeleteRequest, Deleted,
-         "Delete a state value, optionally only at an expected revision."),
-        ("state::list", state_list, StateListRequest, StateList,
-         "List the values of a scope whose keys start with prefix, sorted by key."),
-        ("stream::append", stream_append, StreamAppendRequest, Seq,
-         "Append a record to a stream group; returns its sequence."),
-        ("stream::read", stream_read, StreamReadRequest, StreamRecords,
-         "Read up to limit records of a stream group after a sequence."),
-        ("engine::functions::list", functions_list, EmptyRequest, FunctionList,
-         "The function catalog: ids, workers, descriptions and JSON schemas."),
-        ("engine::workers::list", workers_list, EmptyRequest, WorkerList,
-         "The workers on the bus and the function ids each serves."),
-    ]  # fmt: skip
-    for function_id, handler, request_model, response_type, description in table:
-        await ctx.register_typed_function(
-            function_id,
-            _engine_errors_as_function_errors(handler),
-            request_model=request_model,
-            response_type=response_type,
-            description=description,
-        )
+    wrap = _engine_errors_as_function_errors
+    await ctx.serve(STATE_GET, wrap(state_get))
+    await ctx.serve(STATE_SET, wrap(state_set))
+    await ctx.serve(STATE_UPDATE, wrap(state_update))
+    await ctx.serve(STATE_DELETE, wrap(state_delete))
+    await ctx.serve(STATE_LIST, wrap(state_list))
+    await ctx.serve(STREAM_APPEND, wrap(stream_append))
+    await ctx.serve(STREAM_READ, wrap(stream_read))
+    await ctx.serve(FUNCTIONS_LIST, wrap(functions_list))
+    await ctx.serve(WORKERS_LIST, wrap(workers_list))
 
 
 WORKER = WorkerSpec(
