@@ -19,6 +19,7 @@ from tackroom.contracts.versions import rename, upgrading
 
 __all__ = [
     "CALL_CONTEXT_KEY",
+    "NEVER_OFFERED",
     "TRAITS_KEY",
     "CallContext",
     "ToolTraits",
@@ -30,6 +31,28 @@ __all__ = [
 
 CALL_CONTEXT_KEY = "_call"
 TRAITS_KEY = "x-tackroom"
+
+NEVER_OFFERED: tuple[str, ...] = (
+    "run::*",
+    "turn::*",
+    "provider::*",
+    "session-tree::*",
+    "session-inbox::*",
+    "state::*",
+    "stream::*",
+    "engine::*",
+    "approval::*",
+    "policy::*",
+    "auth::*",
+    "budget::*",
+    "hook-fanout::*",
+    "hook::*",
+    "models::reconcile",
+    "directory::skills::register",
+)
+"""Function id globs (``fnmatch``) the orchestrator never hands a model as a tool, whatever a
+run's patterns say: the harness's own machinery, credentials, approvals, policy, budgets, hook
+subscribers, catalog reconciliation and skill registration."""
 
 
 class CallContext(BaseModel):

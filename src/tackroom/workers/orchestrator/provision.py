@@ -24,41 +24,16 @@ from pydantic import ValidationError
 
 from tackroom.contracts.directory import SKILLS_GET_TOOL, SKILLS_INDEX, IndexRequest
 from tackroom.contracts.provider import ToolNames
-from tackroom.contracts.tools import traits_of
+from tackroom.contracts.tools import NEVER_OFFERED, traits_of
 from tackroom.contracts.turn import Mode
 from tackroom.engine.errors import EngineError
 from tackroom.engine.protocol import Engine, FunctionInfo
 from tackroom.workers.orchestrator.record import ToolOffer, TurnRecord
 from tackroom.workers.orchestrator.transition import Provisioned
 
-__all__ = [
-    "NEVER_OFFERED",
-    "Provisioner",
-    "offered_tools",
-    "prompt_piece",
-]
+__all__ = ["Provisioner", "offered_tools", "prompt_piece"]
 
 _log = logging.getLogger("tackroom.orchestrator")
-
-NEVER_OFFERED: tuple[str, ...] = (
-    "run::*",
-    "turn::*",
-    "provider::*",
-    "session-tree::*",
-    "session-inbox::*",
-    "state::*",
-    "stream::*",
-    "engine::*",
-    "approval::*",
-    "policy::*",
-    "auth::*",
-    "budget::*",
-    "hook-fanout::*",
-    "hook::*",
-    "models::reconcile",
-    "directory::skills::register",
-)
-"""Functions no model may be handed as a tool, whatever a run's patterns say."""
 
 
 def prompt_piece(name: str, **values: str) -> str:

@@ -78,7 +78,7 @@ class TurnRecord(_Model):
     tool_patterns: list[str] = Field(default_factory=list)
     initial_messages: list[AgentMessage] = Field(
         default_factory=list,
-        description="run::start's messages, appended to the session by provisioning",
+        description="the start request's messages, appended to the session by provisioning",
     )
     tools: list[ToolOffer] = Field(default_factory=list)
     last_assistant: AssistantMessage | None = None
