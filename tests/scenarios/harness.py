@@ -1,9 +1,9 @@
 """The governance scenario of ``examples/governance/``, booted in process from its own files.
 
 :func:`copy_example` copies the example to a short temporary folder (the endpoint's socket path
-must fit in 107 bytes) and :func:`governed` boots what ``tackroom run`` boots from its
-``tackroom.yaml`` (``agent_host_config``), with the scripted provider built in Python from one of
-the example's scripts so a test can read the requests the model got. ``replicas`` boots more
+must fit in 107 bytes) and :func:`governed` boots it as ``tackroom run`` does: a
+``tackroom.Harness`` on its ``tackroom.yaml``, with the scripted provider built in Python from one
+of the example's scripts so a test can read the requests the model got. ``replicas`` boots more
 ``orchestrator`` workers on the same engine: queue deliveries and state-trigger wakes then land
 on any of them.
 """
@@ -11,27 +11,27 @@ on any of them.
 from __future__ import annotations
 
 import dataclasses
+import os
 import shutil
-from collections.abc import AsyncIterator, Callable, Mapping, Sequence
-from contextlib import asynccontextmanager
+import tempfile
+from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
+from contextlib import asynccontextmanager, contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from opentelemetry.sdk.trace import TracerProvider
 
-from tackroom.cli.run import agent_host_config
-from tackroom.contracts.messages import UserMessage
+from tackroom import Harness
+from tackroom.contracts.events import EVENTS
 from tackroom.contracts.turn import (
-    EVENTS_STREAM,
-    RUN_START,
     TURN_ON_APPROVAL,
     TURN_STEP,
-    RunStartRequest,
     RunStartResponse,
+    TurnStateView,
 )
 from tackroom.engine import Engine, Handler, Registration, open_engine
-from tackroom.runtime import Host, WorkerSpec, load_worker
+from tackroom.runtime import WorkerSpec, load_worker
 from tackroom.runtime.config import load_config
 from tackroom.testing import Script, ScriptedProvider, wait_until
 from tackroom.workers.orchestrator.record import TURNS_SCOPE, TurnRecord
@@ -47,6 +47,7 @@ __all__ = [
     "turn_of",
     "wait_for_parked",
     "wait_for_terminal",
+    "working_copy",
 ]
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "governance"
@@ -57,6 +58,20 @@ SECRETS = (
     "tr0ub4dor-and-3",
 )
 """The credentials in ``workspaces/redact-demo/config/deploy.env``: nothing may keep them."""
+
+
+@contextmanager
+def working_copy() -> Iterator[Path]:
+    """A fresh copy of the example made the working directory (as its README says), in a short
+    temporary path (the endpoint's socket path must fit in 107 bytes)."""
+    before = Path.cwd()
+    with tempfile.TemporaryDirectory(prefix="tr-") as directory:
+        workdir = copy_example(Path(directory))
+        os.chdir(workdir)
+        try:
+            yield workdir
+        finally:
+            os.chdir(before)
 
 
 def copy_example(root: Path) -> Path:
@@ -75,9 +90,9 @@ def copy_example(root: Path) -> Path:
 
 @dataclass
 class Governed:
-    """The harness of the example, booted in process."""
+    """The example's ``tackroom.Harness`` (``facade``), booted in process."""
 
-    host: Host
+    facade: Harness
     provider: ScriptedProvider
     workdir: Path
     deliveries: dict[str, list[str]] = field(default_factory=dict)
@@ -85,31 +100,20 @@ class Governed:
 
     @property
     def engine(self) -> Engine:
-        return self.host.engine
+        return self.facade.engine
 
-    async def start(
-        self, session_id: str, text: str = "go", *, tools: list[str] | None = None
-    ) -> RunStartResponse:
-        """``run::start`` as ``tackroom run`` sends it (the example's model, tools, max turns)."""
-        request = RunStartRequest(
-            session_id=session_id,
-            run_id=f"run-{session_id}",
-            provider="scripted",
-            model="demo",
-            messages=[UserMessage.text(text)],
-            tools=tools or ["fs::*", "calc::*", "clock::*"],
-        )
-        reply = RunStartResponse.model_validate(
-            await self.engine.trigger(RUN_START, request.model_dump(mode="json"))
-        )
+    async def start(self, session_id: str, text: str = "go") -> RunStartResponse:
+        """Start the run ``run-<session_id>`` without following it."""
+        reply = await self.facade.submit(text, session=session_id, run_id=f"run-{session_id}")
         assert reply.started, reply.reason
         return reply
 
-    async def run(
-        self, session_id: str, text: str = "go", *, tools: list[str] | None = None
-    ) -> TurnRecord:
-        await self.start(session_id, text, tools=tools)
-        return await wait_for_terminal(self.engine, session_id)
+    async def run(self, session_id: str, text: str = "go") -> TurnStateView:
+        """Run ``run-<session_id>`` to its end; the turn as committed then."""
+        result = await self.facade.run(text, session=session_id, run_id=f"run-{session_id}")
+        view = await wait_for_terminal(self.facade, session_id)
+        assert (view.run_id, view.stop_reason) == (result.run_id, result.stop_reason), result
+        return view
 
 
 def _counting(engine: Engine, counted: Sequence[str], into: dict[str, list[str]]) -> None:
@@ -139,6 +143,7 @@ async def governed(
     sections: Mapping[str, Mapping[str, Any]] | None = None,
     replicas: int = 1,
     extra: Sequence[WorkerSpec[Any]] = (),
+    tools: Sequence[str] | None = None,
     tracer_provider: TracerProvider | None = None,
     prepare: Callable[[Engine], None] | None = None,
 ) -> AsyncIterator[Governed]:
@@ -147,9 +152,10 @@ async def governed(
 
     ``script``: a file name under ``scripts/`` or a :class:`Script`; ``sections``: config keys
     merged over the example's ``worker_config``; ``replicas``: orchestrators on the one engine;
-    ``extra``: more workers; ``prepare(engine)``: called before the host starts.
+    ``extra``: more workers; ``tools``: offered instead of the example's ``agent.tools``;
+    ``prepare(engine)``: called before the harness starts.
     """
-    config = agent_host_config(load_config(workdir / "tackroom.yaml"), provider="scripted")
+    config = load_config(workdir / "tackroom.yaml")
     merged: dict[str, dict[str, Any] | None] = {
         name: dict(section or {}) for name, section in config.worker_config.items()
     }
@@ -158,29 +164,28 @@ async def governed(
     for index in range(2, replicas + 1):
         merged[f"orchestrator-{index}"] = merged.get("orchestrator")
     config = config.model_copy(update={"worker_config": merged})
+    orchestrator = load_worker("orchestrator")
+    replica_specs = [
+        dataclasses.replace(orchestrator, name=f"orchestrator-{index}")
+        for index in range(2, replicas + 1)
+    ]
 
     loaded = script if isinstance(script, Script) else Script.load(workdir / "scripts" / script)
     provider = ScriptedProvider(loaded, per_session=True, cursor="transcript")
-    specs: list[WorkerSpec[Any]] = []
-    for name in config.workers:
-        if name == "scripted":
-            specs.append(provider.worker_spec())
-            continue
-        spec = load_worker(name)
-        specs.append(spec)
-        if name == "orchestrator":
-            specs += [
-                dataclasses.replace(spec, name=f"orchestrator-{index}")
-                for index in range(2, replicas + 1)
-            ]
     engine = open_engine(config.engine, tracer_provider=tracer_provider)
     deliveries: dict[str, list[str]] = {}
     _counting(engine, (TURN_STEP, TURN_ON_APPROVAL), deliveries)
     if prepare is not None:
         prepare(engine)
-    host = Host(engine=engine, workers=[*specs, *extra], config=config)
-    async with host:
-        yield Governed(host=host, provider=provider, workdir=workdir, deliveries=deliveries)
+    facade = Harness(
+        provider,
+        config=config,
+        engine=engine,
+        tools=list(tools or ()),
+        workers=[*replica_specs, *extra],
+    )
+    async with facade:
+        yield Governed(facade=facade, provider=provider, workdir=workdir, deliveries=deliveries)
 
 
 # -- reading the outcome -----------------------------------------------------------------------
@@ -191,13 +196,16 @@ async def turn_of(engine: Engine, session_id: str) -> TurnRecord | None:
     return None if entry is None else TurnRecord.model_validate(entry.value)
 
 
-async def wait_for_terminal(engine: Engine, session_id: str, *, timeout: float = 10) -> TurnRecord:
-    """The session's turn record once it is ``stopped`` or ``failed``."""
-    found: list[TurnRecord | None] = [None]
+async def wait_for_terminal(
+    harness: Governed | Harness, session_id: str, *, timeout: float = 10
+) -> TurnStateView:
+    """The session's turn (``turn::get_state``) once it is ``stopped`` or ``failed``."""
+    front = harness.facade if isinstance(harness, Governed) else harness
+    found: list[TurnStateView | None] = [None]
 
     async def ended() -> bool:
-        found[0] = record = await turn_of(engine, session_id)
-        return record is not None and record.terminal
+        found[0] = view = await front.get_state(session_id)
+        return view is not None and view.state in ("stopped", "failed")
 
     await wait_until(
         ended,
@@ -208,21 +216,21 @@ async def wait_for_terminal(engine: Engine, session_id: str, *, timeout: float =
     return found[0]
 
 
-async def wait_for_parked(engine: Engine, session_id: str, *calls: str) -> None:
+async def wait_for_parked(harness: Governed, session_id: str, *calls: str) -> None:
     """Until the turn is parked with exactly ``calls`` awaiting approval."""
 
     async def parked() -> bool:
-        record = await turn_of(engine, session_id)
-        if record is None or record.state != "function_awaiting_approval":
+        view = await harness.facade.get_state(session_id)
+        if view is None or view.state != "function_awaiting_approval":
             return False
-        return sorted(c.id for c in record.calls if c.status == "parked") == sorted(calls)
+        return sorted(c.function_call_id for c in view.awaiting_approval) == sorted(calls)
 
     await wait_until(parked, message=f"{session_id} parks {calls} for approval")
 
 
 async def events(engine: Engine, session_id: str) -> list[dict[str, Any]]:
     """The session's ``agent::events``, oldest first."""
-    records = await engine.read(EVENTS_STREAM, session_id, after=0, limit=100_000)
+    records = await engine.read(EVENTS.name, session_id, after=0, limit=100_000)
     return [record.data for record in records]
 
 

@@ -115,7 +115,7 @@ async def test_approval_allowed_or_denied_through_approval_resolve(
 ) -> None:
     async with governed(example, "approval.yaml") as harness:
         await harness.start("appr-1", "Plan the release, then read the plan back")
-        await wait_for_parked(harness.engine, "appr-1", "read-plan")
+        await wait_for_parked(harness, "appr-1", "read-plan")
         pending = await harness.engine.trigger("approval::list_pending", {"session_id": "appr-1"})
         [waiting] = pending["pending"]
         assert (waiting["function_call_id"], waiting["function_id"], waiting["reason"]) == (
@@ -134,7 +134,7 @@ async def test_approval_allowed_or_denied_through_approval_resolve(
             harness.engine, "appr-1", "read-plan", decision, reason="checked", approver="ops"
         )
         assert (decided["decision"], decided["approver"]) == (decision, "ops")
-        record = await wait_for_terminal(harness.engine, "appr-1")
+        record = await wait_for_terminal(harness, "appr-1")
         assert (record.state, record.stop_reason) == ("stopped", "end")
 
         result = result_of(await session(harness.engine, "appr-1"), "read-plan")
@@ -165,8 +165,8 @@ async def test_approval_expired(example: Path) -> None:
     sections = {"approvals": {"ttl_seconds": 0.5}}
     async with governed(example, "approval.yaml", sections=sections) as harness:
         await harness.start("appr-2", "Plan the release, then read the plan back")
-        await wait_for_parked(harness.engine, "appr-2", "read-plan")
-        record = await wait_for_terminal(harness.engine, "appr-2", timeout=15)
+        await wait_for_parked(harness, "appr-2", "read-plan")
+        record = await wait_for_terminal(harness, "appr-2", timeout=15)
         assert (record.state, record.stop_reason) == ("stopped", "end")
 
         result = result_of(await session(harness.engine, "appr-2"), "read-plan")

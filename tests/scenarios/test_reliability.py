@@ -23,11 +23,11 @@ from typing import Any
 
 import pytest
 
-from tackroom.cli.main import main
 from tackroom.contracts.policy import PROTECTED_RULE_ID, protected_by
 from tackroom.contracts.turn import TURN_ON_APPROVAL, TURN_STEP
 from tackroom.engine import FunctionError, InvocationError
 from tackroom.testing import Script
+from tackroom.testing.cli import run_tackroom
 from tackroom.workers.orchestrator.dispatch import LEDGER_SCOPE
 from tests.turn.harness import RECORD, Hold, RecordTools, install_holds, record_call
 
@@ -96,12 +96,17 @@ async def test_two_resolves_for_one_call_at_once_run_it_at_most_once(
     tools = RecordTools(example / "side_effects.log")
     sessions = [f"race-{n}" for n in range(SESSIONS)]
     async with governed(
-        example, ONE_CALL, sections=race_policy(example), replicas=2, extra=[tools.worker_spec()]
+        example,
+        ONE_CALL,
+        sections=race_policy(example),
+        replicas=2,
+        extra=[tools.worker_spec()],
+        tools=["test::*"],
     ) as harness:
         for sid in sessions:
-            await harness.start(sid, "record", tools=["test::*"])
+            await harness.start(sid, "record")
         for sid in sessions:
-            await wait_for_parked(harness.engine, sid, "rec")
+            await wait_for_parked(harness, sid, "rec")
         assert tools.lines() == []
 
         async def race(sid: str) -> list[object]:
@@ -122,7 +127,7 @@ async def test_two_resolves_for_one_call_at_once_run_it_at_most_once(
             winners[sid] = won["decision"]
 
         for sid in sessions:
-            record = await wait_for_terminal(harness.engine, sid)
+            record = await wait_for_terminal(harness, sid)
             assert (record.state, record.stop_reason) == ("stopped", "end"), record.error
             ran = winners[sid] == "allow"
             assert await starts_of(harness, sid) == (["rec"] if ran else [])
@@ -141,12 +146,17 @@ async def test_resolves_for_two_calls_of_one_batch_at_once_run_each_once(
     tools = RecordTools(example / "side_effects.log")
     sessions = [f"batch-{n}" for n in range(SESSIONS)]
     async with governed(
-        example, TWO_CALLS, sections=race_policy(example), replicas=2, extra=[tools.worker_spec()]
+        example,
+        TWO_CALLS,
+        sections=race_policy(example),
+        replicas=2,
+        extra=[tools.worker_spec()],
+        tools=["test::*"],
     ) as harness:
         for sid in sessions:
-            await harness.start(sid, "record two", tools=["test::*"])
+            await harness.start(sid, "record two")
         for sid in sessions:
-            await wait_for_parked(harness.engine, sid, "a", "b")
+            await wait_for_parked(harness, sid, "a", "b")
 
         await asyncio.gather(
             *(
@@ -157,7 +167,7 @@ async def test_resolves_for_two_calls_of_one_batch_at_once_run_each_once(
         )
         ran = [call for call, decision in (("a", for_a), ("b", for_b)) if decision == "allow"]
         for sid in sessions:
-            record = await wait_for_terminal(harness.engine, sid)
+            record = await wait_for_terminal(harness, sid)
             assert (record.state, record.stop_reason) == ("stopped", "end"), record.error
             assert await starts_of(harness, sid) == ran
             reply = await harness.engine.trigger("session-tree::messages", {"session_id": sid})
@@ -183,16 +193,18 @@ async def test_resolves_for_two_calls_of_one_batch_at_once_run_each_once(
 async def test_a_restart_between_park_and_resolve_runs_the_call_once(example: Path) -> None:
     sections = race_policy(example)
     tools = RecordTools(example / "side_effects.log")
-    async with governed(example, ONE_CALL, sections=sections, extra=[tools.worker_spec()]) as h:
-        await h.start("restart-1", "record", tools=["test::*"])
-        await wait_for_parked(h.engine, "restart-1", "rec")
+    restarted: dict[str, Any] = {"extra": [tools.worker_spec()], "tools": ["test::*"]}
+    async with governed(example, ONE_CALL, sections=sections, **restarted) as h:
+        await h.start("restart-1", "record")
+        await wait_for_parked(h, "restart-1", "rec")
 
     # Nothing runs now: `tackroom approve` boots the approvals worker on the engine's file.
     approve = ["approve", "restart-1", "rec", "--approver", "ops", "--config", "tackroom.yaml"]
-    assert await asyncio.to_thread(main, approve) == 0
+    approved = await run_tackroom(*approve, cwd=example)
+    assert approved.code == 0, approved.stderr
 
-    async with governed(example, ONE_CALL, sections=sections, extra=[tools.worker_spec()]) as h:
-        record = await wait_for_terminal(h.engine, "restart-1")
+    async with governed(example, ONE_CALL, sections=sections, **restarted) as h:
+        record = await wait_for_terminal(h, "restart-1")
         assert (record.state, record.stop_reason) == ("stopped", "end"), record.error
         assert tools.lines() == [f"{RECORD} restart-1 rec n1"]
         assert await starts_of(h, "restart-1") == ["rec"]
@@ -207,8 +219,8 @@ async def test_a_restart_between_park_and_resolve_runs_the_call_once(example: Pa
             "ops",
         )
     # And once more: a restart after the end runs nothing again.
-    async with governed(example, ONE_CALL, sections=sections, extra=[tools.worker_spec()]) as h:
-        record = await wait_for_terminal(h.engine, "restart-1")
+    async with governed(example, ONE_CALL, sections=sections, **restarted) as h:
+        record = await wait_for_terminal(h, "restart-1")
         assert record.stop_reason == "end"
         assert tools.lines() == [f"{RECORD} restart-1 rec n1"]
 
@@ -242,10 +254,12 @@ async def test_a_policy_that_does_not_answer_in_time_denies(example: Path) -> No
 
 
 async def test_a_model_cannot_approve_its_own_calls_or_write_credentials(example: Path) -> None:
-    async with governed(example, "protected.yaml") as harness:
-        record = await harness.run("greedy", "Approve your own calls", tools=["*"])
-        assert (record.state, record.stop_reason) == ("stopped", "end")
+    async with governed(example, "protected.yaml", tools=["*"]) as harness:
+        view = await harness.run("greedy", "Approve your own calls")
+        assert (view.state, view.stop_reason) == ("stopped", "end")
         harness.provider.assert_consumed()  # the first turn's tools_exclude held
+        record = await turn_of(harness.engine, "greedy")  # the tools it offered
+        assert record is not None
 
         offered = {tool.function_id for tool in record.tools}
         assert "calc::add" in offered
@@ -286,9 +300,9 @@ async def test_a_model_cannot_approve_its_own_calls_or_write_credentials(example
 
 
 async def test_hooks_and_catalog_writes_are_not_offered_to_a_model(example: Path) -> None:
-    async with governed(example, "protected.yaml") as harness:
-        await harness.start("greedy", "Approve your own calls", tools=["*"])
-        await wait_for_terminal(harness.engine, "greedy")
+    async with governed(example, "protected.yaml", tools=["*"]) as harness:
+        await harness.start("greedy", "Approve your own calls")
+        await wait_for_terminal(harness, "greedy")
         record = await turn_of(harness.engine, "greedy")
         assert record is not None
         offered = {tool.function_id for tool in record.tools}

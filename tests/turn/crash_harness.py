@@ -3,17 +3,19 @@
     python -m tests.turn.crash_harness ENGINE_URL WORKDIR --case NAME --phase first|resume
                                        [--after SEQ]
 
-It boots what ``tackroom run`` boots (engine, sessions, orchestrator, files, utilities, the
-``scripted`` provider with ``cursor: transcript``) plus the test tools, on the engine at
-``ENGINE_URL``. The ``first`` phase queues a steering message, starts the run and, for the case's
-kill point, **holds** the harness there: a held function call blocks forever (and says so), the
-tool blocks after its side effect, or the model stream stalls. The parent then kills it with
-SIGKILL. The ``resume`` phase only boots: the orchestrator wakes the run, which must complete.
+It is a ``tackroom.Harness`` (booting what ``tackroom run`` boots: engine, sessions, orchestrator,
+files, utilities, the ``scripted`` provider with ``cursor: transcript``) plus the test tools, on
+the engine at ``ENGINE_URL``. The ``first`` phase queues a steering message, starts the run
+(``Harness.submit``) and, for the case's kill point, **holds** the harness there: a held
+function call blocks forever (and says so), the tool blocks after its side effect, or the model
+stream stalls. The parent then kills it with SIGKILL. The ``resume`` phase only boots: the
+orchestrator wakes the run, which must complete. Both phases follow the run with
+``Harness.follow(session, after=--after)``.
 
 Everything goes to stdout as JSON lines, flushed one by one:
 
 - ``{"event": {"seq", "type", "event_id", "run_id", "data"}}``: each ``agent::events`` record
-  of the session after ``--after`` (a client reconnecting from that cursor);
+  of the session after ``--after`` (a client reconnecting from that cursor), as stored;
 - ``{"marker": "hold", "name": ...}``: the harness reached the kill point;
 - ``{"marker": "started"}``: ``run::start`` returned;
 - ``{"marker": "finished", "state", "stop_reason", "provider"}``: the run ended and its record is
@@ -31,15 +33,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from tackroom import Harness, RunStream
 from tackroom.contracts.messages import UserMessage
-from tackroom.contracts.turn import (
-    EVENTS_STREAM,
-    RUN_START,
-    RunStartRequest,
-    RunStartResponse,
-)
-from tackroom.engine import Engine, Subscription, open_engine
-from tackroom.runtime import Host
+from tackroom.engine import open_engine
 from tackroom.testing.scripted import status_function
 
 from .harness import (
@@ -47,7 +43,6 @@ from .harness import (
     TOUCH,
     Hold,
     RecordTools,
-    agent_workers,
     harness_config,
     install_holds,
     wait_for_terminal,
@@ -201,9 +196,10 @@ def emit(item: Mapping[str, Any]) -> None:
     print(json.dumps(item, ensure_ascii=False), flush=True)
 
 
-async def _start_run(engine: Engine) -> None:
-    await engine.trigger("session-tree::ensure", {"session_id": SESSION})
-    await engine.trigger(
+async def _start_run(harness: Harness) -> None:
+    bus = harness.bus
+    await bus.trigger("session-tree::ensure", {"session_id": SESSION})
+    await bus.trigger(
         "session-inbox::push",
         {
             "session_id": SESSION,
@@ -211,28 +207,19 @@ async def _start_run(engine: Engine) -> None:
             "item": UserMessage.text(STEERING).model_dump(mode="json"),
         },
     )
-    request = RunStartRequest(
-        session_id=SESSION,
-        run_id=RUN_ID,
-        provider="scripted",
-        model="crash-model",
-        messages=[UserMessage.text(PROMPT)],
-        tools=["test::*"],
-    )
-    reply = RunStartResponse.model_validate(
-        await engine.trigger(RUN_START, request.model_dump(mode="json"))
-    )
+    reply = await harness.submit(PROMPT, session=SESSION, run_id=RUN_ID)
     if not reply.started:
         raise RuntimeError(f"run::start refused: {reply.reason}")
 
 
-async def _pump(subscription: Subscription, ended: asyncio.Event) -> None:
-    async for record in subscription:
-        event = record.data
+async def _pump(stream: RunStream) -> None:
+    """Every event of the run, as stored, until ``agent_end``."""
+    async for _ in stream:
+        event = stream.frame
         emit(
             {
                 "event": {
-                    "seq": record.seq,
+                    "seq": stream.seq,
                     "type": event["type"],
                     "event_id": event["event_id"],
                     "run_id": event["run_id"],
@@ -241,8 +228,6 @@ async def _pump(subscription: Subscription, ended: asyncio.Event) -> None:
                 }
             }
         )
-        if event["type"] == "agent_end":
-            ended.set()
 
 
 async def main(url: str, workdir: Path, case: KillPoint, *, first: bool, after: int) -> None:
@@ -256,38 +241,34 @@ async def main(url: str, workdir: Path, case: KillPoint, *, first: bool, after: 
         hold=asyncio.Event() if first and case.block_tool else None,
         on_hold=lambda function_id: emit({"marker": "hold", "name": function_id}),
     )
-    config = harness_config(
-        workdir,
-        scripted={
-            "script": script_turns(case, first=first),
-            "cursor": "transcript",
-            "per_session": True,
-        },
+    harness = Harness(
+        "scripted:crash-model",
+        config=harness_config(workdir, scripted={"cursor": "transcript"}),
+        engine=engine,
+        script=script_turns(case, first=first),
+        tools=["test::*"],
+        workers=[tools.worker_spec()],
     )
-    async with Host(engine=engine, workers=agent_workers(tools.worker_spec()), config=config):
-        subscription = await engine.subscribe(EVENTS_STREAM, SESSION, after=after)
-        ended = asyncio.Event()
-        async with asyncio.TaskGroup() as group:
-            pump = group.create_task(_pump(subscription, ended))
-            try:
-                if first:
-                    await _start_run(engine)
-                    emit({"marker": "started"})
-                await ended.wait()
-                # agent_end is emitted just before the final commit: wait for the commit.
-                record = await wait_for_terminal(engine, SESSION)
-                status = await engine.trigger(status_function("scripted"), {})
-                emit(
-                    {
-                        "marker": "finished",
-                        "state": record.state,
-                        "stop_reason": record.stop_reason,
-                        "provider": status,
-                    }
-                )
-            finally:
-                pump.cancel()
-                await subscription.aclose()
+    async with harness:
+        if first:
+            await _start_run(harness)
+            emit({"marker": "started"})
+        stream = await harness.follow(SESSION, after=after)
+        try:
+            await _pump(stream)
+        finally:
+            await stream.aclose()
+        # agent_end is emitted just before the final commit: wait for the commit.
+        view = await wait_for_terminal(harness, SESSION)
+        status = await harness.bus.trigger(status_function("scripted"), {})
+        emit(
+            {
+                "marker": "finished",
+                "state": view.state,
+                "stop_reason": view.stop_reason,
+                "provider": status,
+            }
+        )
 
 
 def _parse(argv: list[str]) -> argparse.Namespace:

@@ -1,9 +1,11 @@
-"""Building blocks of the turn's reliability tests: test tools, an embedded harness, readers.
+"""Building blocks of the turn's reliability tests: test tools, a harness on ``tackroom.Harness``,
+readers.
 
-The harness is booted the way ``tackroom run`` boots it (``agent_host_config``'s workers, in its
-order: engine, sessions, orchestrator, files, utilities, the provider), plus the test tools. Both
-the crash child process (``crash_harness.py``) and the in-process tests use it. A fake policy
-worker (:class:`FakePolicy`) stands in for the gate.
+:func:`running_harness` boots the front door (``tackroom.Harness``: the workers ``tackroom run``
+boots) with a scripted provider and the test tools; both the crash child process
+(``crash_harness.py``) and the in-process tests use the facade. A fake policy worker
+(:class:`FakePolicy`) stands in for the gate. Where a test reads or writes what no client API
+offers (a state scope, the raw event stream, a blocked call), it goes through ``harness.engine``.
 """
 
 from __future__ import annotations
@@ -14,20 +16,15 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequenc
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from tackroom.cli.run import agent_host_config
-from tackroom.contracts.messages import UserMessage
+from tackroom import Harness
+from tackroom.contracts.approvals import DECISIONS_SCOPE
+from tackroom.contracts.events import EVENTS
 from tackroom.contracts.tools import CallContext
-from tackroom.contracts.turn import (
-    APPROVALS_SCOPE,
-    EVENTS_STREAM,
-    RUN_START,
-    RunStartRequest,
-    RunStartResponse,
-)
+from tackroom.contracts.turn import RunStartResponse, TurnStateView
 from tackroom.engine import (
     Engine,
     FunctionError,
@@ -38,11 +35,9 @@ from tackroom.engine import (
 )
 from tackroom.runtime import (
     HarnessConfig,
-    Host,
     WorkerConfig,
     WorkerContext,
     WorkerSpec,
-    load_worker,
 )
 from tackroom.runtime.tools import register_tool
 from tackroom.testing import MEMORY_URL, Script, ScriptedProvider, wait_until
@@ -51,12 +46,13 @@ from tackroom.workers.orchestrator.record import TURNS_SCOPE, TurnRecord
 __all__ = [
     "POLICY",
     "RECORD",
+    "TOOLS",
     "TOUCH",
     "FakePolicy",
-    "Harness",
     "Hold",
     "RecordTools",
-    "agent_workers",
+    "RunningHarness",
+    "SpecModel",
     "approve",
     "event_types",
     "events_of",
@@ -200,20 +196,8 @@ def _holding(handler: Handler, hold: Hold, on_hold: Callable[[str], None]) -> Ha
     return held
 
 
-def agent_workers(
-    *extra: WorkerSpec[Any], provider: WorkerSpec[Any] | None = None
-) -> list[WorkerSpec[Any]]:
-    """The workers ``tackroom run`` boots, in its order, then ``extra``.
-
-    ``provider``: a provider spec built in Python, in the place of the ``scripted`` worker
-    (which is otherwise configured by its ``worker_config`` section).
-    """
-    names = agent_host_config(HarnessConfig.defaults(), provider="scripted").workers
-    specs = [
-        provider if name == "scripted" and provider is not None else load_worker(name)
-        for name in names
-    ]
-    return [*specs, *extra]
+TOOLS = ["test::*", "calc::*"]
+"""What the model is offered in these tests."""
 
 
 def harness_config(
@@ -232,29 +216,50 @@ def harness_config(
 
 
 async def turn_of(engine: Engine, session_id: str) -> TurnRecord | None:
+    """The orchestrator's own record of the session's turn, read from its state scope (what a
+    killed harness left behind, the tools it offered: more than ``turn::get_state`` shows)."""
     entry = await engine.get_state(TURNS_SCOPE, session_id)
     return None if entry is None else TurnRecord.model_validate(entry.value)
 
 
-async def wait_for_terminal(engine: Engine, session_id: str, *, timeout: float = 10) -> TurnRecord:
-    """The session's turn record once it is ``stopped`` or ``failed``."""
-    latest: list[TurnRecord | None] = [None]
+def _front(harness: RunningHarness | Harness) -> Harness:
+    return harness.facade if isinstance(harness, RunningHarness) else harness
+
+
+async def wait_for_terminal(
+    harness: RunningHarness | Harness, session_id: str, *, timeout: float = 10
+) -> TurnStateView:
+    """The session's turn (``turn::get_state``) once it is ``stopped`` or ``failed``: committed,
+    which ``agent_end`` is not yet (it is emitted just before the final commit)."""
+    front = _front(harness)
+    latest: list[TurnStateView | None] = [None]
 
     async def terminal() -> bool:
-        latest[0] = record = await turn_of(engine, session_id)
-        return record is not None and record.terminal
+        latest[0] = view = await front.get_state(session_id)
+        return view is not None and view.state in ("stopped", "failed")
 
     def state() -> str:
-        record = latest[0]
-        return f"the turn of {session_id} ends (now: {record and record.state})"
+        view = latest[0]
+        return f"the turn of {session_id} ends (now: {view and view.state})"
 
     await wait_until(terminal, timeout=timeout, message=state)
     assert latest[0] is not None
     return latest[0]
 
 
+async def wait_for_state(harness: RunningHarness | Harness, session_id: str, state: str) -> None:
+    front = _front(harness)
+
+    async def reached() -> bool:
+        view = await front.get_state(session_id)
+        return view is not None and view.state == state
+
+    await wait_until(reached, message=f"{session_id} reaches {state}")
+
+
 async def events_of(engine: Engine, session_id: str, *, after: int = 0) -> list[StreamRecord]:
-    return await engine.read(EVENTS_STREAM, session_id, after=after, limit=100_000)
+    """The session's ``agent::events`` as stored (sequence and JSON), oldest first."""
+    return await engine.read(EVENTS.name, session_id, after=after, limit=100_000)
 
 
 async def messages_of(engine: Engine, session_id: str) -> list[dict[str, Any]]:
@@ -275,10 +280,10 @@ def roles(messages: Sequence[dict[str, Any]]) -> list[tuple[str, str]]:
 
 
 @dataclass
-class Harness:
-    """An in-process agent harness on one engine, with its scripted provider and test tools."""
+class RunningHarness:
+    """``tackroom.Harness`` (``facade``) with its scripted provider and test tools."""
 
-    host: Host
+    facade: Harness
     provider: ScriptedProvider
     tools: RecordTools
     held: list[str]
@@ -286,27 +291,39 @@ class Harness:
 
     @property
     def engine(self) -> Engine:
-        return self.host.engine
+        return self.facade.engine
 
-    async def start(self, session_id: str, text: str = "go", **options: Any) -> RunStartResponse:
-        """``run::start`` with ``text`` as the user message; ``options``: other request fields."""
-        fields: dict[str, Any] = {
-            "provider": self.provider.name,
-            "model": "test-model",
-            "tools": ["test::*", "calc::*"],
-            **options,
-        }
-        request = RunStartRequest(
-            session_id=session_id, messages=[UserMessage.text(text)], **fields
+    async def start(
+        self,
+        session_id: str,
+        text: str = "go",
+        *,
+        run_id: str | None = None,
+        if_busy: Literal["refuse", "queue"] = "refuse",
+        max_turns: int | None = None,
+    ) -> RunStartResponse:
+        """Start a run with ``text`` as the user message, without following it."""
+        return await self.facade.submit(
+            text, session=session_id, run_id=run_id, if_busy=if_busy, max_turns=max_turns
         )
-        reply = await self.engine.trigger(RUN_START, request.model_dump(mode="json"))
-        return RunStartResponse.model_validate(reply)
 
-    async def run(self, session_id: str, text: str = "go", **options: Any) -> TurnRecord:
-        """Start a run and wait for it to end."""
-        reply = await self.start(session_id, text, **options)
-        assert reply.started, reply.reason
-        return await wait_for_terminal(self.engine, session_id)
+    async def run(
+        self,
+        session_id: str,
+        text: str = "go",
+        *,
+        run_id: str | None = None,
+        max_turns: int | None = None,
+    ) -> TurnStateView:
+        """Run to the end through the facade; the turn as committed then."""
+        result = await self.facade.run(text, session=session_id, run_id=run_id, max_turns=max_turns)
+        view = await wait_for_terminal(self, session_id)
+        assert (view.run_id, view.state, view.stop_reason) == (
+            result.run_id,
+            result.state,
+            result.stop_reason,
+        ), result
+        return view
 
 
 @asynccontextmanager
@@ -320,25 +337,44 @@ async def running_harness(
     hold: asyncio.Event | None = None,
     holds: Sequence[Hold] = (),
     extra: Sequence[WorkerSpec[Any]] = (),
-) -> AsyncIterator[Harness]:
-    """Boot engine, sessions, orchestrator, files, utilities, a scripted provider (transcript
-    cursor) and the test tools (their side effects in ``workdir``), plus ``extra``.
+    model: Any = None,
+) -> AsyncIterator[RunningHarness]:
+    """``tackroom.Harness`` on ``url`` (engine, sessions, orchestrator, files, utilities, …), a
+    scripted provider (transcript cursor) as its model, and the test tools (their side effects
+    in ``workdir``), plus ``extra``; the model is offered :data:`TOOLS`.
 
-    ``hold``: the test tools wait for it; ``holds``: calls blocked until the host closes (a
+    ``hold``: the test tools wait for it; ``holds``: calls blocked until the harness closes (a
     clean shutdown there is a crash for the blocked step: it is not acknowledged).
+    ``model``: the facade's model instead of the scripted provider (which is then not served).
     """
-    provider = ScriptedProvider(script, per_session=per_session, cursor="transcript")
+    scripted = ScriptedProvider(script, per_session=per_session, cursor="transcript")
     tools = RecordTools(workdir / "side_effects.log", hold=hold)
-    engine = open_engine(url)
     held: list[str] = []
-    install_holds(engine, holds, on_hold=held.append)
-    host = Host(
-        engine=engine,
-        workers=agent_workers(tools.worker_spec(), *extra, provider=provider.worker_spec()),
+    engine: str | Engine = url
+    if holds:
+        engine = open_engine(url)
+        install_holds(engine, holds, on_hold=held.append)
+    facade = Harness(
+        scripted if model is None else model,
         config=harness_config(workdir, orchestrator=orchestrator),
+        engine=engine,
+        tools=TOOLS,
+        workers=[tools.worker_spec(), *extra],
     )
-    async with host:
-        yield Harness(host=host, provider=provider, tools=tools, held=held)
+    async with facade:
+        yield RunningHarness(facade=facade, provider=scripted, tools=tools, held=held)
+
+
+@dataclass(frozen=True, slots=True)
+class SpecModel:
+    """A model for ``tackroom.Harness``: provider ``name``, served by the worker ``spec`` (a
+    wrapped provider worker, or one that serves nothing)."""
+
+    name: str
+    spec: WorkerSpec[Any]
+
+    def worker_spec(self) -> WorkerSpec[Any]:
+        return self.spec
 
 
 # -- the gate ----------------------------------------------------------------------------------
@@ -379,7 +415,7 @@ class FakePolicy:
 
 def policy_harness(
     tmp_path: Path, script: Script, policy: FakePolicy, **options: Any
-) -> AbstractAsyncContextManager[Harness]:
+) -> AbstractAsyncContextManager[RunningHarness]:
     """:func:`running_harness` with ``policy`` booted and configured as the gate."""
     orchestrator = {"policy_function": POLICY, **options.pop("orchestrator", {})}
     return running_harness(
@@ -387,23 +423,17 @@ def policy_harness(
     )
 
 
-async def wait_for_state(harness: Harness, session_id: str, state: str) -> None:
-    async def reached() -> bool:
-        record = await turn_of(harness.engine, session_id)
-        return record is not None and record.state == state
-
-    await wait_until(reached, message=f"{session_id} reaches {state}")
-
-
-async def event_types(harness: Harness, session_id: str) -> list[str]:
+async def event_types(harness: RunningHarness, session_id: str) -> list[str]:
     return [r.data["type"] for r in await events_of(harness.engine, session_id)]
 
 
 async def approve(
-    harness: Harness, session_id: str, call_id: str, decision: str, **more: Any
+    harness: RunningHarness, session_id: str, call_id: str, decision: str, **more: Any
 ) -> None:
+    """A decision written straight into the approvals scope (what ``approval::resolve`` ends in):
+    these tests exercise the orchestrator's state trigger, not the approvals worker."""
     await harness.engine.set_state(
-        APPROVALS_SCOPE, f"{session_id}/{call_id}", {"decision": decision, **more}
+        DECISIONS_SCOPE.name, f"{session_id}/{call_id}", {"decision": decision, **more}
     )
 
 

@@ -13,7 +13,7 @@ from tackroom.testing import MEMORY_URL, Script, wait_until
 from tackroom.testing.backends import BACKENDS, engine_url_for
 
 from .harness import (
-    Harness,
+    RunningHarness,
     events_of,
     messages_of,
     roles,
@@ -67,15 +67,17 @@ on_every_backend = pytest.mark.parametrize("backend", list(BACKENDS))
 async def test_100_sessions_at_once_do_not_interfere(tmp_path: Path, backend: str) -> None:
     url = engine_url(backend, tmp_path)
     async with running_harness(tmp_path, adding_script(SESSIONS), url=url) as harness:
-        replies = await asyncio.gather(
+        results = await asyncio.gather(
             *(
-                harness.start(f"s{i}", f"What is {i} + 1000?", run_id=f"run-{i}")
+                harness.facade.run(f"What is {i} + 1000?", session=f"s{i}", run_id=f"run-{i}")
                 for i in range(SESSIONS)
             )
         )
-        assert all(reply.started for reply in replies)
+        assert [(r.session_id, r.run_id, r.output) for r in results] == [
+            (f"s{i}", f"run-{i}", f"{i} + 1000 = {i + 1000}") for i in range(SESSIONS)
+        ]
         records = await asyncio.gather(
-            *(wait_for_terminal(harness.engine, f"s{i}", timeout=30) for i in range(SESSIONS))
+            *(wait_for_terminal(harness, f"s{i}", timeout=30) for i in range(SESSIONS))
         )
 
         assert [(r.state, r.stop_reason, r.turn_count) for r in records] == [
@@ -89,7 +91,7 @@ async def test_100_sessions_at_once_do_not_interfere(tmp_path: Path, backend: st
             await _check_session(harness, i)
 
 
-async def _check_session(harness: Harness, i: int) -> None:
+async def _check_session(harness: RunningHarness, i: int) -> None:
     sid, run = f"s{i}", f"run-{i}"
     entries = await messages_of(harness.engine, sid)
     assert roles(entries) == [
@@ -126,7 +128,7 @@ async def test_two_starts_at_once_on_one_session_start_one_run(
         assert len(started) == 1
         refused = [reply for reply in replies if not reply.started]
         assert all((r.reason or "").startswith("session_busy") for r in refused)
-        record = await wait_for_terminal(harness.engine, "one")
+        record = await wait_for_terminal(harness, "one")
         assert (record.run_id, record.state, record.stop_reason) == (
             started[0].run_id,
             "stopped",
@@ -180,7 +182,7 @@ async def test_a_busy_session_refuses_a_second_run_or_queues_its_message(
         assert [text(item) for item in inbox["items"]] == ["my follow-up"]
 
         release.set()
-        record = await wait_for_terminal(engine, "busy")
+        record = await wait_for_terminal(harness, "busy")
         assert (record.run_id, record.state, record.stop_reason, record.turn_count) == (
             "run-1",
             "stopped",

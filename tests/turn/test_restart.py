@@ -1,8 +1,8 @@
 """Restarting the harness, in process: what a turn finds when its harness comes back.
 
-A clean shutdown (``Host.close``) does not acknowledge the step in flight, so the next boot on the
-same database resumes it as it would after a crash; a blocked call (:class:`~.harness.Hold`) pins
-the shutdown to an exact point. The SIGKILL matrix is in ``test_crash_matrix.py``.
+A clean shutdown (``Harness.close``) does not acknowledge the step in flight, so the next boot on
+the same database resumes it as it would after a crash; a blocked call (:class:`~.harness.Hold`)
+pins the shutdown to an exact point. The SIGKILL matrix is in ``test_crash_matrix.py``.
 """
 
 from __future__ import annotations
@@ -15,9 +15,10 @@ from typing import Any
 
 import pytest
 
+from tackroom import Harness
 from tackroom.contracts.messages import UserMessage
-from tackroom.engine import open_engine
-from tackroom.runtime import Host, WorkerContext, WorkerSpec
+from tackroom.engine import Engine
+from tackroom.runtime import WorkerContext, WorkerSpec
 from tackroom.testing import Script, ScriptedProvider, ScriptTurn, wait_until
 from tackroom.workers.orchestrator.dispatch import LEDGER_SCOPE
 
@@ -25,7 +26,7 @@ from .harness import (
     RECORD,
     FakePolicy,
     Hold,
-    agent_workers,
+    SpecModel,
     approve,
     harness_config,
     messages_of,
@@ -55,9 +56,9 @@ async def test_a_restart_resumes_a_parked_turn_and_runs_the_approved_call_once(
         await harness.start("s", "record", run_id="run")
         await wait_for_state(harness, "s", "function_awaiting_approval")
     async with policy_harness(tmp_path, script, policy, url=url) as harness:
-        assert (await turn_of(harness.engine, "s")) is not None
+        assert (await harness.facade.get_state("s")) is not None
         await approve(harness, "s", "rec", "allow")
-        record = await wait_for_terminal(harness.engine, "s")
+        record = await wait_for_terminal(harness, "s")
         assert (record.state, record.stop_reason) == ("stopped", "end")
         assert harness.tools.lines() == [f"{RECORD} s rec n1"]
         ledger = await harness.engine.get_state(LEDGER_SCOPE, "s/run/rec")
@@ -65,13 +66,15 @@ async def test_a_restart_resumes_a_parked_turn_and_runs_the_approved_call_once(
         assert ledger.value["status"] == "done"
 
 
-def slow_to_start(spec: WorkerSpec[Any], ready: Callable[[], Awaitable[bool]]) -> WorkerSpec[Any]:
-    """``spec`` whose start first waits (up to 2 s) for ``ready()``: a worker that does some I/O
-    before it registers (fetching credentials, a model list; any registration on NATS)."""
+def slow_to_start(
+    spec: WorkerSpec[Any], ready: Callable[[Engine], Awaitable[bool]]
+) -> WorkerSpec[Any]:
+    """``spec`` whose start first waits (up to 2 s) for ``ready(engine)``: a worker that does some
+    I/O before it registers (fetching credentials, a model list; any registration on NATS)."""
 
     async def start(ctx: WorkerContext[Any]) -> None:
         with contextlib.suppress(AssertionError):
-            await wait_until(ready, timeout=2)
+            await wait_until(lambda: ready(ctx.engine), timeout=2)
         await spec.start(ctx)
 
     return dataclasses.replace(spec, start=start)
@@ -88,15 +91,14 @@ async def test_a_resumed_turn_waits_for_the_workers_booted_after_the_orchestrato
     # A clean shutdown mid-stream: the step is not acknowledged and resumes on the next boot.
 
     provider = ScriptedProvider(Script([ScriptTurn.say("hello again")]), cursor="transcript")
-    engine = open_engine(url)
 
-    async def turn_ended() -> bool:
+    async def turn_ended(engine: Engine) -> bool:
         record = await turn_of(engine, "s")
         return record is not None and record.terminal
 
-    workers = agent_workers(provider=slow_to_start(provider.worker_spec(), turn_ended))
-    async with Host(engine=engine, workers=workers, config=harness_config(tmp_path)):
-        record = await wait_for_terminal(engine, "s")
+    model = SpecModel(provider.name, slow_to_start(provider.worker_spec(), turn_ended))
+    async with Harness(model, config=harness_config(tmp_path), engine=url) as facade:
+        record = await wait_for_terminal(facade, "s")
         assert (record.state, record.stop_reason) == ("stopped", "end"), record.error
 
 
@@ -127,7 +129,7 @@ async def test_steering_taken_by_a_run_that_stops_is_not_taken_again(
             "session-inbox::push", {"session_id": "s", "name": "steering", "item": note}
         )
         await harness.start("s", "first run", run_id="run-1", max_turns=1)
-        record = await wait_for_terminal(engine, "s")
+        record = await wait_for_terminal(harness, "s")
         assert (record.state, record.stop_reason) == ("stopped", "max_turns")
         if crash:
             await wait_until(lambda: harness.held == ["steering removal"], message="held")

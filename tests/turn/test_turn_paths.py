@@ -7,20 +7,19 @@ from __future__ import annotations
 import asyncio
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 
-from tackroom.contracts.turn import (
-    APPROVALS_SCOPE,
-    RUN_ABORT,
-    TURN_GET_STATE,
-    TurnStateView,
-)
+from tackroom.contracts.approvals import DECISIONS_SCOPE
+from tackroom.runtime import WorkerConfig, WorkerContext, WorkerSpec
 from tackroom.testing import RecordingHandler, Script, ScriptTurn, wait_until
 
 from .harness import (
     RECORD,
     FakePolicy,
+    RunningHarness,
+    SpecModel,
     approve,
     event_types,
     events_of,
@@ -30,7 +29,6 @@ from .harness import (
     roles,
     running_harness,
     text,
-    turn_of,
     wait_for_state,
     wait_for_terminal,
 )
@@ -68,16 +66,15 @@ async def test_a_parked_call_waits_while_its_sibling_runs_then_runs_once_when_al
             "policy: needs_approval",
         )
         assert harness.tools.lines() == []
-        view = TurnStateView.model_validate(
-            await harness.engine.trigger(TURN_GET_STATE, {"session_id": "s"})
-        )
+        view = await harness.facade.get_state("s")
+        assert view is not None
         assert [(p.function_call_id, p.function_id) for p in view.awaiting_approval] == [
             ("rec", RECORD)
         ]
         assert harness.provider.calls == 1
 
         await approve(harness, "s", "rec", "allow")
-        record = await wait_for_terminal(harness.engine, "s")
+        record = await wait_for_terminal(harness, "s")
         assert (record.state, record.stop_reason) == ("stopped", "end")
         assert harness.tools.lines() == [f"{RECORD} s rec n1"]
         assert roles(await messages_of(harness.engine, "s")) == [
@@ -111,7 +108,7 @@ async def test_two_decisions_written_at_once_run_each_call_exactly_once(tmp_path
         await asyncio.gather(
             approve(harness, "s", "a", "allow"), approve(harness, "s", "b", "allow")
         )
-        record = await wait_for_terminal(harness.engine, "s")
+        record = await wait_for_terminal(harness, "s")
         assert (record.state, record.stop_reason) == ("stopped", "end")
         assert sorted(harness.tools.lines()) == [f"{RECORD} s a first", f"{RECORD} s b second"]
         types = await event_types(harness, "s")
@@ -145,18 +142,18 @@ async def test_a_decision_written_before_the_turn_parks_is_not_lost(tmp_path: Pa
     async with policy_harness(tmp_path, script, policy, hold=release) as harness:
         await harness.start("s", "add and record", run_id="run")
         await wait_until(lambda: harness.tools.waiting == 1, message="the sibling is running")
-        record = await turn_of(harness.engine, "s")
-        assert record is not None
-        assert record.state == "function_execute"
+        view = await harness.facade.get_state("s")
+        assert view is not None
+        assert view.state == "function_execute"
         # A witness trigger registered after the orchestrator's: deliveries for one key run in
         # order, so once it has run, the orchestrator's trigger has seen the turn not parked.
         witness = RecordingHandler()
         await harness.engine.register_function("test::approval_seen", witness)
-        await harness.engine.add_state_trigger(APPROVALS_SCOPE, "test::approval_seen")
+        await harness.engine.add_state_trigger(DECISIONS_SCOPE.name, "test::approval_seen")
         await approve(harness, "s", "add", "allow")
         await witness.wait_for_calls(1)
         release.set()
-        record = await wait_for_terminal(harness.engine, "s", timeout=5)
+        record = await wait_for_terminal(harness, "s", timeout=5)
         assert (record.state, record.stop_reason) == ("stopped", "end")
         results = [
             e for e in await messages_of(harness.engine, "s") if e["entry_id"].startswith("run-fr-")
@@ -179,7 +176,7 @@ async def test_a_denied_call_gives_the_model_a_denial(tmp_path: Path) -> None:
         await harness.start("s", "record", run_id="run")
         await wait_for_state(harness, "s", "function_awaiting_approval")
         await approve(harness, "s", "rec", "deny", reason="not today")
-        record = await wait_for_terminal(harness.engine, "s")
+        record = await wait_for_terminal(harness, "s")
         assert (record.state, record.stop_reason) == ("stopped", "end")
         assert harness.tools.lines() == []
         result = (await messages_of(harness.engine, "s"))[2]["message"]
@@ -328,9 +325,25 @@ async def test_invalid_arguments_go_back_to_the_model_which_corrects_itself(
 
 
 # -- errors -------------------------------------------------------------------------------------
+class _NoConfig(WorkerConfig):
+    pass
+
+
+def serves_nothing(name: str) -> SpecModel:
+    """A model named ``name`` whose worker registers no function."""
+
+    async def start(ctx: WorkerContext[_NoConfig]) -> None:
+        return None
+
+    spec: WorkerSpec[Any] = WorkerSpec(
+        name=name, description="Serves nothing.", config_model=_NoConfig, start=start
+    )
+    return SpecModel(name, spec)
+
+
 async def test_an_unknown_provider_stops_the_run_with_a_visible_error(tmp_path: Path) -> None:
-    async with running_harness(tmp_path, Script([])) as harness:
-        record = await harness.run("s", "hello", run_id="run", provider="nope")
+    async with running_harness(tmp_path, Script([]), model=serves_nothing("nope")) as harness:
+        record = await harness.run("s", "hello", run_id="run")
         assert (record.state, record.stop_reason) == ("stopped", "error")
         assert record.error is not None
         assert record.error.kind == "permanent"
@@ -341,8 +354,10 @@ async def test_an_unknown_provider_stops_the_run_with_a_visible_error(tmp_path: 
         events = [r.data for r in await events_of(harness.engine, "s")]
         assert events[-1]["type"] == "agent_end"
         assert events[-1]["data"]["stop_reason"] == "error"
-        view = await harness.engine.trigger(TURN_GET_STATE, {"session_id": "s"})
-        assert view["error"]["kind"] == "permanent"
+        view = await harness.facade.get_state("s")
+        assert view is not None
+        assert view.error is not None
+        assert view.error.kind == "permanent"
 
 
 async def test_an_unexpected_error_in_a_step_fails_the_turn_once(tmp_path: Path) -> None:
@@ -368,6 +383,11 @@ async def test_an_unexpected_error_in_a_step_fails_the_turn_once(tmp_path: Path)
 
 
 # -- abort --------------------------------------------------------------------------------------
+async def state_of(harness: RunningHarness, session_id: str) -> str | None:
+    view = await harness.facade.get_state(session_id)
+    return None if view is None else view.state
+
+
 async def test_abort_mid_run_stops_at_the_next_step(tmp_path: Path) -> None:
     script = Script(
         [
@@ -380,10 +400,10 @@ async def test_abort_mid_run_stops_at_the_next_step(tmp_path: Path) -> None:
         engine = harness.engine
         await harness.start("s", "record", run_id="run")
         await wait_until(lambda: harness.tools.waiting == 1, message="the tool is running")
-        reply = await engine.trigger(RUN_ABORT, {"session_id": "s", "reason": "user pressed stop"})
-        assert reply == {"session_id": "s", "aborted": True, "state": "function_execute"}
+        assert await state_of(harness, "s") == "function_execute"
+        assert await harness.facade.abort("s", reason="user pressed stop") is True
         release.set()
-        record = await wait_for_terminal(engine, "s")
+        record = await wait_for_terminal(harness, "s")
         assert (record.state, record.stop_reason) == ("stopped", "aborted")
         assert harness.provider.calls == 1  # the model was not asked again
         entries = await messages_of(engine, "s")
@@ -395,8 +415,8 @@ async def test_abort_mid_run_stops_at_the_next_step(tmp_path: Path) -> None:
         ]
         assert text(entries[-1]["message"]) == "Aborted: user pressed stop"
         assert harness.tools.lines() == [f"{RECORD} s rec n1"]
-        again = await engine.trigger(RUN_ABORT, {"session_id": "s"})
-        assert again == {"session_id": "s", "aborted": False, "state": "stopped"}
+        assert await harness.facade.abort("s") is False
+        assert await state_of(harness, "s") == "stopped"
 
 
 async def test_abort_while_parked_for_approval(tmp_path: Path) -> None:
@@ -404,8 +424,8 @@ async def test_abort_while_parked_for_approval(tmp_path: Path) -> None:
     async with policy_harness(tmp_path, script, FakePolicy({RECORD: "needs_approval"})) as harness:
         await harness.start("s", "record", run_id="run")
         await wait_for_state(harness, "s", "function_awaiting_approval")
-        await harness.engine.trigger(RUN_ABORT, {"session_id": "s", "reason": "changed my mind"})
-        record = await wait_for_terminal(harness.engine, "s")
+        assert await harness.facade.abort("s", reason="changed my mind") is True
+        record = await wait_for_terminal(harness, "s")
         assert (record.state, record.stop_reason) == ("stopped", "aborted")
         assert harness.tools.lines() == []
         entries = await messages_of(harness.engine, "s")
@@ -423,9 +443,9 @@ async def test_abort_interrupts_a_model_stream_in_flight(tmp_path: Path) -> None
     async with running_harness(tmp_path, script) as harness:
         await harness.start("s", "talk", run_id="run")
         await wait_until(lambda: harness.provider.calls == 1, message="the model is streaming")
-        reply = await harness.engine.trigger(RUN_ABORT, {"session_id": "s"})
-        assert reply == {"session_id": "s", "aborted": True, "state": "assistant_streaming"}
-        record = await wait_for_terminal(harness.engine, "s", timeout=5)
+        assert await state_of(harness, "s") == "assistant_streaming"
+        assert await harness.facade.abort("s") is True
+        record = await wait_for_terminal(harness, "s", timeout=5)
         assert (record.state, record.stop_reason) == ("stopped", "aborted")
         entries = await messages_of(harness.engine, "s")
         # Ended like any abort: a note saying why, no half-answer stored as the model's message.
