@@ -31,6 +31,7 @@ from typing import TYPE_CHECKING, Any, Literal, TypeVar, overload
 from pydantic import ValidationError
 
 from tackroom.contracts.events import EVENTS
+from tackroom.contracts.hooks import PUBLISH_COLLECT
 from tackroom.contracts.messages import UserMessage
 from tackroom.contracts.provider import ProviderCheckRequest, check_function
 from tackroom.contracts.turn import (
@@ -85,7 +86,7 @@ F = TypeVar("F", bound=Callable[..., Any])
 
 _TOOLS_WORKER = "harness-tools"
 _HOOKS_WORKER = "harness-hooks"
-_HOOKS_FUNCTION = "hook-fanout::publish_collect"
+_HOOKS_FUNCTION = PUBLISH_COLLECT.id
 
 
 class Harness:

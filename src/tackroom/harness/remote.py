@@ -3,8 +3,9 @@
 When ``tackroom serve`` owns the embedded engine, a second harness in the same directory cannot
 open it; it reaches that process through its Unix socket instead. The endpoint carries function
 calls only, so this adapter gives the facade what it needs from a bus on top of ``trigger``:
-state writes through ``state::set`` and an event subscription that reads ``stream::read`` from a
-cursor (polling, quickly while records arrive, backing off to a fifth of a second when idle).
+state writes through the engine worker's ``STATE_SET`` and an event subscription that reads
+``STREAM_READ`` from a cursor (polling, quickly while records arrive, backing off to a fifth of a
+second when idle).
 """
 
 from __future__ import annotations
@@ -14,6 +15,13 @@ from collections import deque
 from pathlib import Path
 from typing import Any
 
+from tackroom.contracts.engine import (
+    STATE_SET,
+    STREAM_READ,
+    Revision,
+    StateSetRequest,
+    StreamReadRequest,
+)
 from tackroom.engine.protocol import DEFAULT_TIMEOUT, StreamRecord, Subscription
 from tackroom.runtime.client import LocalClient
 
@@ -43,23 +51,17 @@ class PolledSubscription:
         while not self._buffer:
             if self._closed:
                 raise StopAsyncIteration
-            reply = await self._client.trigger(
-                "stream::read",
-                {
-                    "stream": self._stream,
-                    "group_id": self._group,
-                    "after": self._after,
-                    "limit": _PAGE,
-                },
+            request = StreamReadRequest(
+                stream=self._stream, group_id=self._group, after=self._after, limit=_PAGE
             )
-            for item in reply.get("records", []) if isinstance(reply, dict) else []:
+            for item in (await STREAM_READ.call(self._client, request)).records:
                 self._buffer.append(
                     StreamRecord(
                         stream=self._stream,
                         group_id=self._group,
-                        seq=int(item["seq"]),
-                        data=item["data"],
-                        timestamp=float(item["timestamp"]),
+                        seq=item.seq,
+                        data=item.data,
+                        timestamp=item.timestamp,
                     )
                 )
             if not self._buffer:
@@ -96,11 +98,11 @@ class RemoteBus:
 
     async def set_state(
         self, scope: str, key: str, value: Any, *, expected_revision: int | None = None
-    ) -> Any:
-        return await self.client.trigger(
-            "state::set",
-            {"scope": scope, "key": key, "value": value, "expected_revision": expected_revision},
+    ) -> Revision:
+        request = StateSetRequest(
+            scope=scope, key=key, value=value, expected_revision=expected_revision
         )
+        return await STATE_SET.call(self.client, request)
 
     async def close(self) -> None:
         await self.client.close()
