@@ -438,13 +438,15 @@ async def end_to_end(wire: str, deltas: int, runs: int, interval: float) -> dict
 
 
 def startup(samples: int) -> dict[str, Any]:
-    """``tackroom run`` on the scripted provider: spawn to the first byte of the answer."""
+    """``tackroom run`` on the scripted provider: spawn to the first byte of the answer (the
+    installed ``tackroom`` script, run by a probe that reports which provider SDKs it loaded)."""
+    script = Path(sys.executable).with_name("tackroom")
     probe = (
         "import sys, atexit\n"
         "atexit.register(lambda: print('SDKS', sorted(m for m in ('openai', 'anthropic')"
         " if m in sys.modules), file=sys.stderr))\n"
-        "from tackroom.cli.main import main\n"
-        "sys.exit(main(sys.argv[1:]))\n"
+        "import runpy\n"
+        "runpy.run_path(sys.argv.pop(1), run_name='__main__')\n"
     )
     argv = ["run", "hi", "--model", "scripted:m", "--script", "turn.yaml",
             "--engine", "embedded::memory:"]  # fmt: skip
@@ -454,7 +456,7 @@ def startup(samples: int) -> dict[str, Any]:
         for _ in range(samples):
             started = time.perf_counter()
             process = subprocess.Popen(
-                [sys.executable, "-c", probe, *argv], cwd=directory,
+                [sys.executable, "-c", probe, str(script), *argv], cwd=directory,
                 stdout=subprocess.PIPE, stderr=subprocess.PIPE,
             )  # fmt: skip
             assert process.stdout is not None

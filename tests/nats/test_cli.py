@@ -6,7 +6,6 @@ import asyncio
 import json
 import re
 import signal
-import sys
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -15,7 +14,7 @@ from tackroom import Harness
 from tackroom.contracts.messages import FunctionResultMessage, text_of
 from tackroom.engine import Engine
 from tackroom.testing import running_engine, wait_until
-from tackroom.testing.cli import run_tackroom
+from tackroom.testing.cli import run_tackroom, tackroom_argv
 
 STARTUP = 30.0
 
@@ -24,10 +23,7 @@ STARTUP = 30.0
 async def tackroom(*args: str, cwd: Path) -> AsyncIterator[asyncio.subprocess.Process]:
     """Run ``tackroom ARGS`` until it prints its ready line; SIGTERM it on the way out."""
     proc = await asyncio.create_subprocess_exec(
-        sys.executable,
-        "-m",
-        "tackroom.cli.main",
-        *args,
+        *tackroom_argv(*args),
         cwd=cwd,
         stdout=asyncio.subprocess.PIPE,
         stderr=asyncio.subprocess.PIPE,
@@ -108,7 +104,7 @@ async def test_a_harness_attached_on_nats_serves_its_tools_to_a_serve(
         f"    script: {json.dumps(script)}\n    per_session: true\n"
     )
     proc = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "tackroom.cli.main", "serve", "--engine", nats_url, cwd=tmp_path,
+        *tackroom_argv("serve", "--engine", nats_url), cwd=tmp_path,
         stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
     )  # fmt: skip
     ran_here: list[str] = []

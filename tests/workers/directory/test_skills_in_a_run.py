@@ -1,14 +1,15 @@
 """An agent run end to end: the prompt carries AGENTS.md and the skills index, and the model
-fetches a skill body with the ``skills::get`` tool (``tackroom run``, scripted model)."""
+fetches a skill body with the ``skills::get`` tool (``tackroom.Harness`` in the project folder,
+as ``tackroom run`` boots it, scripted model)."""
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import pytest
 
-from tackroom.cli.main import main
+from tackroom import FunctionExecutionEnd, Harness
+from tackroom.runtime.config import AgentSettings
 from tackroom.testing.contracts.directory import write_skill
 
 SCRIPT = """
@@ -25,8 +26,8 @@ turns:
 """
 
 
-def test_the_model_reads_a_skill_named_in_its_prompt(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+async def test_the_model_reads_a_skill_named_in_its_prompt(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.chdir(tmp_path)
     monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "config"))
@@ -39,9 +40,12 @@ def test_the_model_reads_a_skill_named_in_its_prompt(
         description="How to greet a sailor.",
         body="# Greeting\n\nSay 'Ahoy!'.",
     )
-    code = main(["run", "Greet me", "--model", "scripted:m", "--script", "turn.yaml", "--json"])
-    events = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
-    assert code == 0, events[-3:]
-    [end] = [e for e in events if e["type"] == "function_execution_end"]
-    assert end["data"]["is_error"] is False
-    assert "Say 'Ahoy!'." in json.dumps(end["data"]["result"])
+    harness = Harness("scripted:m", script=Path("turn.yaml"), tools=AgentSettings().tools)
+    async with harness:
+        stream = harness.stream("Greet me")
+        events = [event async for event in stream]
+    assert stream.result.ok, stream.result.error
+    assert stream.result.output == "Ahoy!"
+    [end] = [e for e in events if isinstance(e, FunctionExecutionEnd)]
+    assert end.data.is_error is False
+    assert "Say 'Ahoy!'." in end.data.result.model_dump_json()

@@ -7,18 +7,24 @@ from __future__ import annotations
 
 import asyncio
 import json
-import sys
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from tackroom.cli.main import main
-from tackroom.testing.cli import run_tackroom
-
-from .harness import SECRETS
+from tackroom.testing.cli import run_tackroom, tackroom_argv
+from tests.scenarios.harness import SECRETS, working_copy
 
 DEADLINE = 30.0
+
+
+@pytest.fixture
+def example() -> Iterator[Path]:
+    """A fresh copy of ``examples/governance/``, made the working directory."""
+    with working_copy() as workdir:
+        yield workdir
 
 
 def run(example: Path, script: str, prompt: str, *extra: str) -> int:
@@ -137,9 +143,7 @@ async def test_approval_from_another_process(
 ) -> None:
     config = str(example / "tackroom.yaml")
     agent = await asyncio.create_subprocess_exec(
-        sys.executable,
-        "-m",
-        "tackroom.cli.main",
+        *tackroom_argv(),
         "run",
         "--config",
         config,

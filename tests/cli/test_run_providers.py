@@ -12,7 +12,7 @@ import pytest
 import yaml
 
 from tackroom.cli.main import main
-from tackroom.cli.run import agent_host_config
+from tackroom.harness.wiring import agent_host_config
 from tackroom.runtime.config import load_config
 from tackroom.testing.fake_llm import FakeOpenAIServer, Reply
 
