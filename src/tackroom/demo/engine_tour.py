@@ -14,6 +14,7 @@ from typing import Any, TextIO
 
 from pydantic import BaseModel
 
+from tackroom.contracts.bus import Function
 from tackroom.contracts.engine import FUNCTIONS_LIST, EmptyRequest
 from tackroom.engine.errors import FunctionNotFound, RevisionConflict
 from tackroom.engine.factory import open_engine
@@ -36,6 +37,12 @@ class HelloRequest(BaseModel):
 
 class HelloResponse(BaseModel):
     message: str
+
+
+HELLO: Function[HelloRequest, HelloResponse] = Function(
+    "greet::hello", HelloRequest, HelloResponse, description="Greet someone by name."
+)
+"""The greeter's contract: both sides import this descriptor (here the tour triggers the id)."""
 
 
 class _Observed:
@@ -61,13 +68,7 @@ def _greeter(observed: _Observed) -> WorkerSpec[GreeterConfig]:
         async def on_profile(payload: dict[str, Any]) -> None:
             await observed.profile_events.put(payload)
 
-        await ctx.register_typed_function(
-            "greet::hello",
-            hello,
-            request_model=HelloRequest,
-            response_type=HelloResponse,
-            description="Greet someone by name.",
-        )
+        await ctx.serve(HELLO, hello)
         await ctx.register_function("orders::process", process_order, description="Take an order.")
         await ctx.register_function("profiles::changed", on_profile, description="Profile hook.")
         await ctx.add_state_trigger("profiles", "profiles::changed")

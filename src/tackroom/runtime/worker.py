@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Awaitable, Callable, Coroutine, Iterable
+from collections.abc import Awaitable, Callable, Coroutine
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
@@ -19,9 +19,9 @@ from pydantic import BaseModel, ConfigDict
 from tackroom.contracts.bus import Function, Tool
 from tackroom.engine.protocol import Engine, Handler, Registration
 from tackroom.runtime.tasks import TaskErrorHandler, TaskSet
-from tackroom.runtime.typed import ModelHandler, typed_handler
+from tackroom.runtime.typed import typed_handler
 
-__all__ = ["TypedFunction", "WorkerConfig", "WorkerContext", "WorkerSpec"]
+__all__ = ["WorkerConfig", "WorkerContext", "WorkerSpec"]
 
 ConfigT = TypeVar("ConfigT", bound=BaseModel)
 RequestT = TypeVar("RequestT", bound=BaseModel)
@@ -29,9 +29,6 @@ ResponseT = TypeVar("ResponseT")
 T = TypeVar("T")
 
 _log = logging.getLogger("tackroom.runtime")
-
-TypedFunction = tuple[str, Callable[[Any], Awaitable[Any]], type[BaseModel], Any, str]
-"""``(function_id, handler, request_model, response_type, description)``."""
 
 
 class WorkerConfig(BaseModel):
@@ -100,29 +97,6 @@ class WorkerContext(Generic[ConfigT]):
             )
         )
 
-    async def register_typed_function(
-        self,
-        function_id: str,
-        handler: ModelHandler[RequestT],
-        *,
-        request_model: type[RequestT],
-        response_type: Any,
-        description: str = "",
-    ) -> Registration:
-        """Register a handler taking a validated ``request_model`` and returning ``response_type``.
-
-        Both JSON schemas are published in the catalog; a payload that does not validate fails
-        with ``FunctionError("invalid_request", <pydantic's reason>)``.
-        """
-        typed = typed_handler(handler, request_model=request_model, response_type=response_type)
-        return await self.register_function(
-            function_id,
-            typed.handler,
-            description=description,
-            request_schema=typed.request_schema,
-            response_schema=typed.response_schema,
-        )
-
     async def serve(
         self,
         function: Function[RequestT, ResponseT],
@@ -148,18 +122,6 @@ class WorkerContext(Generic[ConfigT]):
             request_schema=typed.request_schema,
             response_schema=typed.response_schema,
         )
-
-    async def register_typed_functions(self, table: Iterable[TypedFunction]) -> None:
-        """Register each ``(function_id, handler, request_model, response_type, description)``
-        with :meth:`register_typed_function`: a worker's whole surface as one table."""
-        for function_id, handler, request_model, response_type, description in table:
-            await self.register_typed_function(
-                function_id,
-                handler,
-                request_model=request_model,
-                response_type=response_type,
-                description=description,
-            )
 
     async def add_state_trigger(self, scope: str, function_id: str) -> Registration:
         return self._track(
