@@ -3,13 +3,14 @@
     python bench/turn.py [--quick] [--only NAME]...
     python bench/turn.py --profile [TURNS]     # cProfile of sequential turns, as text
 
-A turn is one ``run::start`` with one user message, timed until ``agent_end`` arrives on a
-subscription to ``agent::events`` for the session: the scripted model calls ``calc::add`` with
-``{"a": 2, "b": 3}``, the tool runs, and the model's answer streams as 50 text deltas (two model
-calls, one tool execution). The harness runs in this process: the engine on a temp SQLite file
-(durable, WAL), the engine, sessions, orchestrator (gate thin: no policy), utilities and scripted
-provider workers, events on, tracing on (a real ``TracerProvider`` with a ``BatchSpanProcessor``
-whose exporter counts and drops spans, so memory figures hold no span buffer).
+A turn is one ``Harness.run`` with one user message (``tackroom.Harness``: it opens the session's
+``agent::events`` subscription, triggers ``run::start`` and follows the events to ``agent_end``):
+the scripted model calls ``calc::add`` with ``{"a": 2, "b": 3}``, the tool runs, and the model's
+answer streams as 50 text deltas (two model calls, one tool execution). The harness runs in this
+process: the engine on a temp SQLite file (durable, WAL), the engine, sessions, orchestrator (gate
+thin: no policy), utilities and scripted provider workers, events on, tracing on (a real
+``TracerProvider`` with a ``BatchSpanProcessor`` whose exporter counts and drops spans, so memory
+figures hold no span buffer).
 
 Figures (``--only`` takes these names; bench/README.md says how each is measured):
 - ``sequential_fresh``: p50/p99 ms per turn, one turn in each of N fresh sessions;
@@ -17,7 +18,11 @@ Figures (``--only`` takes these names; bench/README.md says how each is measured
 - ``concurrent``: 200 sessions x 5 turns at once: turns/s and p50/p99 ms per turn;
 - ``storage``: bytes stored by turn 1 and by turn 200 of one session, and their ratio;
 - ``idle_sessions``: RSS growth per idle session after 10,000 sessions with one finished turn;
-- ``operations``: engine calls, SQL statements, queue messages, spans and tasks of one turn.
+- ``operations``: engine calls, SQL statements, queue messages, spans and tasks of one turn;
+- ``facade_overhead``: what ``Harness.run`` costs over a bare client (``run::start``, then
+  ``agent_end`` on a subscription), per turn: the same turns driven both ways, interleaved; and
+  the same two clients on a replayed turn (its stored events appended by a stand-in
+  ``run::start``), where the workers' share is small enough to see microseconds.
 
 Targets sit next to the figures with a pass flag; they are informational (the exit code is 0
 whatever the figures). Timing is wall clock on a shared machine: compare medians and ratios from
@@ -50,13 +55,14 @@ from _common import machine, p50_p99
 from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter, SpanExportResult
 
-from tackroom.contracts.messages import UserMessage
-from tackroom.contracts.turn import EVENTS_STREAM, RUN_START, RunStartRequest
-from tackroom.engine import Engine, open_engine
-from tackroom.engine.protocol import StreamRecord
-from tackroom.runtime.host import Host
-from tackroom.runtime.registry import load_worker
-from tackroom.testing import Script, ScriptedProvider, ScriptTurn
+from tackroom import Harness
+from tackroom.contracts.events import EVENTS
+from tackroom.contracts.messages import FunctionResultMessage, UserMessage
+from tackroom.contracts.turn import RUN_START, RunStartRequest
+from tackroom.engine import Engine
+from tackroom.runtime import HarnessConfig, WorkerConfig, WorkerContext, WorkerSpec
+from tackroom.runtime.config import AgentSettings
+from tackroom.testing import MEMORY_URL, Script, ScriptedProvider, ScriptTurn
 
 SCHEMA_VERSION = 1
 WORKERS = ("engine", "sessions", "orchestrator", "utilities")
@@ -76,6 +82,7 @@ SECTIONS = (
     "concurrent",
     "storage",
     "idle_sessions",
+    "facade_overhead",
 )
 REFERENCE = {
     "langgraph_sqlite_checkpointer_ms": 10.0,
@@ -95,6 +102,8 @@ class Sizes:
     storage_turns: int = 200
     idle_sessions: int = 10_000
     idle_concurrency: int = 200
+    overhead_turns: int = 400
+    replay_turns: int = 3000
 
 
 QUICK = Sizes(
@@ -107,6 +116,8 @@ QUICK = Sizes(
     storage_turns=6,
     idle_sessions=100,
     idle_concurrency=20,
+    overhead_turns=10,
+    replay_turns=50,
 )
 
 
@@ -128,6 +139,7 @@ TARGETS: dict[str, dict[str, Target]] = {
     "concurrent": {"turns_per_s": Target(">=", 1000.0)},
     "storage": {"ratio": Target("<=", 1.2)},
     "idle_sessions": {"rss_per_session_bytes": Target("<=", 5 * 1024.0)},
+    "facade_overhead": {"overhead_us": Target("<=", 50.0)},
 }
 
 
@@ -151,12 +163,16 @@ class DroppingExporter(SpanExporter):
 
 
 @dataclass(slots=True)
-class Harness:
-    engine: Engine
+class Bench:
+    facade: Harness
     provider: ScriptedProvider
     tracer_provider: TracerProvider
     exporter: DroppingExporter
     database: Path
+
+    @property
+    def engine(self) -> Engine:
+        return self.facade.engine
 
     def spans(self) -> int:
         self.tracer_provider.force_flush()
@@ -172,9 +188,23 @@ def workload_script(turns_per_session: int) -> Script:
     return Script(turn * turns_per_session)
 
 
+def bench_config(workers: Sequence[str] = WORKERS) -> HarnessConfig:
+    """The defaults, booting only ``workers`` (besides the provider)."""
+    return HarnessConfig(schema_version=1, agent=AgentSettings(workers=list(workers)))
+
+
 @contextlib.asynccontextmanager
-async def harness(directory: Path, name: str, *, turns_per_session: int) -> AsyncIterator[Harness]:
-    """An embedded harness on ``directory/name.db``; every session may run that many turns."""
+async def harness(
+    directory: Path,
+    name: str,
+    *,
+    turns_per_session: int,
+    workers: Sequence[str] = WORKERS,
+    extra: Sequence[WorkerSpec[Any]] = (),
+    engine: str | None = None,
+) -> AsyncIterator[Bench]:
+    """``tackroom.Harness`` on ``directory/name.db`` (or ``engine``); every session may run that
+    many turns."""
     exporter = DroppingExporter()
     tracer_provider = TracerProvider()
     tracer_provider.add_span_processor(BatchSpanProcessor(exporter))
@@ -182,95 +212,91 @@ async def harness(directory: Path, name: str, *, turns_per_session: int) -> Asyn
         workload_script(turns_per_session), per_session=True, record_requests=False
     )
     database = directory / f"{name}.db"
-    host = Host(
-        engine=open_engine(f"embedded:{database}", tracer_provider=tracer_provider),
-        workers=[*(load_worker(worker) for worker in WORKERS), provider.worker_spec()],
-        tracer_provider=tracer_provider,  # the host shuts it down
+    facade = Harness(
+        provider,
+        config=bench_config(workers),
+        engine=engine or f"embedded:{database}",
+        tracer_provider=tracer_provider,
+        tools=TOOLS,
+        workers=extra,
     )
-    async with host:
-        yield Harness(host.engine, provider, tracer_provider, exporter, database)
+    try:
+        async with facade:
+            yield Bench(facade, provider, tracer_provider, exporter, database)
+    finally:
+        tracer_provider.shutdown()
     if provider.violations:
         raise BenchError(f"the scripted provider saw violations: {provider.problems()}")
 
 
-class Client:
-    """A client of one session; its subscription to ``agent::events`` stays open across turns."""
+async def turn(facade: Harness, session_id: str, number: int = 1) -> float:
+    """Run one turn through ``Harness.run``; seconds from the call to its result."""
+    async with asyncio.timeout(TURN_TIMEOUT):
+        start = time.perf_counter()
+        result = await facade.run(USER_TEXT, session=session_id)
+        elapsed = time.perf_counter() - start
+    results = [m for m in result.messages if isinstance(m, FunctionResultMessage)]
+    tool_ok = len(results) == 1 and not results[0].is_error
+    if not (tool_ok and result.ok and result.output == ANSWER):
+        raise BenchError(
+            f"{session_id} turn {number} did not run as scripted: {result.state}"
+            f" ({result.stop_reason}, {result.error}), tool ok {tool_ok},"
+            f" answer {result.output!r:.60}"
+        )
+    return elapsed
 
-    def __init__(self, engine: Engine, session_id: str) -> None:
-        self.engine = engine
-        self.session_id = session_id
-        self.turns = 0
-        self._request = RunStartRequest(
-            session_id=session_id,
-            provider="scripted",
-            model="bench",
-            messages=[UserMessage.text(USER_TEXT)],
-            tools=TOOLS,
-        ).model_dump(mode="json")
-        self._close: Callable[[], Awaitable[None]] | None = None
-        self._events: AsyncIterator[StreamRecord] | None = None
 
-    async def __aenter__(self) -> Client:
-        subscription = await self.engine.subscribe(EVENTS_STREAM, self.session_id)
-        self._close = subscription.aclose
-        self._events = subscription.__aiter__()
-        return self
+async def one_turn(facade: Harness, session_id: str) -> float:
+    return await turn(facade, session_id)
 
-    async def __aexit__(self, *exc_info: object) -> None:
-        if self._close is not None:
-            await self._close()
 
-    async def turn(self) -> float:
-        """Run one turn; seconds from calling ``run::start`` to receiving ``agent_end``."""
-        assert self._events is not None, "use the client as an async context manager"
-        self.turns += 1
-        tool_ok = False
-        answer: str | None = None
-        end: dict[str, Any] | None = None
-        async with asyncio.timeout(TURN_TIMEOUT):
-            start = time.perf_counter()
-            reply = await self.engine.trigger(RUN_START, self._request)
+async def session_turns(facade: Harness, session_id: str, turns: int) -> list[float]:
+    return [await turn(facade, session_id, n + 1) for n in range(turns)]
+
+
+Timed = tuple[float, float]
+"""Seconds of wall clock and of this thread's CPU (the harness and its workers run in it)."""
+
+
+async def facade_turn(facade: Harness, session_id: str) -> Timed:
+    """:func:`turn`, timed on both clocks."""
+    cpu = time.thread_time()
+    wall = await turn(facade, session_id)
+    return wall, time.thread_time() - cpu
+
+
+async def bare_turn(engine: Engine, session_id: str) -> tuple[Timed, dict[str, Any]]:
+    """The same turn without the facade: open the session's subscription, trigger ``run::start``
+    with a prepared request, read records until this run's ``agent_end``; seconds (wall, CPU),
+    and that ``agent_end`` (checked after the clocks stop)."""
+    request = RunStartRequest(
+        session_id=session_id,
+        provider="scripted",
+        model="scripted",
+        messages=[UserMessage.text(USER_TEXT)],
+        tools=TOOLS,
+    ).model_dump(mode="json")
+    end: dict[str, Any] | None = None
+    async with asyncio.timeout(TURN_TIMEOUT):
+        cpu = time.thread_time()
+        start = time.perf_counter()
+        subscription = await engine.subscribe(EVENTS.name, session_id)
+        try:
+            reply = await engine.trigger(RUN_START.id, request)
             if not isinstance(reply, dict) or not reply.get("started"):
-                raise BenchError(f"{self.session_id} turn {self.turns}: run refused: {reply}")
+                raise BenchError(f"{session_id}: run refused: {reply}")
             run_id = reply["run_id"]
-            async for record in self._events:
+            async for record in subscription:
                 event = record.data
-                if event.get("run_id") != run_id:
-                    continue
-                kind = event.get("type")
-                if kind == "agent_end":
-                    elapsed = time.perf_counter() - start
-                    end = event["data"]
+                if event.get("type") == "agent_end" and event.get("run_id") == run_id:
+                    end = event
                     break
-                if kind == "function_execution_end":
-                    tool_ok = event["data"].get("is_error") is False
-                elif kind == "message_complete":
-                    message = event["data"]["message"]
-                    if message.get("stop_reason") == "end":
-                        answer = "".join(b.get("text", "") for b in message.get("content", []))
-        if end is None:
-            raise BenchError(f"{self.session_id}: the event stream ended before agent_end")
-        if not (
-            tool_ok
-            and answer == ANSWER
-            and end.get("state") == "stopped"
-            and end.get("stop_reason") == "end"
-        ):
-            raise BenchError(
-                f"{self.session_id} turn {self.turns} did not run as scripted: agent_end {end},"
-                f" tool ok {tool_ok}, answer {answer!r:.60}"
-            )
-        return elapsed
-
-
-async def one_turn(engine: Engine, session_id: str) -> float:
-    async with Client(engine, session_id) as client:
-        return await client.turn()
-
-
-async def session_turns(engine: Engine, session_id: str, turns: int) -> list[float]:
-    async with Client(engine, session_id) as client:
-        return [await client.turn() for _ in range(turns)]
+        finally:
+            await subscription.aclose()
+        elapsed = time.perf_counter() - start, time.thread_time() - cpu
+    if end is None:
+        raise BenchError(f"{session_id}: the event stream ended before agent_end")
+    return elapsed, end
 
 
 def latency(samples: list[float]) -> dict[str, Any]:
@@ -287,8 +313,8 @@ def latency(samples: list[float]) -> dict[str, Any]:
 async def bench_sequential_fresh(directory: Path, sizes: Sizes) -> dict[str, Any]:
     async with harness(directory, "fresh", turns_per_session=1) as h:
         for i in range(sizes.warmup):
-            await one_turn(h.engine, f"warm-{i}")
-        samples = [await one_turn(h.engine, f"fresh-{i}") for i in range(sizes.fresh)]
+            await one_turn(h.facade, f"warm-{i}")
+        samples = [await one_turn(h.facade, f"fresh-{i}") for i in range(sizes.fresh)]
     return {
         **latency(samples),
         "warmup_turns": sizes.warmup,
@@ -301,9 +327,9 @@ async def bench_sequential_same_session(directory: Path, sizes: Sizes) -> dict[s
     turns = sizes.same_turns
     async with harness(directory, "same", turns_per_session=turns) as h:
         for i in range(sizes.warmup):
-            await one_turn(h.engine, f"warm-{i}")
+            await one_turn(h.facade, f"warm-{i}")
         runs = [
-            await session_turns(h.engine, f"same-{i}", turns) for i in range(sizes.same_sessions)
+            await session_turns(h.facade, f"same-{i}", turns) for i in range(sizes.same_sessions)
         ]
     by_turn = [[run[n] for run in runs] for n in range(turns)]
     return {
@@ -322,10 +348,10 @@ async def bench_sequential_same_session(directory: Path, sizes: Sizes) -> dict[s
 async def bench_concurrent(directory: Path, sizes: Sizes) -> dict[str, Any]:
     sessions, turns = sizes.concurrent_sessions, sizes.concurrent_turns
     async with harness(directory, "concurrent", turns_per_session=turns) as h:
-        await asyncio.gather(*(one_turn(h.engine, f"warm-{i}") for i in range(sessions)))
+        await asyncio.gather(*(one_turn(h.facade, f"warm-{i}") for i in range(sessions)))
         start = time.perf_counter()
         runs = await asyncio.gather(
-            *(session_turns(h.engine, f"conc-{i}", turns) for i in range(sessions))
+            *(session_turns(h.facade, f"conc-{i}", turns) for i in range(sessions))
         )
         wall = time.perf_counter() - start
     total = sessions * turns
@@ -418,13 +444,10 @@ async def bench_storage(directory: Path, sizes: Sizes) -> dict[str, Any]:
     marks = {1, 2, window, turns - window, turns - 1, turns}
     snapshots: dict[int, Stored] = {}
     samples: list[float] = []
-    async with (
-        harness(directory, "storage", turns_per_session=turns) as h,
-        Client(h.engine, "storage") as client,
-    ):
+    async with harness(directory, "storage", turns_per_session=turns) as h:
         snapshots[0] = await settled(h.database)
         for n in range(1, turns + 1):
-            samples.append(await client.turn())
+            samples.append(await turn(h.facade, "storage", n))
             if n in marks:
                 snapshots[n] = await settled(h.database)
     first = added(snapshots[1], snapshots[0])
@@ -484,13 +507,13 @@ def object_counts() -> Counter[str]:
     return Counter(type(obj).__name__ for obj in gc.get_objects())
 
 
-async def run_pool(engine: Engine, prefix: str, count: int, concurrency: int) -> None:
+async def run_pool(facade: Harness, prefix: str, count: int, concurrency: int) -> None:
     """One finished turn in each of ``count`` new sessions, ``concurrency`` at a time."""
     indexes = iter(range(count))
 
     async def worker() -> None:
         for i in indexes:
-            await one_turn(engine, f"{prefix}-{i:05d}")
+            await one_turn(facade, f"{prefix}-{i:05d}")
 
     await asyncio.gather(*(worker() for _ in range(concurrency)))
 
@@ -509,12 +532,12 @@ async def bench_idle_sessions(directory: Path, sizes: Sizes) -> dict[str, Any]:
     count, concurrency = sizes.idle_sessions, sizes.idle_concurrency
     async with harness(directory, "idle", turns_per_session=1) as h:
         # A round at full concurrency first, so the baseline holds the working set of busy turns.
-        await run_pool(h.engine, "warm", concurrency * 2, concurrency)
+        await run_pool(h.facade, "warm", concurrency * 2, concurrency)
         h.tracer_provider.force_flush()
         objects_before = object_counts()
         before = memory()
         start = time.perf_counter()
-        await run_pool(h.engine, "idle", count, concurrency)
+        await run_pool(h.facade, "idle", count, concurrency)
         elapsed = time.perf_counter() - start
         h.tracer_provider.force_flush()
         after = memory()
@@ -640,7 +663,7 @@ async def bench_operations(directory: Path, sizes: Sizes) -> dict[str, Any]:
     tasks: Counter[str] = Counter()
     async with harness(directory, "operations", turns_per_session=1) as h:
         for i in range(max(1, sizes.warmup)):
-            await one_turn(h.engine, f"warm-{i}")
+            await one_turn(h.facade, f"warm-{i}")
         await settled(h.database)
         spans_before = h.spans()
         with (
@@ -648,7 +671,7 @@ async def bench_operations(directory: Path, sizes: Sizes) -> dict[str, Any]:
             counted_sql(h.engine, sql) as sql_seen,
             counted_tasks(tasks),
         ):
-            await one_turn(h.engine, "operations")
+            await one_turn(h.facade, "operations")
             await settled(h.database)
         spans = h.spans() - spans_before
     calls = {name: n for name, n in engine_calls.items() if not name.startswith("trigger ")}
@@ -680,6 +703,141 @@ async def bench_operations(directory: Path, sizes: Sizes) -> dict[str, Any]:
     }
 
 
+# -- the facade's overhead -------------------------------------------------------------------------
+class _NoConfig(WorkerConfig):
+    pass
+
+
+def replay_worker(frames: Sequence[dict[str, Any]]) -> WorkerSpec[Any]:
+    """A stand-in ``run::start``: it appends ``frames`` (a finished turn's ``agent::events``) to
+    the session, under the request's session and run, and says the run started."""
+
+    async def start(ctx: WorkerContext[_NoConfig]) -> None:
+        engine = ctx.engine
+
+        async def run_start(payload: Any) -> dict[str, Any]:
+            session_id = payload["session_id"]
+            run_id = payload.get("run_id") or f"run-{session_id}"
+            for frame in frames:
+                await engine.append(
+                    EVENTS.name, session_id, {**frame, "session_id": session_id, "run_id": run_id}
+                )
+            return {"session_id": session_id, "started": True, "run_id": run_id}
+
+        await ctx.register_function(
+            RUN_START.id, run_start, description="Replay a recorded turn's events."
+        )
+
+    return WorkerSpec(
+        name="replay", description="Replays a turn.", config_model=_NoConfig, start=start
+    )
+
+
+async def paired(
+    count: int,
+    bare: Callable[[int], Awaitable[Timed]],
+    facade: Callable[[int], Awaitable[Timed]],
+) -> tuple[list[Timed], list[Timed]]:
+    """``count`` turns each way, interleaved (the order alternates, so drift hits both)."""
+    bare_samples: list[Timed] = []
+    facade_samples: list[Timed] = []
+    for i in range(count):
+        if i % 2:
+            facade_samples.append(await facade(i))
+            bare_samples.append(await bare(i))
+        else:
+            bare_samples.append(await bare(i))
+            facade_samples.append(await facade(i))
+    return bare_samples, facade_samples
+
+
+def compared(bare: list[Timed], facade: list[Timed]) -> dict[str, Any]:
+    """Medians per turn each way and their difference, on each clock."""
+    figures: dict[str, Any] = {"turns_each_way": len(bare)}
+    for clock, index in (("wall", 0), ("cpu", 1)):
+        b = [sample[index] for sample in bare]
+        f = [sample[index] for sample in facade]
+        bare_p50, facade_p50 = p50_p99(b)[0], p50_p99(f)[0]
+        figures[clock] = {
+            "bare_p50_us": round(bare_p50 * 1e6, 1),
+            "facade_p50_us": round(facade_p50 * 1e6, 1),
+            "overhead_us": round((facade_p50 - bare_p50) * 1e6, 1),
+            "paired_difference_p50_us": round(
+                p50_p99([y - x for x, y in zip(b, f, strict=True)])[0] * 1e6, 1
+            ),
+        }
+    return figures
+
+
+async def bench_facade_overhead(directory: Path, sizes: Sizes) -> dict[str, Any]:
+    load_before = round(os.getloadavg()[0], 2)
+    async with harness(directory, "overhead", turns_per_session=1) as h:
+        for i in range(sizes.warmup):
+            await one_turn(h.facade, f"warm-{i}")
+            await bare_turn(h.engine, f"warm-bare-{i}")
+        ends: list[dict[str, Any]] = []
+
+        async def bare(i: int) -> Timed:
+            elapsed, end = await bare_turn(h.engine, f"bare-{i}")
+            ends.append(end)
+            return elapsed
+
+        async def front(i: int) -> Timed:
+            return await facade_turn(h.facade, f"facade-{i}")
+
+        full = await paired(sizes.overhead_turns, bare, front)
+        frames = [r.data for r in await h.engine.read(EVENTS.name, "facade-0", limit=10_000)]
+    wrong = [
+        e["data"]
+        for e in ends
+        if (e["data"]["state"], e["data"]["stop_reason"]) != ("stopped", "end")
+    ]
+    if wrong:
+        raise BenchError(f"bare turns did not end as scripted: {wrong[:3]}")
+
+    # The same clients on a replayed turn: run::start appends the recorded events at once.
+    async with harness(
+        directory,
+        "replay",
+        turns_per_session=1,
+        workers=["engine"],
+        extra=[replay_worker(frames)],
+        engine=MEMORY_URL,
+    ) as r:
+        for i in range(sizes.warmup * 10):
+            await r.facade.run(USER_TEXT, session=f"warm-{i}")
+            await bare_turn(r.engine, f"warm-bare-{i}")
+
+        async def replay_bare(i: int) -> Timed:
+            return (await bare_turn(r.engine, f"bare-{i}"))[0]
+
+        async def replay_front(i: int) -> Timed:
+            return await facade_turn(r.facade, f"facade-{i}")
+
+        replay = await paired(sizes.replay_turns, replay_bare, replay_front)
+    load_after = round(os.getloadavg()[0], 2)
+    replayed = compared(*replay)
+    kinds = Counter(frame["type"] for frame in frames)
+    return {
+        "overhead_us": replayed["cpu"]["overhead_us"],
+        "replayed_turn": replayed,
+        "full_turn": compared(*full),
+        "events_per_turn": dict(sorted(kinds.items())),
+        "loadavg_1m": {"before": load_before, "after": load_after},
+        "measured": "bare client: open the session's agent::events subscription, trigger"
+        " run::start with a prepared request, read records until this run's agent_end, close;"
+        " facade: Harness.run (request built and validated, subscription from the harness's"
+        " cursor, every event typed and folded into a RunResult). full_turn: the real workers,"
+        f" {sizes.overhead_turns} fresh sessions each way, interleaved; the workers' own"
+        " variation (ms) hides tens of microseconds there. replayed_turn: the same two clients,"
+        " but run::start is a stand-in that appends one recorded turn's events (engine worker"
+        f" only, in-memory engine), {sizes.replay_turns} turns each way, interleaved. wall:"
+        " perf_counter; cpu: this thread's CPU time (time.thread_time: the harness, its workers"
+        " and both clients run in it; other processes' load does not count). overhead_us ="
+        " facade p50 - bare p50 of the replayed turns' CPU time",
+    }
+
+
 BENCHES: dict[str, Callable[[Path, Sizes], Awaitable[dict[str, Any]]]] = {
     "operations": bench_operations,
     "sequential_fresh": bench_sequential_fresh,
@@ -687,6 +845,7 @@ BENCHES: dict[str, Callable[[Path, Sizes], Awaitable[dict[str, Any]]]] = {
     "concurrent": bench_concurrent,
     "storage": bench_storage,
     "idle_sessions": bench_idle_sessions,
+    "facade_overhead": bench_facade_overhead,
 }
 
 
@@ -722,13 +881,13 @@ def profile_table(stats: pstats.Stats, turns: int, *, key: int, top: int) -> lis
 async def run_profile(directory: Path, turns: int, top: int) -> str:
     async with harness(directory, "profile", turns_per_session=1) as h:
         for i in range(30):
-            await one_turn(h.engine, f"warm-{i}")
-        plain = [await one_turn(h.engine, f"plain-{i}") for i in range(turns)]
+            await one_turn(h.facade, f"warm-{i}")
+        plain = [await one_turn(h.facade, f"plain-{i}") for i in range(turns)]
         profiler = cProfile.Profile()
         start = time.perf_counter()
         profiler.enable()
         for i in range(turns):
-            await one_turn(h.engine, f"profiled-{i}")
+            await one_turn(h.facade, f"profiled-{i}")
         profiler.disable()
         wall = time.perf_counter() - start
     stats = pstats.Stats(profiler, stream=io.StringIO())
@@ -771,8 +930,9 @@ async def run(sizes: Sizes, only: list[str], *, quick: bool) -> dict[str, Any]:
         "quick": quick,
         "machine": {**machine(), "loadavg_1m_at_start": load_at_start},
         "workload": {
-            "turn": "run::start with one user message until agent_end: model call 1 answers"
-            " with a calc::add call {a: 2, b: 3}, the tool runs, model call 2 streams the answer",
+            "turn": "Harness.run with one user message (run::start until agent_end): model call 1"
+            " answers with a calc::add call {a: 2, b: 3}, the tool runs, model call 2 streams the"
+            " answer",
             "model_calls_per_turn": 2,
             "tool_calls_per_turn": 1,
             "answer_chars": len(ANSWER),
@@ -781,7 +941,7 @@ async def run(sizes: Sizes, only: list[str], *, quick: bool) -> dict[str, Any]:
             "workers": [*WORKERS, "scripted"],
             "durability": "embedded engine on a SQLite file (WAL, synchronous=NORMAL)",
             "gate": "thin (no policy function)",
-            "events": "agent::events, read by a subscription per session",
+            "events": "agent::events, followed by Harness.run (a subscription per run)",
             "tracing": "TracerProvider + BatchSpanProcessor, exporter that drops spans",
             "provider": "ScriptedProvider(per_session=True, record_requests=False)",
         },

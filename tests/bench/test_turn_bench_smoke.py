@@ -20,6 +20,7 @@ SECTIONS = {
     "concurrent": {"turns_per_s", "p50_ms", "p99_ms", "samples", "sessions"},
     "storage": {"first_turn", "last_turn", "ratio", "page_bytes_per_turn", "latency_ms"},
     "idle_sessions": {"sessions", "rss_per_session_bytes", "allocated_blocks_per_session"},
+    "facade_overhead": {"overhead_us", "replayed_turn", "full_turn", "loadavg_1m"},
 }
 TARGETED = {
     "sequential_fresh.p50_ms",
@@ -27,6 +28,7 @@ TARGETED = {
     "concurrent.turns_per_s",
     "storage.ratio",
     "idle_sessions.rss_per_session_bytes",
+    "facade_overhead.overhead_us",
 }
 
 
@@ -57,6 +59,11 @@ def test_quick_run_prints_every_figure_with_its_target() -> None:
     for name in ("sequential_fresh", "sequential_same_session", "concurrent"):
         assert 0 < results[name]["p50_ms"] <= results[name]["p99_ms"]
     assert results["concurrent"]["turns_per_s"] > 0
+    for compared in ("replayed_turn", "full_turn"):
+        for clock in ("wall", "cpu"):
+            figures = results["facade_overhead"][compared][clock]
+            assert figures["bare_p50_us"] > 0
+            assert figures["facade_p50_us"] > 0
     storage = results["storage"]
     assert storage["first_turn"]["bytes"] > 0
     assert storage["last_turn"]["turn"] == storage["turns"]
