@@ -14,6 +14,7 @@ import pytest
 from tackroom.cli import run
 from tackroom.contracts.events import EVENTS
 from tackroom.harness import Harness
+from tackroom.harness.terminal import TerminalView
 from tackroom.testing import FunctionModel
 
 
@@ -53,7 +54,7 @@ async def test_a_cancelled_read_leaves_stdin_usable(stdin: int) -> None:
 async def test_a_prompt_is_withdrawn_when_the_call_is_decided_elsewhere(
     stdin: int, capsys: pytest.CaptureFixture[str], tmp_path: Path
 ) -> None:
-    view = run._Renderer(io.StringIO(), io.StringIO(), json_lines=False)
+    view = TerminalView(io.StringIO(), io.StringIO(), json_lines=False)
     frame: dict[str, Any] = {"session_id": "s1", "run_id": "r1", "event_id": "r1:x"}
     request = EVENTS.parse(
         {

@@ -18,24 +18,12 @@ import asyncio
 import json
 import sys
 from pathlib import Path
-from typing import Any, TextIO
 
-from tackroom.contracts.events import (
-    AgentEnd,
-    AgentError,
-    AgentEvent,
-    ApprovalRequested,
-    ApprovalResolved,
-    FunctionExecutionEnd,
-    FunctionExecutionStart,
-    GateDecided,
-    MessageComplete,
-    MessageUpdate,
-)
-from tackroom.contracts.messages import CustomMessage, text_of
+from tackroom.contracts.events import AgentEnd, AgentEvent, ApprovalRequested, ApprovalResolved
 from tackroom.engine.errors import EngineError
 from tackroom.harness import Harness, PendingApproval, RunStream, SessionBusy
 from tackroom.harness.errors import UsageError
+from tackroom.harness.terminal import TerminalView
 from tackroom.runtime.config import load_config
 from tackroom.runtime.errors import HarnessError
 
@@ -103,9 +91,7 @@ def _run(args: argparse.Namespace) -> int:
         )
     except UsageError as exc:
         return _usage(str(exc))
-    return asyncio.run(
-        run_agent(harness, args.prompt, session=session, json_lines=args.json)
-    )
+    return asyncio.run(run_agent(harness, args.prompt, session=session, json_lines=args.json))
 
 
 def _usage(message: str) -> int:
@@ -117,7 +103,7 @@ async def run_agent(
     harness: Harness, prompt: str | None, *, session: str | None, json_lines: bool = False
 ) -> int:
     """Run ``prompt`` (after finishing an interrupted run of ``session``) and render it."""
-    view = _Renderer(sys.stdout, sys.stderr, json_lines=json_lines)
+    view = TerminalView(sys.stdout, sys.stderr, json_lines=json_lines)
     try:
         async with harness:
             problem = await harness.check_provider()
@@ -141,13 +127,13 @@ async def run_agent(
         return _usage(str(exc))
 
 
-async def _show(harness: Harness, stream: RunStream, view: _Renderer) -> int:
+async def _show(harness: Harness, stream: RunStream, view: TerminalView) -> int:
     async with _Prompts(harness, view) as prompts:
         async for event in stream:
             prompts.seen(event)
-            view.show(stream.seq, event, stream.frame)
+            view.show(event, seq=stream.seq, frame=stream.frame)
             if isinstance(event, AgentEnd):
-                return view.finish(event, stream.result.error)
+                return view.finish(stream.result)
     return 1
 
 
@@ -158,7 +144,7 @@ class _Prompts:
     terminal, an expiry) is withdrawn at once rather than after Enter. One prompt at a time.
     """
 
-    def __init__(self, harness: Harness, view: _Renderer) -> None:
+    def __init__(self, harness: Harness, view: TerminalView) -> None:
         self._harness = harness
         self._view = view
         self._open: dict[str, asyncio.Task[None]] = {}
@@ -198,7 +184,7 @@ class _Prompts:
             await _ask_approval(self._harness, pending, self._view)
 
 
-async def _ask_approval(harness: Harness, pending: PendingApproval, view: _Renderer) -> None:
+async def _ask_approval(harness: Harness, pending: PendingApproval, view: TerminalView) -> None:
     """Ask on the terminal: y (allow), n (deny, the default), a (allow for the whole session)."""
     call_id, function_id = pending.function_call_id, pending.function_id
     if not sys.stdin.isatty():
@@ -239,65 +225,3 @@ async def read_line(prompt: str) -> str:
         return await line
     finally:
         loop.remove_reader(fd)
-
-
-class _Renderer:
-    def __init__(self, out: TextIO, err: TextIO, *, json_lines: bool) -> None:
-        self._out = out
-        self._err = err
-        self._json = json_lines
-        self._mid_line = False
-
-    def show(self, seq: int, event: AgentEvent, frame: dict[str, Any]) -> None:
-        if self._json:
-            print(json.dumps({"seq": seq, **frame}, ensure_ascii=False), file=self._out, flush=True)
-            return
-        match event:
-            case MessageUpdate(data=update) if update.kind == "text":
-                self._out.write(update.delta)
-                self._out.flush()
-                self._mid_line = not update.delta.endswith("\n")
-            case FunctionExecutionStart(data=start):
-                arguments = json.dumps(start.arguments, ensure_ascii=False)
-                self.note(f"→ {start.function_id} {arguments}")
-            case FunctionExecutionEnd(data=end):
-                mark = "✗" if end.is_error else "←"
-                self.note(f"{mark} {_clip(text_of(end.result.content))}")
-            case MessageComplete(data=complete) if isinstance(complete.message, CustomMessage):
-                self.note(text_of(complete.message.content))
-            case AgentError(data=error):
-                self.note(f"error: {error.message}")
-            case GateDecided(data=gate) if gate.decision == "deny":
-                rule = f": {gate.rule_id}" if gate.rule_id else ""
-                self.note(f"✗ {gate.function_id} denied ({gate.decided_by}{rule}): {gate.reason}")
-            case ApprovalResolved(data=resolved):
-                reason = f": {resolved.reason}" if resolved.reason else ""
-                self.note(
-                    f"{resolved.function_id} (call {resolved.function_call_id})"
-                    f" {resolved.decision} by {resolved.approver or 'unknown'}{reason}"
-                )
-            case _:
-                pass
-
-    def note(self, text: str) -> None:
-        if self._mid_line and not self._json:
-            self._out.write("\n")
-            self._out.flush()
-            self._mid_line = False
-        print(text, file=self._err, flush=True)
-
-    def finish(self, end: AgentEnd, error: str | None) -> int:
-        if self._mid_line:
-            self._out.write("\n")
-            self._out.flush()
-        data = end.data
-        ok = data.state == "stopped" and data.stop_reason == "end"
-        if not self._json and not ok:
-            why = f": {error}" if error else ""
-            self.note(f"run ended: {data.state} ({data.stop_reason}){why}")
-        return 0 if ok else 1
-
-
-def _clip(text: str, limit: int = 300) -> str:
-    text = " ".join(text.split())
-    return text if len(text) <= limit else text[: limit - 1] + "…"

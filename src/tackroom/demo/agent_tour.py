@@ -16,16 +16,9 @@ from importlib import resources
 from pathlib import Path
 from typing import TextIO
 
-from tackroom.contracts.events import (
-    AgentEnd,
-    AgentEvent,
-    FunctionExecutionEnd,
-    FunctionExecutionStart,
-    MessageUpdate,
-)
-from tackroom.contracts.messages import text_of
 from tackroom.contracts.sessions import MESSAGES, MessagesRequest
 from tackroom.harness import Harness
+from tackroom.harness.terminal import TerminalView
 from tackroom.runtime.config import HarnessConfig
 
 __all__ = ["PROMPT", "REAL_MODEL_HINT", "run_agent_demo"]
@@ -71,11 +64,11 @@ async def run_agent_demo(*, out: TextIO | None = None, err: TextIO | None = None
             tools=TOOLS,
         )
         async with harness:
-            view = _View(stdout, stderr)
+            view = TerminalView(stdout, stderr, json_lines=False)
             stream = harness.stream(PROMPT, session=session_id)
             async for event in stream:
                 view.show(event)
-            code = 0 if stream.result.ok else 1
+            code = view.finish(stream.result)
             written = root / "workspaces" / session_id / "result.txt"
             saved = written.read_text().strip() if written.exists() else "(missing)"
             say(f"\nworkspace file result.txt: {saved}")
@@ -90,43 +83,6 @@ async def run_agent_demo(*, out: TextIO | None = None, err: TextIO | None = None
             f"\n\n{REAL_MODEL_HINT}"
         )
         return code
-
-
-class _View:
-    """The run as it happens: the answer on ``out``, tool calls and their results on ``err``."""
-
-    def __init__(self, out: TextIO, err: TextIO) -> None:
-        self._out = out
-        self._err = err
-        self._mid_line = False
-
-    def show(self, event: AgentEvent) -> None:
-        match event:
-            case MessageUpdate(data=update) if update.kind == "text":
-                self._out.write(update.delta)
-                self._out.flush()
-                self._mid_line = not update.delta.endswith("\n")
-            case FunctionExecutionStart(data=start):
-                arguments = json.dumps(start.arguments, ensure_ascii=False)
-                self._note(f"→ {start.function_id} {arguments}")
-            case FunctionExecutionEnd(data=end):
-                self._note(f"{'✗' if end.is_error else '←'} {_clip(text_of(end.result.content))}")
-            case AgentEnd(data=end) if not (end.state == "stopped" and end.stop_reason == "end"):
-                self._note(f"run ended: {end.state} ({end.stop_reason})")
-            case _:
-                pass
-
-    def _note(self, text: str) -> None:
-        if self._mid_line:
-            self._out.write("\n")
-            self._out.flush()
-            self._mid_line = False
-        print(text, file=self._err, flush=True)
-
-
-def _clip(text: str, limit: int = 300) -> str:
-    text = " ".join(text.split())
-    return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
 async def _show_transcript(harness: Harness, session_id: str, say: Callable[[str], None]) -> None:

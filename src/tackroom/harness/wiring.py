@@ -23,6 +23,7 @@ __all__ = [
     "agent_workers",
     "parse_model",
     "resolve_config",
+    "serves_elsewhere",
     "with_home",
 ]
 
@@ -121,3 +122,12 @@ def agent_host_config(
         sections["scripted"] = section
     workers = agent_workers(config, provider_worker_name=worker)
     return config.model_copy(update={"workers": workers, "worker_config": sections})
+
+
+def serves_elsewhere(config: HarnessConfig, provider: str) -> bool:
+    """Whether the config points ``provider``'s profile at another server (a proxy, a gateway, a
+    fake): then the catalog's list of the provider's models says nothing about what it serves."""
+    section = config.worker_config.get(provider_worker_for(provider, config.worker_config))
+    profiles = section.get("profiles") if isinstance(section, Mapping) else None
+    profile = profiles.get(provider) if isinstance(profiles, Mapping) else None
+    return isinstance(profile, Mapping) and bool(profile.get("base_url"))

@@ -1,0 +1,92 @@
+"""Showing a run in a terminal: the answer on stdout as it streams, everything else on stderr.
+
+``TerminalView.show(event)`` renders one typed event: text deltas to ``out`` token by token; tool
+calls and their results, denials, approval outcomes, notes and errors as lines on ``err``, so
+``> answer.txt`` keeps only the answer. With ``json_lines`` every event is one JSON line on
+``out`` instead, as stored (with its stream sequence). ``tackroom run`` and ``tackroom demo`` use
+it.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any, TextIO
+
+from tackroom.contracts.events import (
+    AgentError,
+    AgentEvent,
+    ApprovalResolved,
+    FunctionExecutionEnd,
+    FunctionExecutionStart,
+    GateDecided,
+    MessageComplete,
+    MessageUpdate,
+)
+from tackroom.contracts.messages import CustomMessage, text_of
+from tackroom.harness.result import RunResult
+
+__all__ = ["TerminalView"]
+
+
+class TerminalView:
+    def __init__(self, out: TextIO, err: TextIO, *, json_lines: bool) -> None:
+        self._out = out
+        self._err = err
+        self._json = json_lines
+        self._mid_line = False
+
+    def show(self, event: AgentEvent, *, seq: int = 0, frame: dict[str, Any] | None = None) -> None:
+        if self._json:
+            frame = frame if frame is not None else event.model_dump(mode="json")
+            print(json.dumps({"seq": seq, **frame}, ensure_ascii=False), file=self._out, flush=True)
+            return
+        match event:
+            case MessageUpdate(data=update) if update.kind == "text":
+                self._out.write(update.delta)
+                self._out.flush()
+                self._mid_line = not update.delta.endswith("\n")
+            case FunctionExecutionStart(data=start):
+                arguments = json.dumps(start.arguments, ensure_ascii=False)
+                self.note(f"→ {start.function_id} {arguments}")
+            case FunctionExecutionEnd(data=end):
+                mark = "✗" if end.is_error else "←"
+                self.note(f"{mark} {_clip(text_of(end.result.content))}")
+            case MessageComplete(data=complete) if isinstance(complete.message, CustomMessage):
+                self.note(text_of(complete.message.content))
+            case AgentError(data=error):
+                self.note(f"error: {error.message}")
+            case GateDecided(data=gate) if gate.decision == "deny":
+                rule = f": {gate.rule_id}" if gate.rule_id else ""
+                self.note(f"✗ {gate.function_id} denied ({gate.decided_by}{rule}): {gate.reason}")
+            case ApprovalResolved(data=resolved):
+                reason = f": {resolved.reason}" if resolved.reason else ""
+                self.note(
+                    f"{resolved.function_id} (call {resolved.function_call_id})"
+                    f" {resolved.decision} by {resolved.approver or 'unknown'}{reason}"
+                )
+            case _:
+                pass
+
+    def note(self, text: str) -> None:
+        if self._mid_line and not self._json:
+            self._out.write("\n")
+            self._out.flush()
+            self._mid_line = False
+        print(text, file=self._err, flush=True)
+
+    def finish(self, result: RunResult[Any]) -> int:
+        """End the output; say why a run that did not end normally ended. The exit code: 0 for
+        a normal end, else 1."""
+        if self._mid_line:
+            self._out.write("\n")
+            self._out.flush()
+            self._mid_line = False
+        if not self._json and not result.ok:
+            why = f": {result.error}" if result.error else ""
+            self.note(f"run ended: {result.state} ({result.stop_reason}){why}")
+        return 0 if result.ok else 1
+
+
+def _clip(text: str, limit: int = 300) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= limit else text[: limit - 1] + "…"
