@@ -10,7 +10,10 @@ from typing import Any
 import pytest
 
 from tackroom import Harness, UsageError
+from tackroom.contracts.events import EVENTS
 from tackroom.engine import Handler, Registration, open_engine
+from tackroom.harness import runs
+from tackroom.harness.result import RunCollector
 from tackroom.testing import MEMORY_URL, FunctionModel, wait_until
 
 
@@ -94,3 +97,43 @@ async def test_an_engine_object_is_started_and_closed_by_the_harness() -> None:
     assert "run::start" in registered
     with pytest.raises(UsageError, match="engine URL"):
         Harness(FunctionModel(lambda m, i: "hi"), engine=open_engine(MEMORY_URL), attach=True)
+
+
+async def test_run_types_only_the_events_its_result_is_folded_from(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``run``'s events reach nobody but its result: deltas and state changes stay JSON;
+    ``stream`` hands every event out, typed."""
+    parsed: list[str] = []
+
+    class Counting:
+        name = EVENTS.name
+
+        def parse(self, data: Any) -> Any:
+            parsed.append(data["type"])
+            return EVENTS.parse(data)
+
+    monkeypatch.setattr(runs, "EVENTS", Counting())
+    script = [{"tool_calls": [{"name": "add", "arguments": {"a": 2, "b": 3}}]}, {"text": "5"}]
+    harness = Harness("scripted:m", script=script * 2, home=tmp_path)
+
+    @harness.tool
+    def add(a: int, b: int) -> int:
+        """Add two integers."""
+        return a + b
+
+    async with harness:
+        result = await harness.run("2 + 3?", session="s")
+        assert (result.ok, result.output) == (True, "5")
+        assert [m.role for m in result.messages] == [
+            "user",
+            "assistant",
+            "function_result",
+            "assistant",
+        ]
+        assert set(parsed) <= RunCollector.FOLDED
+        assert "agent_end" in parsed
+        parsed.clear()
+        streamed = [event.type async for event in harness.stream("again", session="s")]
+    assert parsed == streamed
+    assert {"turn_state_changed", "message_update", "function_execution_start"} <= set(parsed)

@@ -22,7 +22,7 @@ import asyncio
 import atexit
 import contextlib
 import inspect
-import uuid
+import secrets
 import weakref
 from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Sequence
 from pathlib import Path
@@ -78,7 +78,7 @@ __all__ = ["Harness"]
 
 
 def _new_run_id() -> str:
-    return f"run-{uuid.uuid4().hex[:12]}"
+    return f"run-{secrets.token_hex(6)}"
 
 
 T = TypeVar("T")
@@ -600,7 +600,7 @@ class Harness:
         run_id: str | None = None,
     ) -> RunStream:
         await self.start()
-        session_id = session or f"s-{uuid.uuid4().hex[:12]}"
+        session_id = session or f"s-{secrets.token_hex(6)}"
         run_id = run_id or _new_run_id()
         message = UserMessage.text(prompt) if isinstance(prompt, str) else prompt
         request = self._request(
@@ -656,8 +656,7 @@ class Harness:
     async def _finish(self, stream: RunStream, *, return_when_parked: bool) -> RunResult[Any]:
         async with contextlib.AsyncExitStack() as stack:
             stack.push_async_callback(stream.aclose)
-            async for _ in stream.until_stop(return_when_parked=return_when_parked):
-                pass
+            await stream.fold(return_when_parked=return_when_parked)
             if stream.parked:
                 stack.pop_all()
                 self._parked[stream.run_id] = stream

@@ -89,6 +89,12 @@ class RunResult(Generic[OutputT]):
 class RunCollector:
     """Folds one run's events into what its :class:`RunResult` reports."""
 
+    FOLDED = frozenset(
+        {"message_complete", "turn_end", "approval_requested", "approval_resolved", "error"}
+        | {"agent_end"}
+    )
+    """The event types :meth:`add` reads; it ignores every other."""
+
     def __init__(self, *, session_id: str, run_id: str, prompt: UserMessage | None) -> None:
         self.session_id = session_id
         self.run_id = run_id

@@ -114,9 +114,17 @@ class RunStream:
         return event
 
     async def _next_event(self) -> AgentEvent | None:
+        data = await self._next_frame()
+        if data is None:
+            return None
+        event = EVENTS.parse(data)
+        await self._take(event)
+        return event
+
+    async def _next_frame(self) -> dict[str, Any] | None:
+        """The next stored event of this run, as JSON (``None``: the stream closed)."""
         assert self._subscription is not None
         assert self._harness is not None
-        assert self._collector is not None
         while True:
             try:
                 record = await self._subscription.__anext__()
@@ -127,15 +135,18 @@ class RunStream:
             data = record.data
             if not isinstance(data, dict) or data.get("run_id") != self.run_id:
                 continue
-            event = EVENTS.parse(data)
             self.seq, self.frame = record.seq, data
-            self._collector.add(event)
-            if isinstance(event, ApprovalRequested) and self._harness.on_approval is not None:
-                await self._ask(event)
-            if isinstance(event, AgentEnd):
-                self.ended = True
-                await self.aclose()
-            return event
+            return data
+
+    async def _take(self, event: AgentEvent) -> None:
+        assert self._harness is not None
+        assert self._collector is not None
+        self._collector.add(event)
+        if isinstance(event, ApprovalRequested) and self._harness.on_approval is not None:
+            await self._ask(event)
+        if isinstance(event, AgentEnd):
+            self.ended = True
+            await self.aclose()
 
     async def until_stop(self, *, return_when_parked: bool) -> AsyncIterator[AgentEvent]:
         """Events until the run ends — or, with ``return_when_parked``, until it waits for a
@@ -151,6 +162,29 @@ class RunStream:
                 return_when_parked
                 and isinstance(event, TurnStateChanged)
                 and event.data.to == "function_awaiting_approval"
+                and await self._settle_parked()
+            ):
+                self.parked = True
+                return
+
+    async def fold(self, *, return_when_parked: bool) -> None:
+        """Follow the run to where :meth:`until_stop` stops, handing no event out: only the
+        events the result is folded from are typed (``Harness.run``'s events reach nobody else,
+        so a delta, a state change or a tool's start is never parsed)."""
+        await self._ensure_open()
+        self.parked = False
+        while not self.ended:
+            data = await self._next_frame()
+            if data is None:
+                return
+            kind = data.get("type")
+            if kind in RunCollector.FOLDED:
+                await self._take(EVENTS.parse(data))
+            elif (
+                return_when_parked
+                and kind == "turn_state_changed"
+                and isinstance(data.get("data"), dict)
+                and data["data"].get("to") == "function_awaiting_approval"
                 and await self._settle_parked()
             ):
                 self.parked = True
