@@ -39,8 +39,9 @@ async def test_rerunning_a_killed_session_finishes_its_run_first(short_tmp: Path
             line = await asyncio.wait_for(proc.stdout.readline(), STARTUP)
             assert line, "the run ended before it reached the model"
             event = json.loads(line)
-            if event["type"] == "turn_state_changed" and event["data"]["to"] == "assistant_streaming":
-                break
+            if event["type"] == "turn_state_changed":
+                if event["data"]["to"] == "assistant_streaming":
+                    break
     finally:
         proc.send_signal(signal.SIGKILL)
         await proc.wait()
@@ -90,9 +91,7 @@ async def test_a_run_in_a_served_directory_attaches_to_the_serve(short_tmp: Path
         assert forced.code == 0, forced.stderr
         assert forced.stdout == "second served answer\n"
 
-        state = await run_tackroom(
-            "call", "turn::get_state", '{"session_id": "s1"}', cwd=short_tmp
-        )
+        state = await run_tackroom("call", "turn::get_state", '{"session_id": "s1"}', cwd=short_tmp)
         assert state.code == 0, state.stderr
         assert json.loads(state.stdout)["state"] == "stopped"
     finally:
