@@ -39,9 +39,9 @@ async def test_rerunning_a_killed_session_finishes_its_run_first(short_tmp: Path
             line = await asyncio.wait_for(proc.stdout.readline(), STARTUP)
             assert line, "the run ended before it reached the model"
             event = json.loads(line)
-            if event["type"] == "turn_state_changed":
-                if event["data"]["to"] == "assistant_streaming":
-                    break
+            streaming = {"type": "turn_state_changed", "to": "assistant_streaming"}
+            if {"type": event["type"], "to": event["data"].get("to")} == streaming:
+                break
     finally:
         proc.send_signal(signal.SIGKILL)
         await proc.wait()
