@@ -438,3 +438,9 @@ def test_tools_are_fixed_once_started(tmp_path: Path) -> None:
             harness.register_tool(late)
         with pytest.raises(UsageError, match="letters, digits"):
             harness.register_tool(lambda: 1)
+
+
+async def test_a_mistyped_model_is_refused_with_the_nearest_names(tmp_path: Path) -> None:
+    async with Harness("openai:gpt-5-mni", home=tmp_path) as harness:
+        with pytest.raises(UsageError, match="unknown model gpt-5-mni for openai; did you mean"):
+            await harness.run("hi")

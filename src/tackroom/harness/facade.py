@@ -50,6 +50,7 @@ from tackroom.engine.factory import open_engine
 from tackroom.engine.protocol import Engine
 from tackroom.engine.tracing import build_tracer_provider
 from tackroom.harness.decisions import decide
+from tackroom.harness.modelcheck import unknown_model_problem
 from tackroom.harness.models import StreamingModel, model_worker
 from tackroom.harness.output import OutputInvalid, OutputSchema
 from tackroom.harness.remote import RemoteBus
@@ -61,6 +62,7 @@ from tackroom.harness.wiring import (
     agent_host_config,
     parse_model,
     resolve_config,
+    serves_elsewhere,
     with_home,
 )
 from tackroom.kit.hooks.subscribe import HookSpec, hook_worker
@@ -153,6 +155,7 @@ class Harness:
         self._lock = asyncio.Lock()
         self._loop: asyncio.AbstractEventLoop | None = None
         self._cursors: dict[str, int] = {}
+        self._model_checked = False
         self._parked: dict[str, RunStream] = {}
         self._set_model(model if model is not None else base.agent.model)
         for tool in tools:
@@ -651,6 +654,11 @@ class Harness:
         )
 
     async def _trigger_start(self, request: RunStartRequest) -> RunStartResponse:
+        if not self._model_checked and not serves_elsewhere(self._config, self.provider):
+            problem = await unknown_model_problem(self.bus, self.provider, self.model)
+            if problem is not None:
+                raise UsageError(problem)
+            self._model_checked = True
         return await RUN_START.call(self.bus, request)
 
     async def _finish(self, stream: RunStream, *, return_when_parked: bool) -> RunResult[Any]:
@@ -693,7 +701,10 @@ class Harness:
             result.output_retries = retries
             return result
 
-    def _note_cursor(self, session_id: str, seq: int) -> None:
+    def forget_parked(self, run_id: str) -> None:
+        self._parked.pop(run_id, None)
+
+    def note_cursor(self, session_id: str, seq: int) -> None:
         if seq > self._cursors.get(session_id, 0):
             self._cursors[session_id] = seq
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 import inspect
 from collections.abc import AsyncIterator, Awaitable, Callable
-from typing import TYPE_CHECKING, Any, Literal
+from typing import Any, Literal, Protocol
 
 from tackroom.contracts.events import (
     EVENTS,
@@ -21,20 +21,39 @@ from tackroom.contracts.events import (
     TurnStateChanged,
 )
 from tackroom.contracts.messages import UserMessage
-from tackroom.engine.protocol import Subscription
+from tackroom.contracts.turn import TurnStateView
+from tackroom.engine.protocol import Engine, Subscription
+from tackroom.harness.remote import RemoteBus
 from tackroom.harness.result import PendingApproval, RunCollector, RunResult
 from tackroom.runtime.errors import HarnessError
 
-if TYPE_CHECKING:
-    from tackroom.harness.facade import Harness
-
-__all__ = ["ApprovalCallback", "RunStream", "SessionBusy"]
+__all__ = ["ApprovalCallback", "RunHost", "RunStream", "SessionBusy"]
 
 ApprovalCallback = Callable[[PendingApproval], "bool | str | Awaitable[bool | str | None] | None"]
 """Decides a parked call: ``True``/``"allow"`` allows, ``False``/``"deny"`` denies, ``None``
 leaves it pending (decide it later with ``Harness.approve``/``deny``)."""
 
 _PARK_SETTLE = 2.0
+
+
+class RunHost(Protocol):
+    """What a run needs from the harness that follows it (``Harness`` is one)."""
+
+    on_approval: ApprovalCallback | None
+
+    @property
+    def bus(self) -> Engine | RemoteBus: ...
+
+    def note_cursor(self, session_id: str, seq: int) -> None:
+        """The last sequence seen on a session's events (where the next run subscribes from)."""
+
+    def forget_parked(self, run_id: str) -> None: ...
+
+    async def get_state(self, session: str) -> TurnStateView | None: ...
+
+    async def approve(self, pending: PendingApproval, *, always: bool = False) -> None: ...
+
+    async def deny(self, pending: PendingApproval, *, reason: str | None = None) -> None: ...
 
 
 class SessionBusy(HarnessError):
@@ -53,7 +72,7 @@ class RunStream:
     """An async iterator of one run's typed events; :attr:`result` once it stopped."""
 
     def __init__(self) -> None:
-        self._harness: Harness | None = None
+        self._harness: RunHost | None = None
         self._opener: Callable[[], Awaitable[RunStream]] | None = None
         self._subscription: Subscription | None = None
         self._collector: RunCollector | None = None
@@ -71,7 +90,7 @@ class RunStream:
     @classmethod
     async def open(
         cls,
-        harness: Harness,
+        harness: RunHost,
         *,
         session_id: str,
         run_id: str,
@@ -131,7 +150,7 @@ class RunStream:
             except StopAsyncIteration:
                 await self.aclose()
                 return None
-            self._harness._note_cursor(self.session_id, record.seq)
+            self._harness.note_cursor(self.session_id, record.seq)
             data = record.data
             if not isinstance(data, dict) or data.get("run_id") != self.run_id:
                 continue
@@ -261,7 +280,7 @@ class RunStream:
         if subscription is not None:
             await subscription.aclose()
         if self._harness is not None:
-            self._harness._parked.pop(self.run_id, None)
+            self._harness.forget_parked(self.run_id)
 
 
 def _decision(answer: Any) -> Literal["allow", "deny"] | None:
