@@ -827,7 +827,7 @@ async def bench_facade_overhead(directory: Path, sizes: Sizes) -> dict[str, Any]
         "measured": "bare client: open the session's agent::events subscription, trigger"
         " run::start with a prepared request, read records until this run's agent_end, close;"
         " facade: Harness.run (request built and validated, subscription from the harness's"
-        " cursor, every event typed and folded into a RunResult). full_turn: the real workers,"
+        " cursor, the events a RunResult is folded from typed). full_turn: the real workers,"
         f" {sizes.overhead_turns} fresh sessions each way, interleaved; the workers' own"
         " variation (ms) hides tens of microseconds there. replayed_turn: the same two clients,"
         " but run::start is a stand-in that appends one recorded turn's events (engine worker"
