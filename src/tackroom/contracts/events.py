@@ -17,7 +17,7 @@ keeps working when a newer writer adds one.
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, cast
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -39,6 +39,7 @@ __all__ = [
     "BudgetDecided",
     "BudgetDecidedData",
     "ErrorData",
+    "EventData",
     "EventType",
     "FunctionExecutionEnd",
     "FunctionExecutionEndData",
@@ -55,6 +56,8 @@ __all__ = [
     "TurnStateChanged",
     "TurnStateChangedData",
     "event_id",
+    "event_of",
+    "event_type_of",
 ]
 
 EVENT_SCHEMA_VERSION = 1
@@ -268,6 +271,52 @@ EventType = Literal[
     "agent_end",
     "error",
 ]
+
+EventData = (
+    TurnStateChangedData
+    | MessageUpdateData
+    | MessageCompleteData
+    | FunctionExecutionStartData
+    | FunctionExecutionEndData
+    | ApprovalRequestedData
+    | ApprovalResolvedData
+    | GateDecidedData
+    | BudgetDecidedData
+    | TurnEndData
+    | AgentEndData
+    | ErrorData
+)
+"""What an emitter is handed: the data decides the event's type (:func:`event_of`)."""
+
+_FRAME_OF: dict[type[_Data], type[_Frame]] = {
+    TurnStateChangedData: TurnStateChanged,
+    MessageUpdateData: MessageUpdate,
+    MessageCompleteData: MessageComplete,
+    FunctionExecutionStartData: FunctionExecutionStart,
+    FunctionExecutionEndData: FunctionExecutionEnd,
+    ApprovalRequestedData: ApprovalRequested,
+    ApprovalResolvedData: ApprovalResolved,
+    GateDecidedData: GateDecided,
+    BudgetDecidedData: BudgetDecided,
+    TurnEndData: TurnEnd,
+    AgentEndData: AgentEnd,
+    ErrorData: AgentError,
+}
+
+
+def event_type_of(data: EventData) -> str:
+    """The ``type`` of the event that carries ``data``."""
+    type_: str = _FRAME_OF[type(data)].model_fields["type"].default
+    return type_
+
+
+def event_of(*, session_id: str, run_id: str, event_id: str, data: EventData) -> AgentEvent:
+    """The event carrying ``data`` (its type follows from the data's model)."""
+    frame = _FRAME_OF[type(data)]
+    return cast(
+        AgentEvent, frame(session_id=session_id, run_id=run_id, event_id=event_id, data=data)
+    )
+
 
 EVENTS: Stream[AgentEvent] = Stream("agent::events", AgentEvent)
 """Every event of every run, grouped by session id."""

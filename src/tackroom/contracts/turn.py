@@ -11,21 +11,17 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from tackroom.contracts.bus import Function
-from tackroom.contracts.events import EVENTS, TURN_END
 from tackroom.contracts.messages import AgentMessage, Usage
 from tackroom.contracts.versions import rename, upgrading
 
 __all__ = [
-    "EVENTS_STREAM",
     "RUN_ABORT",
     "RUN_START",
     "TERMINAL_STATES",
-    "TURN_END_STREAM",
     "TURN_GET_STATE",
     "TURN_ON_APPROVAL",
     "TURN_STEP",
     "TURN_STEP_QUEUE",
-    "AgentEvent",
     "Mode",
     "ParkedCall",
     "RunAbortRequest",
@@ -44,11 +40,6 @@ TURN_STEP = "turn::step"
 TURN_ON_APPROVAL = "turn::on_approval"
 """The orchestrator's own state trigger on the approvals decisions scope; nobody else calls it."""
 TURN_STEP_QUEUE = "turn-step"
-
-EVENTS_STREAM = EVENTS.name
-"""The name of :data:`tackroom.contracts.events.EVENTS`, for the event emitter's raw appends."""
-TURN_END_STREAM = TURN_END.name
-"""The name of :data:`tackroom.contracts.events.TURN_END`, for the event emitter's raw appends."""
 
 TurnState = Literal[
     "provisioning",
@@ -179,52 +170,3 @@ TURN_GET_STATE: Function[TurnStateRequest, TurnStateView | None] = Function(
     TurnStateView | None,
     description="The turn state of a session, or null.",
 )
-
-
-EventType = Literal[
-    "turn_state_changed",
-    "message_update",
-    "message_complete",
-    "function_execution_start",
-    "function_execution_end",
-    "approval_requested",
-    "approval_resolved",
-    "gate_decision",
-    "budget_decision",
-    "turn_end",
-    "agent_end",
-    "error",
-]
-
-
-class AgentEvent(_Model):
-    """One frame of ``agent::events`` (group = session id; the stream gives the sequence).
-
-    ``event_id`` is deterministic per run and step, so a UI can drop a repeat caused by a crash
-    between emitting and committing a step. ``data`` depends on ``type``:
-
-    - ``turn_state_changed``: ``{"from", "to", "turn_count"}``
-    - ``message_update``: ``{"message_id", "kind": "text"|"thinking"|"function_call", "delta"}``
-      (consecutive deltas coalesced)
-    - ``message_complete``: ``{"message_id", "message"}``
-    - ``function_execution_start``: ``{"function_call_id", "function_id", "arguments"}``
-    - ``function_execution_end``: ``{"function_call_id", "function_id", "result", "is_error",
-      "duration_ms"}``
-    - ``approval_requested``: ``{"function_call_id", "function_id", "arguments", "reason"}``
-    - ``approval_resolved``: ``{"function_call_id", "function_id", "decision", "reason",
-      "approver", "decided_at"}`` (written by the approvals worker)
-    - ``gate_decision``: ``{"function_call_id", "function_id", "decision", "decided_by",
-      "rule_id", "reason"}`` (only when a policy or approvals layer is configured)
-    - ``budget_decision``: ``{"allowed", "estimate_usd", "reason" (a code), "detail",
-      "budget_id"}``
-    - ``turn_end``: ``{"turn_count", "message_id", "function_results"}``
-    - ``agent_end``: ``{"state", "stop_reason", "usage"}``
-    - ``error``: ``{"kind", "message"}``
-    """
-
-    schema_version: int = 1
-    type: EventType
-    session_id: str
-    run_id: str
-    event_id: str
-    data: dict[str, Any] = Field(default_factory=dict)

@@ -25,9 +25,10 @@ from typing import Any, Protocol, TypeVar
 from pydantic import BaseModel, Field, ValidationError
 
 from tackroom.contracts import approvals as c
-from tackroom.contracts.events import EVENTS, ApprovalResolved, ApprovalResolvedData, event_id
+from tackroom.contracts.events import ApprovalResolvedData
 from tackroom.engine.errors import EngineError, FunctionError, RevisionConflict
 from tackroom.engine.protocol import StateEntry
+from tackroom.kit.events import EventEmitter
 from tackroom.runtime.worker import WorkerConfig, WorkerContext, WorkerSpec
 
 __all__ = [
@@ -102,6 +103,7 @@ class ApprovalsService:
         self, engine: ApprovalsBackend, config: ApprovalsConfig, *, clock: Clock = time.time
     ) -> None:
         self._engine = engine
+        self._events = EventEmitter(engine)
         self._config = config
         self._clock = clock
 
@@ -304,21 +306,21 @@ class ApprovalsService:
             return
         if record.function_call_id is None or record.function_id is None:
             return
-        event = ApprovalResolved(
-            session_id=record.session_id,
-            run_id=record.run_id,
-            event_id=event_id(record.run_id, "approval", record.function_call_id),
-            data=ApprovalResolvedData(
-                function_call_id=record.function_call_id,
-                function_id=record.function_id,
-                decision=record.decision,
-                reason=record.reason,
-                approver=record.approver,
-                decided_at=record.decided_at,
-            ),
+        data = ApprovalResolvedData(
+            function_call_id=record.function_call_id,
+            function_id=record.function_id,
+            decision=record.decision,
+            reason=record.reason,
+            approver=record.approver,
+            decided_at=record.decided_at,
         )
         try:
-            await self._engine.append(EVENTS.name, record.session_id, EVENTS.dump_event(event))
+            await self._events.emit_data(
+                session_id=record.session_id,
+                run_id=record.run_id,
+                key=("approval", record.function_call_id),
+                data=data,
+            )
         except EngineError:
             _log.exception("approval_resolved for %s was not appended", record.function_call_id)
 

@@ -17,6 +17,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from tackroom.contracts.events import FunctionExecutionEndData, FunctionExecutionStartData
 from tackroom.contracts.messages import FunctionResultMessage, TextBlock
 from tackroom.contracts.tools import CALL_CONTEXT_KEY, CallContext
 from tackroom.engine.errors import (
@@ -123,13 +124,10 @@ class Dispatcher:
         emit: Emit,
     ) -> FunctionResultMessage:
         await emit(
-            "function_execution_start",
             f"{call.id}:start",
-            {
-                "function_call_id": call.id,
-                "function_id": tool.function_id,
-                "arguments": call.arguments,
-            },
+            FunctionExecutionStartData(
+                function_call_id=call.id, function_id=tool.function_id, arguments=call.arguments
+            ),
         )
         started = time.perf_counter()
         # Hooks transform before the ledger stores the result: a redacted value is never kept.
@@ -180,15 +178,14 @@ async def _emit_end(
     duration_ms: float | None,
 ) -> None:
     await emit(
-        "function_execution_end",
         f"{call.id}:end",
-        {
-            "function_call_id": call.id,
-            "function_id": tool.function_id,
-            "result": result.model_dump(mode="json"),
-            "is_error": result.is_error,
-            "duration_ms": duration_ms,
-        },
+        FunctionExecutionEndData(
+            function_call_id=call.id,
+            function_id=tool.function_id,
+            result=result,
+            is_error=result.is_error,
+            duration_ms=duration_ms,
+        ),
     )
 
 

@@ -16,12 +16,12 @@ import logging
 from typing import Any
 
 from tackroom.contracts.approvals import DECISIONS_SCOPE, DecisionRecord, call_key
-from tackroom.contracts.turn import EventType
+from tackroom.contracts.events import BudgetDecidedData, EventData, TurnEndData
 from tackroom.engine.errors import EngineClosed, RevisionConflict
 from tackroom.engine.protocol import Engine, current_invocation
 from tackroom.hooks import AFTER_MODEL_CALL, BEFORE_MODEL_CALL, TURN_END, HookSubscriptions
+from tackroom.kit.events import EventEmitter
 from tackroom.workers.orchestrator.dispatch import Dispatcher, Emit
-from tackroom.workers.orchestrator.events import EventEmitter
 from tackroom.workers.orchestrator.provision import Provisioner
 from tackroom.workers.orchestrator.record import TURNS_SCOPE, TurnRecord
 from tackroom.workers.orchestrator.spend import BudgetGuard
@@ -139,8 +139,8 @@ class Driver:
         return None
 
     async def _work(self, record: TurnRecord) -> StepEvent:
-        async def emit(type: EventType, key: str, data: dict[str, Any]) -> None:
-            await self._emit(record, type, f"{record.run_id}:{key}", data)
+        async def emit(key: str, data: EventData) -> None:
+            await self._emit(record, key, data)
 
         match record.state:
             case "provisioning":
@@ -160,15 +160,14 @@ class Driver:
         reservation = await self._budget.reserve(record, messages)
         if self._budget.enabled:
             await emit(
-                "budget_decision",
                 f"t{record.turn_count + 1}:budget",
-                {
-                    "allowed": reservation.allowed,
-                    "estimate_usd": reservation.estimate_usd,
-                    "reason": reservation.reason,
-                    "detail": reservation.detail,
-                    "budget_id": reservation.budget_id,
-                },
+                BudgetDecidedData(
+                    allowed=reservation.allowed,
+                    estimate_usd=reservation.estimate_usd,
+                    reason=reservation.reason,
+                    detail=reservation.detail,
+                    budget_id=reservation.budget_id,
+                ),
             )
         if not reservation.allowed:
             return BudgetRefused(
@@ -242,14 +241,16 @@ class Driver:
             if isinstance(effect, AppendEntries):
                 await self._sessions.append(record.session_id, effect.entries)
             elif isinstance(effect, EmitEvent):
-                if effect.type == "turn_end":
+                if isinstance(effect.data, TurnEndData):
                     await self._observe(
                         TURN_END,
-                        {"session_id": record.session_id, "run_id": record.run_id, **effect.data},
+                        {
+                            "session_id": record.session_id,
+                            "run_id": record.run_id,
+                            **effect.data.model_dump(mode="json"),
+                        },
                     )
-                await self._emit(
-                    record, effect.type, f"{record.run_id}:{record.step}:{index}", effect.data
-                )
+                await self._emit(record, f"{record.step}:{index}", effect.data)
         try:
             await self._engine.set_state(
                 TURNS_SCOPE,
@@ -266,15 +267,10 @@ class Driver:
             return False
         return True
 
-    async def _emit(
-        self, record: TurnRecord, type: EventType, event_id: str, data: dict[str, Any]
-    ) -> None:
-        await self._events.emit(
-            session_id=record.session_id,
-            run_id=record.run_id,
-            event_id=event_id,
-            type=type,
-            data=data,
+    async def _emit(self, record: TurnRecord, key: str, data: EventData) -> None:
+        """The event ``<run_id>:<key>``: the same id whenever a step is replayed."""
+        await self._events.emit_data(
+            session_id=record.session_id, run_id=record.run_id, key=(key,), data=data
         )
 
 

@@ -20,9 +20,9 @@ from opentelemetry import trace
 from pydantic import ValidationError
 
 from tackroom.contracts.approvals import REQUEST, RESOLVE, ApprovalRequest, ResolveRequest
+from tackroom.contracts.events import EventData, GateDecidedData
 from tackroom.contracts.messages import FunctionResultMessage
 from tackroom.contracts.policy import CHECK_PERMISSIONS, CheckRequest
-from tackroom.contracts.turn import EventType
 from tackroom.engine.errors import EngineError
 from tackroom.engine.protocol import Engine
 from tackroom.hooks import AFTER_FUNCTION_CALL, BEFORE_FUNCTION_CALL, HookSubscriptions
@@ -32,8 +32,8 @@ from tackroom.workers.orchestrator.record import CallState, TurnRecord
 
 __all__ = ["Emit", "Gate", "GateDecision", "denial"]
 
-Emit = Callable[[EventType, str, dict[str, Any]], Awaitable[None]]
-"""``emit(event_type, event_key, data)``."""
+Emit = Callable[[str, EventData], Awaitable[None]]
+"""``emit(event_key, data)``: the event ``<run_id>:<event_key>`` carrying ``data``."""
 
 DecidedBy = Literal[
     "thin", "policy", "gate_unavailable", "approval_mode", "default", "hook", "tool"
@@ -86,17 +86,16 @@ class Gate:
         if decision.decision == "needs_approval" and self._approvals is not None:
             decision = await self._request_approval(record, call, decision)
         await emit(
-            "gate_decision",
             f"{call.id}:gate",
-            {
-                "function_call_id": call.id,
-                "function_id": call.function_id,
-                "decision": decision.decision,
-                "decided_by": decision.decided_by,
-                "rule_id": decision.rule_id,
-                "matched_constraint": decision.matched_constraint,
-                "reason": decision.reason,
-            },
+            GateDecidedData(
+                function_call_id=call.id,
+                function_id=call.function_id or call.tool_name,
+                decision=decision.decision,
+                decided_by=decision.decided_by,
+                rule_id=decision.rule_id,
+                matched_constraint=decision.matched_constraint,
+                reason=decision.reason,
+            ),
         )
         span = trace.get_current_span()
         attributes = {

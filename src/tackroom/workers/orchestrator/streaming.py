@@ -13,10 +13,11 @@ import asyncio
 import time
 import uuid
 from collections.abc import Awaitable, Callable
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import ValidationError
 
+from tackroom.contracts.events import MessageUpdateData
 from tackroom.contracts.messages import AgentMessage, AssistantMessage, ErrorKind, TextBlock
 from tackroom.contracts.provider import ProviderRequest, ToolSpec, stream_function
 from tackroom.engine.errors import EngineError, FunctionNotFound, InvocationTimeout
@@ -24,10 +25,12 @@ from tackroom.engine.protocol import Channel, Engine
 from tackroom.workers.orchestrator.dispatch import Emit
 from tackroom.workers.orchestrator.record import TurnRecord
 
+DeltaKind = Literal["text", "thinking", "function_call"]
+
 __all__ = ["ModelCaller"]
 
 
-_DELTA_KINDS = {
+_DELTA_KINDS: dict[str, DeltaKind] = {
     "text_delta": "text",
     "thinking_delta": "thinking",
     "function_call_delta": "function_call",
@@ -51,14 +54,14 @@ class _Coalescer:
         self.stream_id = uuid.uuid4().hex[:8]
         self.seconds = seconds
         self._chars = chars
-        self._kind: str | None = None
+        self._kind: DeltaKind | None = None
         self._parts: list[str] = []
         self._size = 0
         self._since = 0.0
         self._count = 0
         self._lock = asyncio.Lock()
 
-    async def add(self, kind: str, delta: str) -> None:
+    async def add(self, kind: DeltaKind, delta: str) -> None:
         if kind != self._kind:
             await self.flush()
             self._kind = kind
@@ -81,14 +84,13 @@ class _Coalescer:
             self._count += 1
             self._since = time.monotonic()
             await self._emit(
-                "message_update",
                 f"{self._message_id}:{self.stream_id}:u{self._count}",
-                {
-                    "message_id": self._message_id,
-                    "stream_id": self.stream_id,
-                    "kind": self._kind,
-                    "delta": delta,
-                },
+                MessageUpdateData.model_construct(
+                    message_id=self._message_id,
+                    stream_id=self.stream_id,
+                    kind=self._kind,
+                    delta=delta,
+                ),
             )
 
 

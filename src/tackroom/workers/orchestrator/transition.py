@@ -12,6 +12,17 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from tackroom.contracts.approvals import EXPIRY_APPROVER, DecisionRecord
+from tackroom.contracts.events import (
+    AgentEndData,
+    ApprovalRequestedData,
+    ErrorData,
+    EventData,
+    FunctionExecutionEndData,
+    MessageCompleteData,
+    TurnEndData,
+    TurnStateChangedData,
+    event_type_of,
+)
 from tackroom.contracts.messages import (
     AgentMessage,
     AssistantMessage,
@@ -19,7 +30,7 @@ from tackroom.contracts.messages import (
     FunctionResultMessage,
     TextBlock,
 )
-from tackroom.contracts.turn import EventType, TurnError
+from tackroom.contracts.turn import TurnError
 from tackroom.workers.orchestrator.planning import call_signature, error_result, plan_calls
 from tackroom.workers.orchestrator.record import CallState, ToolOffer, TurnRecord
 
@@ -117,8 +128,13 @@ class AppendEntries:
 
 @dataclass(frozen=True, slots=True)
 class EmitEvent:
-    type: EventType
-    data: dict[str, Any]
+    """Emit the event carrying ``data`` (its model says which event it is)."""
+
+    data: EventData
+
+    @property
+    def type(self) -> str:
+        return event_type_of(self.data)
 
 
 Effect = AppendEntries | EmitEvent
@@ -168,8 +184,7 @@ def transition(record: TurnRecord, event: StepEvent) -> Transition:
         effects.insert(
             0,
             EmitEvent(
-                "turn_state_changed",
-                {"from": record.state, "to": new.state, "turn_count": new.turn_count},
+                TurnStateChangedData(from_=record.state, to=new.state, turn_count=new.turn_count)
             ),
         )
     return Transition(new, effects)
@@ -206,7 +221,7 @@ def _apply(r: TurnRecord, event: StepEvent, effects: list[Effect]) -> bool:
         case StepFailed(kind=kind, message=message):
             r.error = TurnError(kind=kind, message=message)
             r.stop_reason = "error"
-            effects.append(EmitEvent("error", {"kind": kind, "message": message}))
+            effects.append(EmitEvent(ErrorData(kind=kind, message=message)))
             _finish(r, "failed", effects)
     return True
 
@@ -217,9 +232,7 @@ def _assistant_completed(r: TurnRecord, message: AssistantMessage, effects: list
     r.last_assistant = message
     message_id = r.entry_id(f"t{r.turn_count}-a")
     effects.append(AppendEntries([(message_id, message)]))
-    effects.append(
-        EmitEvent("message_complete", {"message_id": message_id, "message": _dump(message)})
-    )
+    effects.append(EmitEvent(MessageCompleteData(message_id=message_id, message=message)))
     if message.stop_reason in _STOPPING:
         r.stop_reason = message.stop_reason
         if message.stop_reason == "error":
@@ -257,13 +270,12 @@ def _calls_settled(
             call.status, call.park_reason = "parked", parked[call.id]
             effects.append(
                 EmitEvent(
-                    "approval_requested",
-                    {
-                        "function_call_id": call.id,
-                        "function_id": call.function_id,
-                        "arguments": call.arguments,
-                        "reason": parked[call.id],
-                    },
+                    ApprovalRequestedData(
+                        function_call_id=call.id,
+                        function_id=call.function_id or call.tool_name,
+                        arguments=call.arguments,
+                        reason=parked[call.id],
+                    )
                 )
             )
     if any(call.status == "parked" for call in r.calls):
@@ -364,7 +376,7 @@ def _stop_with_note(r: TurnRecord, stop_reason: str, text: str, effects: list[Ef
     note = CustomMessage(custom_type="turn_stopped", content=[TextBlock(text=text)])
     note_id = r.entry_id(f"stop-{stop_reason}")
     effects.append(AppendEntries([(note_id, note)]))
-    effects.append(EmitEvent("message_complete", {"message_id": note_id, "message": _dump(note)}))
+    effects.append(EmitEvent(MessageCompleteData(message_id=note_id, message=note)))
     r.stop_reason = stop_reason
     _finish(r, "stopped", effects)
 
@@ -377,12 +389,9 @@ def _turn_end(
 ) -> None:
     effects.append(
         EmitEvent(
-            "turn_end",
-            {
-                "turn_count": r.turn_count,
-                "message_id": message_id,
-                "function_results": [_dump(result) for result in results],
-            },
+            TurnEndData(
+                turn_count=r.turn_count, message_id=message_id, function_results=list(results)
+            )
         )
     )
 
@@ -392,13 +401,12 @@ def _finish(r: TurnRecord, state: str, effects: list[Effect]) -> None:
     r.calls = [call for call in r.calls if call.status == "done"]
     effects.append(
         EmitEvent(
-            "agent_end",
-            {
-                "state": r.state,
-                "stop_reason": r.stop_reason,
-                "usage": r.usage.model_dump(),
-                "error": r.error.model_dump() if r.error is not None else None,
-            },
+            AgentEndData(
+                state=r.state,
+                stop_reason=r.stop_reason,
+                usage=r.usage,
+                error=None if r.error is None else ErrorData(**r.error.model_dump()),
+            )
         )
     )
 
@@ -407,17 +415,11 @@ def _execution_end(
     call: CallState, result: FunctionResultMessage, *, duration_ms: float
 ) -> EmitEvent:
     return EmitEvent(
-        "function_execution_end",
-        {
-            "function_call_id": call.id,
-            "function_id": call.function_id or call.tool_name,
-            "result": _dump(result),
-            "is_error": result.is_error,
-            "duration_ms": duration_ms,
-        },
+        FunctionExecutionEndData(
+            function_call_id=call.id,
+            function_id=call.function_id or call.tool_name,
+            result=result,
+            is_error=result.is_error,
+            duration_ms=duration_ms,
+        )
     )
-
-
-def _dump(message: Any) -> dict[str, Any]:
-    dumped: dict[str, Any] = message.model_dump(mode="json")
-    return dumped

@@ -1,0 +1,55 @@
+"""The one emitter of ``agent::events``: typed events in, stored frames out.
+
+Every writer of the event stream — the orchestrator's steps, the approvals worker's decisions —
+appends through :class:`EventEmitter`, so every frame has the same shape and the same id scheme
+(:func:`tackroom.contracts.events.event_id`). A ``turn_end`` event also goes to
+``agent::turn_end``, the stream a compactor wakes on.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Protocol
+
+from tackroom.contracts.events import (
+    EVENTS,
+    TURN_END,
+    AgentEvent,
+    EventData,
+    TurnEnd,
+    event_id,
+    event_of,
+)
+
+__all__ = ["Appender", "EventEmitter"]
+
+
+class Appender(Protocol):
+    """What the emitter needs of an engine: stream appends."""
+
+    async def append(self, stream: str, group_id: str, data: Any) -> int: ...
+
+
+class EventEmitter:
+    def __init__(self, engine: Appender) -> None:
+        self._engine = engine
+
+    async def emit(self, event: AgentEvent) -> int:
+        """Append ``event`` to the session's events; returns its sequence."""
+        frame = EVENTS.dump_event(event)
+        seq = await self._engine.append(EVENTS.name, event.session_id, frame)
+        if isinstance(event, TurnEnd):
+            await self._engine.append(TURN_END.name, event.session_id, frame)
+        return seq
+
+    async def emit_data(
+        self, *, session_id: str, run_id: str, key: tuple[str | int, ...], data: EventData
+    ) -> int:
+        """Emit ``data`` as the event ``<run_id>:<key…>`` of ``run_id``."""
+        return await self.emit(
+            event_of(
+                session_id=session_id,
+                run_id=run_id,
+                event_id=event_id(run_id, *key),
+                data=data,
+            )
+        )
