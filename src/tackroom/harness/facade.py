@@ -19,19 +19,15 @@ the policy) changes the boot list, not this class.
 from __future__ import annotations
 
 import asyncio
-import atexit
 import contextlib
-import inspect
 import secrets
-import weakref
-from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, TypeVar, overload
 
 from pydantic import ValidationError
 
 from tackroom.contracts.events import EVENTS
-from tackroom.contracts.hooks import PUBLISH_COLLECT
 from tackroom.contracts.messages import UserMessage
 from tackroom.contracts.provider import ProviderCheckRequest, check_function
 from tackroom.contracts.turn import (
@@ -46,31 +42,22 @@ from tackroom.contracts.turn import (
     TurnStateView,
 )
 from tackroom.engine.errors import EngineError, EngineLocked, FunctionNotFound
-from tackroom.engine.factory import open_engine
 from tackroom.engine.protocol import Engine
-from tackroom.engine.tracing import build_tracer_provider
+from tackroom.harness.boot import Brings, attach, build_host
 from tackroom.harness.decisions import decide
+from tackroom.harness.errors import UsageError
 from tackroom.harness.modelcheck import unknown_model_problem
-from tackroom.harness.models import StreamingModel, model_worker
-from tackroom.harness.output import OutputInvalid, OutputSchema
+from tackroom.harness.models import StreamingModel
+from tackroom.harness.output import OutputSchema, validated
 from tackroom.harness.remote import RemoteBus
 from tackroom.harness.result import PendingApproval, RunResult
 from tackroom.harness.runs import ApprovalCallback, RunStream, SessionBusy
-from tackroom.harness.tools import ToolSpec, tools_worker
-from tackroom.harness.wiring import (
-    UsageError,
-    agent_host_config,
-    parse_model,
-    resolve_config,
-    serves_elsewhere,
-    with_home,
-)
-from tackroom.kit.hooks.subscribe import HookSpec, hook_worker
+from tackroom.harness.syncing import SyncLoop
+from tackroom.harness.tools import ToolSpec
+from tackroom.harness.wiring import choose_model, resolve_config, serves_elsewhere, with_home
+from tackroom.kit.hooks.subscribe import HookSpec
 from tackroom.runtime.config import HarnessConfig
-from tackroom.runtime.endpoint import LocalEndpoint
-from tackroom.runtime.errors import EndpointUnavailable
 from tackroom.runtime.host import Host
-from tackroom.runtime.registry import load_worker
 from tackroom.runtime.worker import WorkerSpec
 
 if TYPE_CHECKING:
@@ -85,10 +72,6 @@ def _new_run_id() -> str:
 
 T = TypeVar("T")
 F = TypeVar("F", bound=Callable[..., Any])
-
-_TOOLS_WORKER = "harness-tools"
-_HOOKS_WORKER = "harness-hooks"
-_HOOKS_FUNCTION = PUBLISH_COLLECT.id
 
 
 class Harness:
@@ -143,21 +126,25 @@ class Harness:
         self._tracer_provider = tracer_provider
         self._serve_endpoint = serve_endpoint
         self._attach_to = attach
-        self._extra_workers = list(workers)
-        self._model_object: Any = None
-        self._script = script
-        self._tools: dict[str, ToolSpec] = {}
+        self._brings = Brings(
+            workers=list(workers),
+            script=Path(script) if isinstance(script, (str, Path)) else _listed(script),
+        )
         self._tool_patterns: list[str] | None = None
-        self._hooks: list[HookSpec] = []
-        self._sessions_worker = "sessions"
         self._host: Host | None = None
         self._bus: Engine | RemoteBus | None = None
         self._lock = asyncio.Lock()
-        self._loop: asyncio.AbstractEventLoop | None = None
+        self._sync = SyncLoop(self.close)
         self._cursors: dict[str, int] = {}
         self._model_checked = False
         self._parked: dict[str, RunStream] = {}
-        self._set_model(model if model is not None else base.agent.model)
+        choice = choose_model(
+            model if model is not None else base.agent.model,
+            config=base,
+            scripted_ok=self._brings.script is not None or attach is not False,
+        )
+        self.provider, self.model = choice.provider, choice.model
+        self._brings.model_object = choice.model_object
         for tool in tools:
             if isinstance(tool, str):
                 self._patterns().append(tool)
@@ -165,31 +152,6 @@ class Harness:
                 self.register_tool(tool)
 
     # -- configuration (before start) --------------------------------------------------------
-    def _set_model(self, model: Any) -> None:
-        if model is None:
-            raise UsageError(
-                "no model: pass Harness('PROVIDER:MODEL') or set agent.model in tackroom.yaml"
-            )
-        if isinstance(model, str):
-            name = parse_model(model)
-            self.provider, self.model = name.provider, name.model
-            if name.provider == "scripted" and self._script is None and not self._attach_to:
-                section = self._config.worker_config.get("scripted") or {}
-                if not (section.get("script") or section.get("script_path")):
-                    raise UsageError(
-                        "the scripted model needs a script: Harness(..., script=[...])"
-                    )
-            return
-        provider = getattr(model, "name", None)
-        if not isinstance(provider, str) or not provider:
-            raise UsageError(f"model object {type(model).__name__} has no name")
-        if not (isinstance(model, StreamingModel) or hasattr(model, "worker_spec")):
-            raise UsageError(
-                f"model object {type(model).__name__} has neither stream(request) nor worker_spec()"
-            )
-        self._model_object = model
-        self.provider, self.model = provider, str(getattr(model, "model", provider))
-
     def _patterns(self) -> list[str]:
         if self._tool_patterns is None:
             self._tool_patterns = []
@@ -248,25 +210,26 @@ class Harness:
     def register_tool(self, tool: Callable[..., Any] | ToolSpec) -> ToolSpec:
         spec = tool if isinstance(tool, ToolSpec) else ToolSpec.from_function(tool)
         self._require_new("tools")
-        if spec.name in self._tools and self._tools[spec.name].function is not spec.function:
+        tools = self._brings.tools
+        if spec.name in tools and tools[spec.name].function is not spec.function:
             raise UsageError(f"a tool named {spec.name!r} is registered already")
-        self._tools[spec.name] = spec
+        tools[spec.name] = spec
         return spec
 
     def add_hook(self, topic: str, function: Callable[[Any], Awaitable[Any]]) -> None:
         """Subscribe ``function`` to a hook topic (``before_function_call``, …); it may return
         ``None``, ``block(reason)`` or ``replace(payload)`` (``tackroom.hooks``)."""
         self._require_new("hooks")
-        self._hooks.append(HookSpec(topic, function))
+        self._brings.hooks.append(HookSpec(topic, function))
 
     def use_memory(self, worker: str | WorkerSpec[Any]) -> None:
         """Serve sessions (the transcript tree and inboxes) with another worker, by name or spec."""
         self._require_new("the memory worker")
         if isinstance(worker, str):
-            self._sessions_worker = worker
+            self._brings.sessions_worker = worker
         else:
-            self._sessions_worker = worker.name
-            self._extra_workers.append(worker)
+            self._brings.sessions_worker = worker.name
+            self._brings.workers.append(worker)
 
     def set_tracer(self, tracer_provider: TracerProvider) -> None:
         self._require_new("the tracer provider")
@@ -315,7 +278,17 @@ class Harness:
             if self._attach_to is not False and embedded:
                 self._bus = await self._attach()
                 return
-            host = self._build_host(bare=self._attach_to is not False)
+            host = build_host(
+                self._config,
+                self._brings,
+                provider=self.provider,
+                model_name=self.model,
+                engine_url=self._engine_url,
+                engine=self._engine_object,
+                tracer_provider=self._tracer_provider,
+                serve_endpoint=self._serve_endpoint,
+                bare=self._attach_to is not False,
+            )
             try:
                 await host.start()
             except EngineLocked:
@@ -327,90 +300,11 @@ class Harness:
 
     async def _attach(self) -> RemoteBus:
         chosen = self._attach_to
-        socket = Path(chosen) if isinstance(chosen, (str, Path)) else self._config.endpoint.socket
-        own = [
-            what
-            for what, present in (
-                ("tools defined in Python", bool(self._tools)),
-                ("a model object", self._model_object is not None),
-                ("hooks", bool(self._hooks)),
-                ("a script", self._script is not None),
-            )
-            if present
-        ]
-        if own:
-            raise UsageError(
-                f"the engine {self._engine_url} is held by another process, and this harness"
-                f" brings {', '.join(own)}, which need an engine of their own: stop that process,"
-                " pass another home=, or share a NATS engine"
-            )
-        try:
-            return await RemoteBus.connect(
-                socket, max_frame_bytes=self._config.endpoint.max_frame_bytes
-            )
-        except EndpointUnavailable as exc:
-            raise UsageError(
-                f"the engine {self._engine_url} is held by another process that serves no"
-                f" endpoint ({exc}): stop it, or run `tackroom serve` there"
-            ) from None
-
-    def _build_host(self, *, bare: bool = False) -> Host:
-        """``bare``: boot only what this harness brings (its tools, model object, hooks) — the
-        agent workers run elsewhere on a shared engine (``attach=True`` on NATS)."""
-        model_spec: WorkerSpec[Any] | None = None
-        if self._model_object is not None:
-            obj = self._model_object
-            model_spec = (
-                obj.worker_spec()
-                if hasattr(obj, "worker_spec")
-                else model_worker(obj, model_name=self.model)
-            )
-        config = agent_host_config(
+        return await attach(
             self._config,
-            provider=self.provider if model_spec is None else "",
-            script=Path(self._script) if isinstance(self._script, str) else self._script,
-        )
-        names = [self._sessions_worker if n == "sessions" else n for n in config.workers if n]
-        extra = [w for w in self._extra_workers if isinstance(w, WorkerSpec)]
-        names.extend(w for w in self._extra_workers if isinstance(w, str))
-        if self._hooks and "hooks" not in names:
-            names.append("hooks")
-        if self._hooks:
-            sections = dict(config.worker_config)
-            orchestrator = dict(sections.get("orchestrator") or {})
-            orchestrator.setdefault("hooks_function", _HOOKS_FUNCTION)
-            sections["orchestrator"] = orchestrator
-            config = config.model_copy(update={"worker_config": sections})
-        own = {spec.name for spec in extra}
-        specs = [] if bare else [load_worker(n) for n in dict.fromkeys(names) if n not in own]
-        specs.extend(extra)
-        if model_spec is not None:
-            specs.append(model_spec)
-        if self._tools:
-            specs.append(tools_worker(_TOOLS_WORKER, list(self._tools.values())))
-        if self._hooks:
-            specs.append(hook_worker(_HOOKS_WORKER, *self._hooks))
-        owned = None
-        if self._engine_object is not None:
-            engine = self._engine_object
-        else:
-            provider = self._tracer_provider
-            if provider is None:
-                owned = provider = build_tracer_provider(config.tracing.to_tracing_config())
-            engine = open_engine(self._engine_url, tracer_provider=provider)
-        endpoint = (
-            LocalEndpoint(
-                engine,
-                path=config.endpoint.socket,
-                max_frame_bytes=config.endpoint.max_frame_bytes,
-            )
-            if self._serve_endpoint
-            and self._engine_object is None
-            and self._engine_url.startswith("embedded:")
-            else None
-        )
-        return Host(
-            engine=engine, workers=specs, config=config, endpoint=endpoint, tracer_provider=owned
+            self._brings,
+            engine_url=self._engine_url,
+            socket=Path(chosen) if isinstance(chosen, (str, Path)) else None,
         )
 
     async def close(self) -> None:
@@ -458,7 +352,7 @@ class Harness:
     def run_sync(self, prompt: str | UserMessage, **options: Any) -> RunResult[Any]:
         """:meth:`run` from synchronous code; the harness keeps its own event loop between
         calls (close it with :meth:`close_sync` or a ``with`` block)."""
-        return self._sync(self.run(prompt, **options))
+        return self._sync.run(self.run(prompt, **options))
 
     def stream(
         self,
@@ -590,7 +484,7 @@ class Harness:
         configured = agent.tools if "tools" in agent.model_fields_set else []
         patterns = list(configured if self._tool_patterns is None else [])
         patterns.extend(self._tool_patterns or [])
-        patterns.extend(tool.function_id for tool in self._tools.values())
+        patterns.extend(tool.function_id for tool in self._brings.tools.values())
         return list(dict.fromkeys(patterns))
 
     async def _begin(
@@ -671,35 +565,16 @@ class Harness:
         return stream.result
 
     async def _validated(self, result: RunResult[Any], schema: OutputSchema[Any]) -> RunResult[Any]:
-        retries = 0
-        while True:
-            try:
-                value = schema.parse(result.text)
-            except ValueError as exc:
-                if retries >= self.output_retries:
-                    raise OutputInvalid(
-                        f"the answer did not validate against {schema.name} after"
-                        f" {retries} corrective retries: {exc}",
-                        result=result,
-                    ) from None
-                retries += 1
-                stream = await self._begin(
-                    schema.correction(str(exc)),
-                    session=result.session_id,
-                    instructions=self._instructions(None, schema),
-                    max_turns=None,
-                )
-                previous = result
-                result = await self._finish(stream, return_when_parked=self.on_approval is None)
-                result.messages = [*previous.messages, *result.messages]
-                result.usage = previous.usage + result.usage
-                if not result.ok:
-                    result.output_retries = retries
-                    return result
-                continue
-            result.output = value
-            result.output_retries = retries
-            return result
+        async def ask_again(correction: str) -> RunResult[Any]:
+            stream = await self._begin(
+                correction,
+                session=result.session_id,
+                instructions=self._instructions(None, schema),
+                max_turns=None,
+            )
+            return await self._finish(stream, return_when_parked=self.on_approval is None)
+
+        return await validated(result, schema, retries=self.output_retries, ask_again=ask_again)
 
     def forget_parked(self, run_id: str) -> None:
         self._parked.pop(run_id, None)
@@ -709,29 +584,9 @@ class Harness:
             self._cursors[session_id] = seq
 
     # -- sync use ----------------------------------------------------------------------------
-    def _sync(self, coro: Coroutine[Any, Any, T]) -> T:
-        try:
-            asyncio.get_running_loop()
-        except RuntimeError:
-            pass
-        else:
-            if inspect.iscoroutine(coro):
-                coro.close()
-            raise UsageError("run_sync was called from a running event loop: await run() instead")
-        if self._loop is None or self._loop.is_closed():
-            self._loop = asyncio.new_event_loop()
-            # A script that never closes the harness still shuts its workers down cleanly.
-            atexit.register(_close_at_exit, weakref.ref(self))
-        return self._loop.run_until_complete(coro)
-
     def close_sync(self) -> None:
-        if self._loop is None or self._loop.is_closed():
-            return
-        try:
-            self._loop.run_until_complete(self.close())
-        finally:
-            self._loop.close()
-            self._loop = None
+        """Close the harness from synchronous code (what a ``with`` block does on exit)."""
+        self._sync.close()
 
     def __enter__(self) -> Harness:
         return self
@@ -744,7 +599,5 @@ class Harness:
         return EVENTS.events(self.engine, session, after=after)
 
 
-def _close_at_exit(ref: weakref.ref[Harness]) -> None:
-    harness = ref()
-    if harness is not None:
-        harness.close_sync()
+def _listed(script: Sequence[Any] | None) -> list[Any] | None:
+    return None if script is None else list(script)

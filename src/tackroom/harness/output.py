@@ -12,14 +12,16 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Awaitable, Callable
 from typing import Any, Generic, TypeVar
 
 from pydantic import PydanticSchemaGenerationError, PydanticUserError, TypeAdapter, ValidationError
 
+from tackroom.harness.result import RunResult
 from tackroom.runtime.errors import HarnessError
 from tackroom.runtime.typed import describe_validation_error
 
-__all__ = ["OutputInvalid", "OutputSchema", "OutputTypeUnsupported"]
+__all__ = ["OutputInvalid", "OutputSchema", "OutputTypeUnsupported", "validated"]
 
 T = TypeVar("T")
 
@@ -102,3 +104,37 @@ def _is_number(text: str) -> bool:
     except ValueError:
         return False
     return True
+
+
+async def validated(
+    result: RunResult[Any],
+    schema: OutputSchema[Any],
+    *,
+    retries: int,
+    ask_again: Callable[[str], Awaitable[RunResult[Any]]],
+) -> RunResult[Any]:
+    """``result`` with ``output`` validated; ``ask_again(correction)`` runs the corrective turn
+    on the same session, at most ``retries`` times."""
+    spent = 0
+    while True:
+        try:
+            value = schema.parse(result.text)
+        except ValueError as exc:
+            if spent >= retries:
+                raise OutputInvalid(
+                    f"the answer did not validate against {schema.name} after {spent}"
+                    f" corrective retries: {exc}",
+                    result=result,
+                ) from None
+            spent += 1
+            previous = result
+            result = await ask_again(schema.correction(str(exc)))
+            result.messages = [*previous.messages, *result.messages]
+            result.usage = previous.usage + result.usage
+            if not result.ok:
+                result.output_retries = spent
+                return result
+            continue
+        result.output = value
+        result.output_retries = spent
+        return result

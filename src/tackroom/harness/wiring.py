@@ -13,14 +13,17 @@ from pathlib import Path
 from typing import Any
 
 from tackroom.harness.errors import UsageError
+from tackroom.harness.models import StreamingModel
 from tackroom.kit.providers.routing import provider_worker
 from tackroom.runtime.config import HarnessConfig, load_config
 
 __all__ = [
+    "ModelChoice",
     "ModelName",
     "UsageError",
     "agent_host_config",
     "agent_workers",
+    "choose_model",
     "parse_model",
     "resolve_config",
     "serves_elsewhere",
@@ -28,6 +31,39 @@ __all__ = [
 ]
 
 _MODEL = re.compile(r"^([a-zA-Z0-9_-]+):(.+)$")
+
+
+@dataclass(frozen=True, slots=True)
+class ModelChoice:
+    """What ``Harness(model=...)`` resolved to: the provider name runs call, the model name, and
+    the model object the harness serves itself (``None`` for a ``PROVIDER:MODEL`` string)."""
+
+    provider: str
+    model: str
+    model_object: Any = None
+
+
+def choose_model(model: Any, *, config: HarnessConfig, scripted_ok: bool) -> ModelChoice:
+    """A ``PROVIDER:MODEL`` string, a model object (``name`` and ``stream``) or a provider object
+    (``name`` and ``worker_spec()``); ``scripted_ok``: a script comes from elsewhere."""
+    if model is None:
+        raise UsageError(
+            "no model: pass Harness('PROVIDER:MODEL') or set agent.model in tackroom.yaml"
+        )
+    if isinstance(model, str):
+        name = parse_model(model)
+        if name.provider == "scripted" and not scripted_ok:
+            section = config.worker_config.get("scripted") or {}
+            if not (section.get("script") or section.get("script_path")):
+                raise UsageError("the scripted model needs a script: Harness(..., script=[...])")
+        return ModelChoice(name.provider, name.model)
+    provider = getattr(model, "name", None)
+    kind = type(model).__name__
+    if not isinstance(provider, str) or not provider:
+        raise UsageError(f"model object {kind} has no name")
+    if not (isinstance(model, StreamingModel) or hasattr(model, "worker_spec")):
+        raise UsageError(f"model object {kind} has neither stream(request) nor worker_spec()")
+    return ModelChoice(provider, str(getattr(model, "model", provider)), model)
 
 
 @dataclass(frozen=True, slots=True)
