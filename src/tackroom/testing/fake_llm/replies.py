@@ -8,12 +8,18 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Literal
+from typing import Any, Literal
 
-if TYPE_CHECKING:
-    from tackroom.testing.fake_llm.server import LoggedRequest
-
-__all__ = ["Answer", "Cut", "FakeToolCall", "FakeUsage", "Reply", "StopKind", "pieces"]
+__all__ = [
+    "Answer",
+    "Cut",
+    "FakeToolCall",
+    "FakeUsage",
+    "LoggedRequest",
+    "Reply",
+    "StopKind",
+    "pieces",
+]
 
 StopKind = Literal["end", "length", "tool_calls", "content_filter", "refusal"]
 Cut = Literal["disconnect", "truncate", "malformed", "error_event"]
@@ -179,3 +185,32 @@ class Reply:
         return cls(
             answer=answer, cut_after=after, cut="error_event", error=message, error_type=error_type
         )
+
+
+@dataclass(slots=True)
+class LoggedRequest:
+    """One request the server received, and what it answered."""
+
+    method: str
+    path: str
+    headers: dict[str, str]
+    body: Any
+    status: int = 0
+    """The HTTP status answered (200 for a stream, even one that broke later)."""
+    reply: Reply | None = field(default=None, repr=False)
+
+    @property
+    def api_key(self) -> str | None:
+        """The key sent as ``x-api-key`` or ``Authorization: Bearer``."""
+        if "x-api-key" in self.headers:
+            return self.headers["x-api-key"]
+        auth = self.headers.get("authorization", "")
+        return auth[7:] if auth.lower().startswith("bearer ") else None
+
+    @property
+    def model(self) -> str | None:
+        return self.body.get("model") if isinstance(self.body, dict) else None
+
+    @property
+    def stream(self) -> bool:
+        return bool(self.body.get("stream")) if isinstance(self.body, dict) else False

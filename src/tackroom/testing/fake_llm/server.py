@@ -23,13 +23,12 @@ import contextlib
 import threading
 from collections import deque
 from collections.abc import Iterable, Iterator
-from dataclasses import dataclass, field
 from typing import Any, ClassVar, Protocol, Self
 
 from tackroom.testing.fake_llm.anthropic_wire import AnthropicWire
 from tackroom.testing.fake_llm.http import HTTPRequest, HTTPServer, ResponseWriter
 from tackroom.testing.fake_llm.openai_wire import OpenAIWire
-from tackroom.testing.fake_llm.replies import Answer, Reply
+from tackroom.testing.fake_llm.replies import Answer, LoggedRequest, Reply
 
 __all__ = ["FakeAnthropicServer", "FakeLLMServer", "FakeOpenAIServer", "LoggedRequest"]
 
@@ -48,35 +47,6 @@ class _Wire(Protocol):
     def stream_error_event(self, message: str, error_type: str) -> bytes: ...
 
     def malformed_event(self) -> bytes: ...
-
-
-@dataclass(slots=True)
-class LoggedRequest:
-    """One request the server received, and what it answered."""
-
-    method: str
-    path: str
-    headers: dict[str, str]
-    body: Any
-    status: int = 0
-    """The HTTP status answered (200 for a stream, even one that broke later)."""
-    reply: Reply | None = field(default=None, repr=False)
-
-    @property
-    def api_key(self) -> str | None:
-        """The key sent as ``x-api-key`` or ``Authorization: Bearer``."""
-        if "x-api-key" in self.headers:
-            return self.headers["x-api-key"]
-        auth = self.headers.get("authorization", "")
-        return auth[7:] if auth.lower().startswith("bearer ") else None
-
-    @property
-    def model(self) -> str | None:
-        return self.body.get("model") if isinstance(self.body, dict) else None
-
-    @property
-    def stream(self) -> bool:
-        return bool(self.body.get("stream")) if isinstance(self.body, dict) else False
 
 
 class FakeLLMServer:
