@@ -13,7 +13,7 @@ import pytest
 
 from tackroom.contracts.catalog import MODELS_CHECK, CheckRequest, CheckResponse
 from tackroom.engine import Engine, open_engine
-from tackroom.harness.modelcheck import unknown_model_problem
+from tackroom.harness.modelcheck import is_typo_of, unknown_model_problem
 from tackroom.runtime import HarnessConfig, Host
 from tackroom.testing import memory_engine
 from tackroom.testing.engines import MEMORY_URL
@@ -35,26 +35,44 @@ async def test_a_typo_of_an_openai_model_is_refused_with_the_nearest_name(bus: E
     reply = await check(bus, "openai", "gpt-5-mni")
     assert (reply.known, reply.authoritative, reply.suggestions) == (False, True, ["gpt-5-mini"])
     problem = await unknown_model_problem(bus, "openai", "gpt-5-mni")
-    assert problem == "unknown model gpt-5-mni for openai; did you mean gpt-5-mini?"
+    assert problem is not None
+    assert problem.startswith("unknown model gpt-5-mni for openai; did you mean gpt-5-mini? (")
+    assert "check_model=False" in problem
 
 
 async def test_an_anthropic_typo_is_refused_too(bus: Engine) -> None:
     problem = await unknown_model_problem(bus, "anthropic", "claude-sonet-4-5")
-    assert (
-        problem == "unknown model claude-sonet-4-5 for anthropic; did you mean claude-sonnet-4-5?"
+    assert problem is not None
+    assert problem.startswith(
+        "unknown model claude-sonet-4-5 for anthropic; did you mean claude-sonnet-4-5?"
     )
 
 
-async def test_several_near_names_are_offered_best_first(bus: Engine) -> None:
+async def test_another_version_number_is_taken_as_a_newer_model_not_a_typo(bus: Engine) -> None:
     reply = await check(bus, "openai", "gpt-5.3")
     assert reply.suggestions == ["gpt-5.1", "gpt-5.2", "gpt-5.4"]
-    problem = await unknown_model_problem(bus, "openai", "gpt-5.3")
-    assert problem == "unknown model gpt-5.3 for openai; did you mean gpt-5.1, gpt-5.2 or gpt-5.4?"
+    assert await unknown_model_problem(bus, "openai", "gpt-5.3") is None
+    assert await unknown_model_problem(bus, "anthropic", "claude-opus-4-9") is None
 
 
-async def test_a_name_like_nothing_listed_is_refused_without_a_guess(bus: Engine) -> None:
-    problem = await unknown_model_problem(bus, "openai", "totally-made-up")
-    assert problem == "unknown model totally-made-up for openai"
+async def test_a_name_like_nothing_listed_goes_ahead(bus: Engine) -> None:
+    assert await unknown_model_problem(bus, "openai", "totally-made-up") is None
+    assert await unknown_model_problem(bus, "openai", "gpt-3.5-turbo") is None
+
+
+@pytest.mark.parametrize(
+    ("name", "listed", "typo"),
+    [
+        ("gpt-5-mni", "gpt-5-mini", True),
+        ("gpt5-mini", "gpt-5-mini", True),
+        ("claude-sonet-4-5", "claude-sonnet-4-5", True),
+        ("gpt-5.3", "gpt-5.1", False),
+        ("claude-opus-4-2", "claude-opus-4-1", False),
+        ("gpt-5-codex", "gpt-5-mini", False),
+    ],
+)
+def test_what_counts_as_a_typo(name: str, listed: str, typo: bool) -> None:
+    assert is_typo_of(name, listed) is typo
 
 
 @pytest.mark.parametrize(

@@ -56,6 +56,11 @@ def add_parsers(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -
         help="run on a `tackroom serve` (its endpoint socket, default the config's) instead of"
         " booting workers here",
     )
+    run.add_argument(
+        "--no-model-check",
+        action="store_true",
+        help="send a model name the catalog does not list (a model newer than the catalog)",
+    )
     run.set_defaults(run=_run)
 
 
@@ -88,6 +93,7 @@ def _run(args: argparse.Namespace) -> int:
             script=args.script,
             serve_endpoint=True,  # another terminal can approve: tackroom approve SESSION CALL
             attach=attach,
+            check_model=not args.no_model_check,
         )
     except UsageError as exc:
         return _usage(str(exc))

@@ -107,6 +107,7 @@ class Harness:
         serve_endpoint: bool = False,
         workers: Sequence[str | WorkerSpec[Any]] = (),
         attach: bool | str | Path = False,
+        check_model: bool = True,
     ) -> None:
         base = resolve_config(config)
         url = engine if isinstance(engine, str) else None
@@ -136,7 +137,7 @@ class Harness:
         self._lock = asyncio.Lock()
         self._sync = SyncLoop(self.close)
         self._cursors: dict[str, int] = {}
-        self._model_checked = False
+        self._model_checked = not check_model
         self._parked: dict[str, RunStream] = {}
         choice = choose_model(
             model if model is not None else base.agent.model,
