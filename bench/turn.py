@@ -231,10 +231,17 @@ async def harness(
 
 async def turn(facade: Harness, session_id: str, number: int = 1) -> float:
     """Run one turn through ``Harness.run``; seconds from the call to its result."""
+    return (await timed_turn(facade, session_id, number))[0]
+
+
+async def timed_turn(facade: Harness, session_id: str, number: int = 1) -> Timed:
+    """Run one turn through ``Harness.run``, checked after the clocks stop; seconds of wall
+    clock and of this thread's CPU from the call to its result."""
     async with asyncio.timeout(TURN_TIMEOUT):
+        cpu = time.thread_time()
         start = time.perf_counter()
         result = await facade.run(USER_TEXT, session=session_id)
-        elapsed = time.perf_counter() - start
+        elapsed = time.perf_counter() - start, time.thread_time() - cpu
     results = [m for m in result.messages if isinstance(m, FunctionResultMessage)]
     tool_ok = len(results) == 1 and not results[0].is_error
     if not (tool_ok and result.ok and result.output == ANSWER):
@@ -259,27 +266,25 @@ Timed = tuple[float, float]
 
 
 async def facade_turn(facade: Harness, session_id: str) -> Timed:
-    """:func:`turn`, timed on both clocks."""
-    cpu = time.thread_time()
-    wall = await turn(facade, session_id)
-    return wall, time.thread_time() - cpu
+    """:func:`turn`, timed on both clocks (the check of its result outside them)."""
+    return await timed_turn(facade, session_id)
 
 
 async def bare_turn(engine: Engine, session_id: str) -> tuple[Timed, dict[str, Any]]:
-    """The same turn without the facade: open the session's subscription, trigger ``run::start``
-    with a prepared request, read records until this run's ``agent_end``; seconds (wall, CPU),
-    and that ``agent_end`` (checked after the clocks stop)."""
-    request = RunStartRequest(
-        session_id=session_id,
-        provider="scripted",
-        model="scripted",
-        messages=[UserMessage.text(USER_TEXT)],
-        tools=TOOLS,
-    ).model_dump(mode="json")
+    """The same turn without the facade: build the typed request, open the session's
+    subscription, trigger ``run::start``, read records until this run's ``agent_end``; seconds
+    (wall, CPU), and that ``agent_end`` (checked after the clocks stop)."""
     end: dict[str, Any] | None = None
     async with asyncio.timeout(TURN_TIMEOUT):
         cpu = time.thread_time()
         start = time.perf_counter()
+        request = RunStartRequest(
+            session_id=session_id,
+            provider="scripted",
+            model="scripted",
+            messages=[UserMessage.text(USER_TEXT)],
+            tools=TOOLS,
+        ).model_dump(mode="json")
         subscription = await engine.subscribe(EVENTS.name, session_id)
         try:
             reply = await engine.trigger(RUN_START.id, request)
@@ -824,10 +829,12 @@ async def bench_facade_overhead(directory: Path, sizes: Sizes) -> dict[str, Any]
         "full_turn": compared(*full),
         "events_per_turn": dict(sorted(kinds.items())),
         "loadavg_1m": {"before": load_before, "after": load_after},
-        "measured": "bare client: open the session's agent::events subscription, trigger"
-        " run::start with a prepared request, read records until this run's agent_end, close;"
-        " facade: Harness.run (request built and validated, subscription from the harness's"
-        " cursor, the events a RunResult is folded from typed). full_turn: the real workers,"
+        "measured": "bare client: build and dump the typed RunStartRequest, open the session's"
+        " agent::events subscription, trigger run::start, read records until this run's"
+        " agent_end, close; facade: Harness.run (the same request, the subscription from the"
+        " harness's cursor, the RunResult folded from the stored frames; its messages are typed"
+        " when first read, which both clocks leave out, as they leave out the bare client's"
+        " check of agent_end). full_turn: the real workers,"
         f" {sizes.overhead_turns} fresh sessions each way, interleaved; the workers' own"
         " variation (ms) hides tens of microseconds there. replayed_turn: the same two clients,"
         " but run::start is a stand-in that appends one recorded turn's events (engine worker"

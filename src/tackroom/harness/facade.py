@@ -19,8 +19,7 @@ the policy) changes the boot list, not this class.
 from __future__ import annotations
 
 import asyncio
-import contextlib
-import secrets
+import os
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, TypeVar, overload
@@ -66,8 +65,8 @@ if TYPE_CHECKING:
 __all__ = ["Harness"]
 
 
-def _new_run_id() -> str:
-    return f"run-{secrets.token_hex(6)}"
+def _new_id(prefix: str) -> str:
+    return f"{prefix}-{os.urandom(6).hex()}"
 
 
 T = TypeVar("T")
@@ -132,6 +131,7 @@ class Harness:
             script=Path(script) if isinstance(script, (str, Path)) else _listed(script),
         )
         self._tool_patterns: list[str] | None = None
+        self._tools_offered: list[str] | None = None
         self._host: Host | None = None
         self._bus: Engine | RemoteBus | None = None
         self._lock = asyncio.Lock()
@@ -272,6 +272,8 @@ class Harness:
     async def start(self) -> None:
         """Boot the workers (idempotent). When another process owns the embedded engine, attach
         to it through its local endpoint instead (``tackroom serve`` runs the workers)."""
+        if self._bus is not None:
+            return
         async with self._lock:
             if self._bus is not None:
                 return
@@ -395,7 +397,7 @@ class Harness:
         request = self._request(
             UserMessage.text(prompt) if isinstance(prompt, str) else prompt,
             session_id=session,
-            run_id=run_id or _new_run_id(),
+            run_id=run_id or _new_id("run"),
             instructions=self._instructions(instructions, None),
             max_turns=max_turns,
             if_busy=if_busy,
@@ -478,6 +480,12 @@ class Harness:
             parts.append(schema.instructions())
         return "\n\n".join(parts) or None
 
+    def _offered(self) -> list[str]:
+        """:meth:`_tool_list`, computed once: tools are fixed when the harness starts."""
+        if self._tools_offered is None:
+            self._tools_offered = self._tool_list()
+        return self._tools_offered
+
     def _tool_list(self) -> list[str]:
         """The functions offered: ``tools=`` patterns and registered tools; a config file's
         ``agent.tools`` only when it sets them (the facade offers no built-in tool unasked)."""
@@ -498,8 +506,8 @@ class Harness:
         run_id: str | None = None,
     ) -> RunStream:
         await self.start()
-        session_id = session or f"s-{secrets.token_hex(6)}"
-        run_id = run_id or _new_run_id()
+        session_id = session or _new_id("s")
+        run_id = run_id or _new_id("run")
         message = UserMessage.text(prompt) if isinstance(prompt, str) else prompt
         request = self._request(
             message,
@@ -543,7 +551,7 @@ class Harness:
             mode=self.mode,
             messages=[message],
             max_turns=max_turns or self.max_turns,
-            tools=self._tool_list(),
+            tools=self._offered(),
             instructions=instructions,
             if_busy=if_busy,
         )
@@ -557,12 +565,14 @@ class Harness:
         return await RUN_START.call(self.bus, request)
 
     async def _finish(self, stream: RunStream, *, return_when_parked: bool) -> RunResult[Any]:
-        async with contextlib.AsyncExitStack() as stack:
-            stack.push_async_callback(stream.aclose)
+        """Fold the run into its result; a parked run's stream stays open for :meth:`wait`."""
+        try:
             await stream.fold(return_when_parked=return_when_parked)
+        finally:
             if stream.parked:
-                stack.pop_all()
                 self._parked[stream.run_id] = stream
+            else:
+                await stream.aclose()
         return stream.result
 
     async def _validated(self, result: RunResult[Any], schema: OutputSchema[Any]) -> RunResult[Any]:

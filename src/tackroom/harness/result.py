@@ -1,15 +1,19 @@
 """What a run hands back: :class:`RunResult`, and the pending approvals a program decides.
 
-A result is folded from the run's typed events (:class:`RunCollector`), so it costs no extra
-round trip: the assistant messages from ``message_complete``, tool results from ``turn_end``,
-usage and the end state from ``agent_end``, and the reason from the ``error`` event when the run
-failed.
+A result is folded from the run's events (:class:`RunCollector`), so it costs no extra round
+trip: the assistant messages from ``message_complete``, tool results from ``turn_end``, usage and
+the end state from ``agent_end``, and the reason from the ``error`` event when the run failed.
+``Harness.run`` folds the stored JSON frames directly (:meth:`RunCollector.add_frame`) and the
+result types its messages when they are first read, so a program that only wants ``output``
+never pays for parsing the transcript.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 from typing import Any, Generic, TypeVar
+
+from pydantic import BaseModel
 
 from tackroom.contracts.events import (
     AgentEnd,
@@ -26,12 +30,16 @@ from tackroom.contracts.messages import (
     CustomMessage,
     Usage,
     UserMessage,
+    message_adapter,
     text_of,
 )
 
 __all__ = ["PendingApproval", "RunCollector", "RunResult"]
 
 OutputT = TypeVar("OutputT")
+
+MessagePart = AgentMessage | dict[str, Any]
+"""A message as a model, or as the JSON it was stored as (typed on first read)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -46,7 +54,7 @@ class PendingApproval:
     reason: str = ""
 
 
-@dataclass(slots=True, kw_only=True)
+@dataclass(kw_only=True)
 class RunResult(Generic[OutputT]):
     """One run's outcome.
 
@@ -54,7 +62,8 @@ class RunResult(Generic[OutputT]):
     ``stop_reason`` is ``"end"`` when the run finished normally; ``"awaiting_approval"`` when it
     returned with calls in :attr:`pending` (decide them with ``Harness.approve``/``deny``, then
     ``Harness.wait``); otherwise why it stopped (``error``, ``max_turns``, ``loop``, ``aborted``,
-    ``budget_exceeded``) with :attr:`error` saying it in words.
+    ``budget_exceeded``) with :attr:`error` saying it in words. :attr:`messages` are this run's
+    messages: the prompt, the assistant messages and the tool results.
     """
 
     output: OutputT
@@ -62,12 +71,24 @@ class RunResult(Generic[OutputT]):
     run_id: str
     state: str
     stop_reason: str | None
-    messages: list[AgentMessage] = field(default_factory=list)
     usage: Usage = field(default_factory=Usage)
     error: str | None = None
     pending: list[PendingApproval] = field(default_factory=list)
     output_retries: int = 0
     """Corrective retries spent to get an answer that validates against ``output_type``."""
+    parts: list[MessagePart] = field(default_factory=list, repr=False)
+    """The messages as collected (models or stored JSON); read :attr:`messages` instead."""
+
+    @property
+    def messages(self) -> list[AgentMessage]:
+        """This run's messages, typed (the stored JSON is parsed once, on first read)."""
+        if any(not isinstance(part, BaseModel) for part in self.parts):
+            self.parts = [_typed(part) for part in self.parts]
+        return [part for part in self.parts if not isinstance(part, dict)]
+
+    @messages.setter
+    def messages(self, messages: list[AgentMessage]) -> None:
+        self.parts = list(messages)
 
     @property
     def cost_usd(self) -> float:
@@ -80,10 +101,26 @@ class RunResult(Generic[OutputT]):
     @property
     def text(self) -> str:
         """The last assistant message's text."""
-        for message in reversed(self.messages):
-            if isinstance(message, AssistantMessage):
-                return text_of(message.content)
+        for part in reversed(self.parts):
+            if isinstance(part, AssistantMessage):
+                return text_of(part.content)
+            if isinstance(part, dict) and part.get("role") == "assistant":
+                return _text_of_json(part)
         return ""
+
+
+def _typed(part: MessagePart) -> AgentMessage:
+    return message_adapter.validate_python(part) if isinstance(part, dict) else part
+
+
+def _text_of_json(message: dict[str, Any]) -> str:
+    content = message.get("content")
+    blocks = content if isinstance(content, list) else []
+    return "".join(
+        str(block.get("text", ""))
+        for block in blocks
+        if isinstance(block, dict) and block.get("type") == "text"
+    )
 
 
 class RunCollector:
@@ -93,57 +130,95 @@ class RunCollector:
         {"message_complete", "turn_end", "approval_requested", "approval_resolved", "error"}
         | {"agent_end"}
     )
-    """The event types :meth:`add` reads; it ignores every other."""
+    """The event types the result is folded from; every other is ignored."""
 
     def __init__(self, *, session_id: str, run_id: str, prompt: UserMessage | None) -> None:
         self.session_id = session_id
         self.run_id = run_id
-        self.messages: list[AgentMessage] = [prompt] if prompt is not None else []
+        self.parts: list[MessagePart] = [prompt] if prompt is not None else []
         self.pending: dict[str, PendingApproval] = {}
-        self.end: AgentEnd | None = None
+        self.ended = False
+        self.state = "function_awaiting_approval"
+        self.stop_reason: str | None = "awaiting_approval"
+        self.usage = Usage()
         self.error: str | None = None
 
     def add(self, event: AgentEvent) -> None:
+        """Fold a typed event (what ``Harness.stream`` hands out)."""
         if isinstance(event, MessageComplete):
             message = event.data.message
             if not isinstance(message, CustomMessage) or message.display:
-                self.messages.append(message)
+                self.parts.append(message)
         elif isinstance(event, TurnEnd):
-            self.messages.extend(event.data.function_results)
+            self.parts.extend(event.data.function_results)
         elif isinstance(event, ApprovalRequested):
-            data = event.data
-            self.pending[data.function_call_id] = PendingApproval(
-                session_id=event.session_id,
-                run_id=event.run_id,
-                function_call_id=data.function_call_id,
-                function_id=data.function_id,
-                arguments=data.arguments,
-                reason=data.reason,
-            )
+            self._requested(event)
         elif isinstance(event, ApprovalResolved):
             self.pending.pop(event.data.function_call_id, None)
         elif isinstance(event, AgentError):
             self.error = event.data.message
         elif isinstance(event, AgentEnd):
-            self.end = event
-            if event.data.error is not None:
-                self.error = event.data.error.message
+            data = event.data
+            error = data.error.message if data.error is not None else None
+            self._end(data.state, data.stop_reason, data.usage, error)
+
+    def add_frame(self, frame: dict[str, Any], parse: Any) -> None:
+        """Fold a stored event without typing it where the result need not (messages stay
+        JSON until read); ``parse`` types the rare frame that must be (an approval)."""
+        kind, data = frame.get("type"), frame.get("data")
+        if not isinstance(data, dict):
+            return
+        if kind == "message_complete":
+            message = data.get("message")
+            if isinstance(message, dict) and not (
+                message.get("role") == "custom" and message.get("display") is False
+            ):
+                self.parts.append(message)
+        elif kind == "turn_end":
+            results = data.get("function_results")
+            self.parts.extend(r for r in results or () if isinstance(r, dict))
+        elif kind == "agent_end":
+            error = data.get("error")
+            self._end(
+                str(data.get("state")),
+                data.get("stop_reason"),
+                Usage.model_validate(data.get("usage") or {}),
+                error.get("message") if isinstance(error, dict) else None,
+            )
+        elif kind == "error":
+            self.error = str(data.get("message"))
+        elif kind in ("approval_requested", "approval_resolved"):
+            self.add(parse(frame))
+
+    def _requested(self, event: ApprovalRequested) -> None:
+        data = event.data
+        self.pending[data.function_call_id] = PendingApproval(
+            session_id=event.session_id,
+            run_id=event.run_id,
+            function_call_id=data.function_call_id,
+            function_id=data.function_id,
+            arguments=data.arguments,
+            reason=data.reason,
+        )
+
+    def _end(self, state: str, stop_reason: str | None, usage: Usage, error: str | None) -> None:
+        self.ended = True
+        self.state, self.stop_reason, self.usage = state, stop_reason, usage
+        if error is not None:
+            self.error = error
 
     def result(self) -> RunResult[str]:
-        end = self.end
-        state = end.data.state if end is not None else "function_awaiting_approval"
-        stop = end.data.stop_reason if end is not None else "awaiting_approval"
-        normal = end is not None and state == "stopped" and stop == "end"
-        result = RunResult[str](
+        normal = self.ended and self.state == "stopped" and self.stop_reason == "end"
+        result: RunResult[str] = RunResult(
             output="",
             session_id=self.session_id,
             run_id=self.run_id,
-            state=state,
-            stop_reason=stop,
-            messages=list(self.messages),
-            usage=end.data.usage if end is not None else Usage(),
+            state=self.state,
+            stop_reason=self.stop_reason,
+            usage=self.usage,
             error=None if normal else self.error,
-            pending=list(self.pending.values()) if end is None else [],
+            pending=[] if self.ended else list(self.pending.values()),
+            parts=list(self.parts),
         )
         result.output = result.text
         return result

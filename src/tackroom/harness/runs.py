@@ -167,6 +167,18 @@ class RunStream:
             self.ended = True
             await self.aclose()
 
+    async def _take_frame(self, data: dict[str, Any]) -> None:
+        """:meth:`_take` for a stored frame, typed only where it must be (an approval)."""
+        assert self._harness is not None
+        assert self._collector is not None
+        if data.get("type") == "approval_requested" and self._harness.on_approval is not None:
+            await self._take(EVENTS.parse(data))
+            return
+        self._collector.add_frame(data, EVENTS.parse)
+        if self._collector.ended:
+            self.ended = True
+            await self.aclose()
+
     async def until_stop(self, *, return_when_parked: bool) -> AsyncIterator[AgentEvent]:
         """Events until the run ends — or, with ``return_when_parked``, until it waits for a
         decision nobody here will make."""
@@ -187,27 +199,42 @@ class RunStream:
                 return
 
     async def fold(self, *, return_when_parked: bool) -> None:
-        """Follow the run to where :meth:`until_stop` stops, handing no event out: only the
-        events the result is folded from are typed (``Harness.run``'s events reach nobody else,
-        so a delta, a state change or a tool's start is never parsed)."""
+        """Follow the run to where :meth:`until_stop` stops, handing no event out.
+
+        ``Harness.run``'s events reach nobody but its result, so no frame is typed here: the
+        collector folds the stored JSON of the few it reads, and the result types its messages
+        when they are first read. The loop is the one per-event cost the facade adds over a
+        bare client, so it is kept tight: the harness's cursor is noted once, at the end.
+        """
         await self._ensure_open()
+        assert self._subscription is not None
+        assert self._harness is not None
         self.parked = False
-        while not self.ended:
-            data = await self._next_frame()
-            if data is None:
-                return
-            kind = data.get("type")
-            if kind in RunCollector.FOLDED:
-                await self._take(EVENTS.parse(data))
-            elif (
-                return_when_parked
-                and kind == "turn_state_changed"
-                and isinstance(data.get("data"), dict)
-                and data["data"].get("to") == "function_awaiting_approval"
-                and await self._settle_parked()
-            ):
-                self.parked = True
-                return
+        folded, run_id, seq = RunCollector.FOLDED, self.run_id, 0
+        try:
+            async for record in self._subscription:
+                seq, data = record.seq, record.data
+                if type(data) is not dict or data.get("run_id") != run_id:
+                    continue
+                kind = data.get("type")
+                if kind in folded:
+                    self.seq, self.frame = seq, data
+                    await self._take_frame(data)
+                    if self.ended:
+                        return
+                elif (
+                    return_when_parked
+                    and kind == "turn_state_changed"
+                    and data["data"].get("to") == "function_awaiting_approval"
+                    and await self._settle_parked()
+                ):
+                    self.seq, self.frame = seq, data
+                    self.parked = True
+                    return
+        finally:
+            if seq:
+                self._harness.note_cursor(self.session_id, seq)
+        await self.aclose()
 
     async def _settle_parked(self) -> bool:
         """The calls the turn parked (from ``turn::get_state``, the committed record)."""
