@@ -167,16 +167,8 @@ class _Prompts:
 
     def seen(self, event: AgentEvent) -> None:
         if isinstance(event, ApprovalRequested):
-            data = event.data
-            pending = PendingApproval(
-                session_id=event.session_id,
-                run_id=event.run_id,
-                function_call_id=data.function_call_id,
-                function_id=data.function_id,
-                arguments=data.arguments,
-                reason=data.reason,
-            )
-            call_id = data.function_call_id
+            pending = PendingApproval.of(event)
+            call_id = pending.function_call_id
             self._open[call_id] = asyncio.create_task(self._ask(pending))
             self._open[call_id].add_done_callback(lambda _: self._open.pop(call_id, None))
         elif isinstance(event, ApprovalResolved):

@@ -23,6 +23,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from tackroom.contracts.bus import Stream
 from tackroom.contracts.messages import AgentMessage, FunctionResultMessage, Usage
+from tackroom.contracts.turn import TurnState
 
 __all__ = [
     "EVENTS",
@@ -62,16 +63,6 @@ __all__ = [
 
 EVENT_SCHEMA_VERSION = 1
 
-TurnStateName = Literal[
-    "provisioning",
-    "assistant_streaming",
-    "function_execute",
-    "function_awaiting_approval",
-    "steering_check",
-    "stopped",
-    "failed",
-]
-
 
 def event_id(run_id: str, *parts: str | int) -> str:
     """The one id scheme: ``<run_id>:<part>:<part>…``, the same on every replay of a step."""
@@ -92,8 +83,8 @@ class _Frame(BaseModel):
 
 
 class TurnStateChangedData(_Data):
-    from_: TurnStateName = Field(alias="from")
-    to: TurnStateName
+    from_: TurnState = Field(alias="from")
+    to: TurnState
     turn_count: int
 
 

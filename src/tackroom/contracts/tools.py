@@ -15,7 +15,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, model_validator
 
-from tackroom.contracts.versions import rename, upgrading
+from tackroom.contracts.versions import renamed_before
 
 __all__ = [
     "CALL_CONTEXT_KEY",
@@ -69,11 +69,7 @@ class CallContext(BaseModel):
     @model_validator(mode="before")
     @classmethod
     def _upgrade(cls, data: Any) -> Any:
-        upgraded = upgrading(data, 2)
-        if upgraded is None:
-            return data
-        rename(upgraded, "message_id", "run_id")
-        return upgraded
+        return renamed_before(data, 2, "message_id", "run_id")
 
 
 class ToolTraits(BaseModel):

@@ -12,7 +12,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from tackroom.contracts.bus import Function
 from tackroom.contracts.messages import AgentMessage, Usage
-from tackroom.contracts.versions import rename, upgrading
+from tackroom.contracts.versions import renamed_before
 
 __all__ = [
     "RUN_ABORT",
@@ -96,11 +96,7 @@ class RunStartRequest(_Model):
     @model_validator(mode="before")
     @classmethod
     def _upgrade(cls, data: Any) -> Any:
-        upgraded = upgrading(data, 2)
-        if upgraded is None:
-            return data
-        rename(upgraded, "message_id", "run_id")
-        return upgraded
+        return renamed_before(data, 2, "message_id", "run_id")
 
 
 class RunStartResponse(_Model):

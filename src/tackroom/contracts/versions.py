@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from typing import Any
 
-__all__ = ["rename", "upgrading"]
+__all__ = ["rename", "renamed_before", "upgrading"]
 
 
 def upgrading(data: Any, version: int) -> dict[str, Any] | None:
@@ -39,3 +39,13 @@ def rename(data: dict[str, Any], old: str, new: str) -> None:
     if old in data:
         value = data.pop(old)
         data.setdefault(new, value)
+
+
+def renamed_before(data: Any, version: int, old: str, new: str) -> Any:
+    """``data`` as ``version`` writes it when the only change before ``version`` was renaming
+    ``old`` to ``new`` (what a model's ``mode="before"`` validator returns)."""
+    upgraded = upgrading(data, version)
+    if upgraded is None:
+        return data
+    rename(upgraded, old, new)
+    return upgraded

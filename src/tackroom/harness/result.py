@@ -53,6 +53,18 @@ class PendingApproval:
     arguments: dict[str, Any]
     reason: str = ""
 
+    @classmethod
+    def of(cls, event: ApprovalRequested) -> PendingApproval:
+        data = event.data
+        return cls(
+            session_id=event.session_id,
+            run_id=event.run_id,
+            function_call_id=data.function_call_id,
+            function_id=data.function_id,
+            arguments=data.arguments,
+            reason=data.reason,
+        )
+
 
 @dataclass(kw_only=True)
 class RunResult(Generic[OutputT]):
@@ -191,15 +203,7 @@ class RunCollector:
             self.add(parse(frame))
 
     def _requested(self, event: ApprovalRequested) -> None:
-        data = event.data
-        self.pending[data.function_call_id] = PendingApproval(
-            session_id=event.session_id,
-            run_id=event.run_id,
-            function_call_id=data.function_call_id,
-            function_id=data.function_id,
-            arguments=data.arguments,
-            reason=data.reason,
-        )
+        self.pending[event.data.function_call_id] = PendingApproval.of(event)
 
     def _end(self, state: str, stop_reason: str | None, usage: Usage, error: str | None) -> None:
         self.ended = True

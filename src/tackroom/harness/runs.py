@@ -269,14 +269,7 @@ class RunStream:
     async def _ask(self, event: ApprovalRequested) -> None:
         assert self._harness is not None
         assert self._harness.on_approval is not None
-        pending = PendingApproval(
-            session_id=event.session_id,
-            run_id=event.run_id,
-            function_call_id=event.data.function_call_id,
-            function_id=event.data.function_id,
-            arguments=event.data.arguments,
-            reason=event.data.reason,
-        )
+        pending = PendingApproval.of(event)
         callback = self._harness.on_approval
         if inspect.iscoroutinefunction(callback):
             answer = await callback(pending)

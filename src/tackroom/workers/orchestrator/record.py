@@ -22,7 +22,7 @@ from tackroom.contracts.turn import (
     TurnState,
     TurnStateView,
 )
-from tackroom.contracts.versions import rename, upgrading
+from tackroom.contracts.versions import renamed_before
 
 __all__ = ["TURNS_SCOPE", "CallState", "CallStatus", "ToolOffer", "TurnRecord"]
 
@@ -97,11 +97,7 @@ class TurnRecord(_Model):
     @model_validator(mode="before")
     @classmethod
     def _upgrade(cls, data: Any) -> Any:
-        upgraded = upgrading(data, 2)
-        if upgraded is None:
-            return data
-        rename(upgraded, "message_id", "run_id")
-        return upgraded
+        return renamed_before(data, 2, "message_id", "run_id")
 
     @property
     def terminal(self) -> bool:
