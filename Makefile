@@ -21,7 +21,7 @@ check: setup
 	$(PY) -m ruff check src tests bench
 	$(PY) -m ruff format --check src tests bench
 	$(PY) -m mypy
-	$(VENV)/bin/lint-imports --no-logo
+	$(VENV)/bin/lint-imports --no-logo --no-cache
 
 bench: setup
 	$(PY) bench/engine.py
