@@ -167,18 +167,6 @@ class RunStream:
             self.ended = True
             await self.aclose()
 
-    async def _take_frame(self, data: dict[str, Any]) -> None:
-        """:meth:`_take` for a stored frame, typed only where it must be (an approval)."""
-        assert self._harness is not None
-        assert self._collector is not None
-        if data.get("type") == "approval_requested" and self._harness.on_approval is not None:
-            await self._take(EVENTS.parse(data))
-            return
-        self._collector.add_frame(data, EVENTS.parse)
-        if self._collector.ended:
-            self.ended = True
-            await self.aclose()
-
     async def until_stop(self, *, return_when_parked: bool) -> AsyncIterator[AgentEvent]:
         """Events until the run ends — or, with ``return_when_parked``, until it waits for a
         decision nobody here will make."""
@@ -211,6 +199,8 @@ class RunStream:
         assert self._harness is not None
         self.parked = False
         folded, run_id, seq = RunCollector.FOLDED, self.run_id, 0
+        collector, asks = self._collector, self._harness.on_approval is not None
+        assert collector is not None
         try:
             async for record in self._subscription:
                 seq, data = record.seq, record.data
@@ -219,8 +209,12 @@ class RunStream:
                 kind = data.get("type")
                 if kind in folded:
                     self.seq, self.frame = seq, data
-                    await self._take_frame(data)
-                    if self.ended:
+                    if asks and kind == "approval_requested":
+                        await self._take(EVENTS.parse(data))
+                    else:
+                        collector.add_frame(data, EVENTS.parse)
+                    if collector.ended:
+                        self.ended = True
                         return
                 elif (
                     return_when_parked
