@@ -2,16 +2,18 @@
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 
 import pytest
 
-from tackroom.engine import FunctionNotFound
+from tackroom.engine import EngineUnavailable, FunctionNotFound
 from tackroom.engine.factory import UnsupportedEngineURL, open_engine
 from tackroom.engine.nats import NatsEngine, parse_nats_url
 from tackroom.engine.nats.naming import decode_token, encode_token, partition_of
 from tackroom.testing import running_engine
-from tackroom.testing.nats import nats_test_url
+from tackroom.testing.cli import run_tackroom
+from tackroom.testing.nats import free_port, nats_test_url
 
 
 def test_url_defaults_and_options() -> None:
@@ -34,11 +36,33 @@ def test_url_defaults_and_options() -> None:
         "nats://h:4222?history=1",
         "nats://h:4222?colour=blue",
         "nats://h:4222?replicas=x",
+        "nats://h:4222?connect_timeout=0",
+        "nats://h:4222?connect_timeout=nan",
     ],
 )
 def test_bad_urls_are_refused(url: str) -> None:
     with pytest.raises(UnsupportedEngineURL):
         parse_nats_url(url)
+
+
+async def test_a_server_that_never_answers_is_one_error_within_the_connect_timeout() -> None:
+    port = free_port()  # nothing listens there
+    engine = open_engine(f"nats://127.0.0.1:{port}?connect_timeout=0.5")
+    started = time.monotonic()
+    with pytest.raises(EngineUnavailable, match=r"NATS is unreachable: no server at .* 0\.5 s"):
+        await engine.start()
+    assert time.monotonic() - started < 5
+    await engine.close()
+
+
+async def test_the_cli_says_nats_is_unreachable_and_exits(tmp_path: Path) -> None:
+    url = f"nats://127.0.0.1:{free_port()}?connect_timeout=1"
+    result = await run_tackroom("call", "state::get", '{"scope": "s", "key": "k"}',
+                                "--engine", url, cwd=tmp_path, timeout=20)  # fmt: skip
+    assert result.code == 1
+    assert result.stderr.startswith("tackroom: error: NATS is unreachable: no server at")
+    assert result.stderr.count("\n") == 1
+    assert "Traceback" not in result.stderr
 
 
 def test_open_engine_builds_a_nats_engine() -> None:

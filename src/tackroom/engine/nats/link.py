@@ -90,21 +90,33 @@ class Link:
 
     # -- lifecycle -------------------------------------------------------------------------
     async def open(self) -> None:
+        """Connect, or fail within ``connect_timeout`` with one line saying NATS is unreachable
+        (the client itself would retry a server that never answers forever, silently)."""
+        deadline = self.options.connect_timeout
         try:
-            self._nc = await nats.connect(
-                servers=list(self.options.servers),
-                name=f"tackroom-{os.getpid()}",
-                connect_timeout=2,
-                allow_reconnect=True,
-                max_reconnect_attempts=-1,
-                reconnect_time_wait=0.25,
-                ping_interval=5,
-                max_outstanding_pings=3,
-                disconnected_cb=self._on_disconnected,
-                reconnected_cb=self._on_reconnected,
-                error_cb=self._on_error,
+            self._nc = await asyncio.wait_for(
+                nats.connect(
+                    servers=list(self.options.servers),
+                    name=f"tackroom-{os.getpid()}",
+                    connect_timeout=min(2.0, deadline),
+                    allow_reconnect=True,
+                    max_reconnect_attempts=-1,
+                    reconnect_time_wait=0.25,
+                    ping_interval=5,
+                    max_outstanding_pings=3,
+                    disconnected_cb=self._on_disconnected,
+                    reconnected_cb=self._on_reconnected,
+                    error_cb=self._on_error,
+                ),
+                timeout=deadline,
             )
-        except Exception as exc:  # NoServersError, OSError, TimeoutError...
+        except TimeoutError:
+            raise EngineUnavailable(
+                f"NATS is unreachable: no server at {self.options.redacted()} answered within"
+                f" {deadline:g} s (is nats-server running with -js? the URL's connect_timeout"
+                " sets the wait)"
+            ) from None
+        except Exception as exc:  # NoServersError, OSError...
             raise unavailable(exc) from None
         self._js = self._nc.jetstream(timeout=_JS_TIMEOUT)
         self._inbox = self._nc.new_inbox()

@@ -46,6 +46,9 @@ class NatsOptions:
     """Revisions kept per state key (state triggers read the previous one back)."""
     heartbeat: float = 5.0
     """Seconds between catalog refreshes; a silent process vanishes after three."""
+    connect_timeout: float = 10.0
+    """Seconds the first connection may take before the engine says NATS is unreachable (once
+    connected, a lost connection is retried for as long as it takes)."""
 
     def redacted(self) -> str:
         hosts = ",".join(re.sub(r"//[^@/]*@", "//***@", s) for s in self.servers)
@@ -63,7 +66,7 @@ def parse_nats_url(url: str) -> NatsOptions:
         raise UnsupportedEngineURL("NATS URL names no server (nats://host:port)")
     prefix = f"{parts.scheme}://" + (f"{userinfo}@" if userinfo else "")
     servers = tuple(prefix + (h if ":" in h else f"{h}:4222") for h in hosts)
-    known = {"namespace", "partitions", "replicas", "history", "heartbeat"}
+    known = {"namespace", "partitions", "replicas", "history", "heartbeat", "connect_timeout"}
     query = dict(parse_qsl(parts.query, keep_blank_values=True))
     unknown = sorted(set(query) - known)
     if unknown:
@@ -83,6 +86,7 @@ def parse_nats_url(url: str) -> NatsOptions:
             replicas=int(query.get("replicas", 1)),
             history=int(query.get("history", 8)),
             heartbeat=float(query.get("heartbeat", 5.0)),
+            connect_timeout=float(query.get("connect_timeout", 10.0)),
         )
     except ValueError as exc:
         raise UnsupportedEngineURL(f"NATS URL: {exc}") from None
@@ -94,6 +98,8 @@ def parse_nats_url(url: str) -> NatsOptions:
         raise UnsupportedEngineURL("NATS URL: history must be in 2..64")
     if not 0.1 <= options.heartbeat <= 300:
         raise UnsupportedEngineURL("NATS URL: heartbeat must be in 0.1..300 seconds")
+    if not 0.1 <= options.connect_timeout <= 300:
+        raise UnsupportedEngineURL("NATS URL: connect_timeout must be in 0.1..300 seconds")
     return options
 
 
