@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import inspect
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import Awaitable, Callable
 from typing import Any, Literal, Protocol
 
 from tackroom.contracts.events import (
@@ -18,7 +18,6 @@ from tackroom.contracts.events import (
     AgentEnd,
     AgentEvent,
     ApprovalRequested,
-    TurnStateChanged,
 )
 from tackroom.contracts.messages import UserMessage
 from tackroom.contracts.turn import TurnStateView
@@ -133,15 +132,7 @@ class RunStream:
         return event
 
     async def _next_event(self) -> AgentEvent | None:
-        data = await self._next_frame()
-        if data is None:
-            return None
-        event = EVENTS.parse(data)
-        await self._take(event)
-        return event
-
-    async def _next_frame(self) -> dict[str, Any] | None:
-        """The next stored event of this run, as JSON (``None``: the stream closed)."""
+        """The next event of this run, typed and folded (``None``: the stream closed)."""
         assert self._subscription is not None
         assert self._harness is not None
         while True:
@@ -155,7 +146,9 @@ class RunStream:
             if not isinstance(data, dict) or data.get("run_id") != self.run_id:
                 continue
             self.seq, self.frame = record.seq, data
-            return data
+            event = EVENTS.parse(data)
+            await self._take(event)
+            return event
 
     async def _take(self, event: AgentEvent) -> None:
         assert self._harness is not None
@@ -167,27 +160,9 @@ class RunStream:
             self.ended = True
             await self.aclose()
 
-    async def until_stop(self, *, return_when_parked: bool) -> AsyncIterator[AgentEvent]:
-        """Events until the run ends — or, with ``return_when_parked``, until it waits for a
-        decision nobody here will make."""
-        await self._ensure_open()
-        self.parked = False
-        while not self.ended:
-            event = await self._next_event()
-            if event is None:
-                return
-            yield event
-            if (
-                return_when_parked
-                and isinstance(event, TurnStateChanged)
-                and event.data.to == "function_awaiting_approval"
-                and await self._settle_parked()
-            ):
-                self.parked = True
-                return
-
     async def fold(self, *, return_when_parked: bool) -> None:
-        """Follow the run to where :meth:`until_stop` stops, handing no event out.
+        """Follow the run to its end — or, with ``return_when_parked``, until it waits for a
+        decision nobody here will make — handing no event out.
 
         ``Harness.run``'s events reach nobody but its result, so no frame is typed here: the
         collector folds the stored JSON of the few it reads, and the result types its messages
