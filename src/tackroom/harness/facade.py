@@ -22,7 +22,7 @@ import asyncio
 import os
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal, TypeVar, overload
+from typing import TYPE_CHECKING, Any, Literal, TypeVar, Unpack, overload
 
 from pydantic import ValidationError
 
@@ -52,7 +52,7 @@ from tackroom.harness.remote import RemoteBus
 from tackroom.harness.result import PendingApproval, RunResult
 from tackroom.harness.runs import ApprovalCallback, RunStream, SessionBusy
 from tackroom.harness.syncing import SyncLoop
-from tackroom.harness.tools import ToolSpec
+from tackroom.harness.tools import ToolOptions, ToolSpec
 from tackroom.harness.wiring import choose_model, resolve_config, serves_elsewhere, with_home
 from tackroom.kit.hooks.subscribe import HookSpec
 from tackroom.runtime.config import HarnessConfig
@@ -166,44 +166,14 @@ class Harness:
     def tool(self, function: F, /) -> F: ...
 
     @overload
-    def tool(
-        self,
-        /,
-        *,
-        name: str | None = None,
-        description: str | None = None,
-        idempotent: bool = False,
-        requires_approval: bool = False,
-        timeout: float | None = None,
-        parallel: bool = False,
-    ) -> Callable[[F], F]: ...
+    def tool(self, /, **options: Unpack[ToolOptions]) -> Callable[[F], F]: ...
 
-    def tool(
-        self,
-        function: Any = None,
-        /,
-        *,
-        name: str | None = None,
-        description: str | None = None,
-        idempotent: bool = False,
-        requires_approval: bool = False,
-        timeout: float | None = None,
-        parallel: bool = False,
-    ) -> Any:
-        """Offer a Python function to the model (``@harness.tool`` or ``@harness.tool(...)``)."""
+    def tool(self, function: Any = None, /, **options: Unpack[ToolOptions]) -> Any:
+        """Offer a Python function to the model (``@harness.tool`` or ``@harness.tool(...)``
+        with :class:`~tackroom.harness.tools.ToolOptions`)."""
 
         def register(fn: F) -> F:
-            self.register_tool(
-                ToolSpec.from_function(
-                    fn,
-                    name=name,
-                    description=description,
-                    idempotent=idempotent,
-                    requires_approval=requires_approval,
-                    timeout=timeout,
-                    parallel=parallel,
-                )
-            )
+            self.register_tool(ToolSpec.from_function(fn, **options))
             return fn
 
         return register(function) if function is not None else register

@@ -20,7 +20,7 @@ import inspect
 import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, get_type_hints
+from typing import Any, TypedDict, get_type_hints
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model
 from pydantic_core import to_jsonable_python
@@ -31,7 +31,7 @@ from tackroom.harness.errors import UsageError
 from tackroom.runtime.typed import describe_validation_error
 from tackroom.runtime.worker import WorkerConfig, WorkerContext, WorkerSpec
 
-__all__ = ["TOOL_PREFIX", "ToolSpec", "tools_worker"]
+__all__ = ["TOOL_PREFIX", "ToolOptions", "ToolSpec", "tools_worker"]
 
 TOOL_PREFIX = "tool::"
 """Function ids of tools registered through the facade: ``tool::<name>``."""
@@ -42,6 +42,17 @@ _PARAM_LINE = re.compile(r"^\s*(?::param\s+)?\*{0,2}(\w+)\s*(?:\([^)]*\))?\s*:\s
 
 class _Arguments(BaseModel):
     model_config = ConfigDict(extra="forbid")
+
+
+class ToolOptions(TypedDict, total=False):
+    """How a tool is offered and run (the keywords of :meth:`ToolSpec.from_function`)."""
+
+    name: str | None
+    description: str | None
+    idempotent: bool
+    requires_approval: bool
+    timeout: float | None
+    parallel: bool
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
