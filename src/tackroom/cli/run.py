@@ -78,10 +78,6 @@ def _run(args: argparse.Namespace) -> int:
             " e.g. --model scripted:demo --script turn.yaml"
         )
     attach: bool | Path = Path(args.attach) if isinstance(args.attach, str) else args.attach
-    if model.startswith("scripted:") and args.script is None and not attach:
-        section = config.worker_config.get("scripted") or {}
-        if not (section.get("script") or section.get("script_path")):
-            return _usage("the scripted provider needs --script FILE")
     try:
         harness = Harness(
             model,

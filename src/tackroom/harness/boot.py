@@ -98,9 +98,9 @@ def build_host(
         config,
         provider="" if brings.model_object is not None else provider,
         script=brings.script,
+        sessions=brings.sessions_worker,
     )
-    names = [brings.sessions_worker if n == "sessions" else n for n in config.workers if n]
-    names.extend(w for w in brings.workers if isinstance(w, str))
+    names = [*config.workers, *(w for w in brings.workers if isinstance(w, str))]
     if brings.hooks:
         names.append("hooks")
         sections = dict(config.worker_config)

@@ -55,7 +55,10 @@ def choose_model(model: Any, *, config: HarnessConfig, scripted_ok: bool) -> Mod
         if name.provider == "scripted" and not scripted_ok:
             section = config.worker_config.get("scripted") or {}
             if not (section.get("script") or section.get("script_path")):
-                raise UsageError("the scripted model needs a script: Harness(..., script=[...])")
+                raise UsageError(
+                    "the scripted model needs a script: Harness(..., script=[...]),"
+                    " or tackroom run --script FILE"
+                )
         return ModelChoice(name.provider, name.model)
     provider = getattr(model, "name", None)
     kind = type(model).__name__
@@ -141,9 +144,10 @@ def agent_host_config(
     *,
     provider: str,
     script: Path | Sequence[Mapping[str, Any]] | None = None,
+    sessions: str = "sessions",
 ) -> HarnessConfig:
-    """``config`` with the agent's workers and ``provider``'s worker in the boot list; a script
-    for the scripted provider goes into its section."""
+    """``config`` with the agent's workers and ``provider``'s worker in the boot list (``sessions``
+    serving the session tree); a script for the scripted provider goes into its section."""
     worker = provider_worker_for(provider, config.worker_config)
     sections = dict(config.worker_config)
     if script is not None:
@@ -156,7 +160,7 @@ def agent_host_config(
         section.setdefault("per_session", True)
         section.setdefault("name", provider)
         sections["scripted"] = section
-    workers = agent_workers(config, provider_worker_name=worker)
+    workers = agent_workers(config, provider_worker_name=worker, sessions=sessions)
     return config.model_copy(update={"workers": workers, "worker_config": sections})
 
 
