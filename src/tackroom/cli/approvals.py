@@ -21,6 +21,7 @@ from typing import Any
 from tackroom.cli._bus import bus
 from tackroom.contracts import approvals as c
 from tackroom.engine.errors import FunctionNotFound
+from tackroom.harness.terminal import clip
 from tackroom.runtime.config import load_config
 
 __all__ = ["add_parsers"]
@@ -148,13 +149,13 @@ async def _list(args: argparse.Namespace) -> int:
         return 0
     now = time.time()
     for record in pending:
-        arguments = _clip(json.dumps(record.arguments, ensure_ascii=False))
+        arguments = clip(json.dumps(record.arguments, ensure_ascii=False), 80)
         print(
             f"{record.session_id}  {record.function_call_id}  {record.function_id} {arguments}"
             f"  (expires in {_duration(record.expires_at - now)})"
         )
         if record.reason:
-            print(f"    {_clip(record.reason, 120)}")
+            print(f"    {clip(record.reason, 120)}")
     return 0
 
 
@@ -179,8 +180,3 @@ def _duration(seconds: float) -> str:
     if seconds < 7200:
         return f"{seconds // 60}m"
     return f"{seconds // 3600}h"
-
-
-def _clip(text: str, limit: int = 80) -> str:
-    text = " ".join(text.split())
-    return text if len(text) <= limit else text[: limit - 1] + "…"

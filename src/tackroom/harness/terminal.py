@@ -25,7 +25,7 @@ from tackroom.contracts.events import (
 from tackroom.contracts.messages import CustomMessage, text_of
 from tackroom.harness.result import RunResult
 
-__all__ = ["TerminalView"]
+__all__ = ["TerminalView", "clip"]
 
 
 class TerminalView:
@@ -50,7 +50,7 @@ class TerminalView:
                 self.note(f"→ {start.function_id} {arguments}")
             case FunctionExecutionEnd(data=end):
                 mark = "✗" if end.is_error else "←"
-                self.note(f"{mark} {_clip(text_of(end.result.content))}")
+                self.note(f"{mark} {clip(text_of(end.result.content))}")
             case MessageComplete(data=complete) if isinstance(complete.message, CustomMessage):
                 self.note(text_of(complete.message.content))
             case AgentError(data=error):
@@ -87,6 +87,7 @@ class TerminalView:
         return 0 if result.ok else 1
 
 
-def _clip(text: str, limit: int = 300) -> str:
+def clip(text: str, limit: int = 300) -> str:
+    """``text`` on one line (whitespace runs as one space), cut to ``limit`` with an ellipsis."""
     text = " ".join(text.split())
     return text if len(text) <= limit else text[: limit - 1] + "…"
