@@ -17,7 +17,6 @@ An exception raised by ``stream`` ends the answer as a provider error the run re
 
 from __future__ import annotations
 
-import contextlib
 import json
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
@@ -27,11 +26,12 @@ from pydantic import ValidationError
 
 from tackroom.contracts.messages import Usage
 from tackroom.contracts.provider import ProviderRequest, complete_function, stream_function
-from tackroom.engine.errors import ChannelClosed, FunctionError
+from tackroom.engine.errors import FunctionError
 from tackroom.engine.protocol import ChannelRef
 from tackroom.kit.providers.catalog import Prices
 from tackroom.kit.providers.errors import ProviderFailure
 from tackroom.kit.providers.sink import StreamSink
+from tackroom.kit.providers.streaming import send_stream
 from tackroom.runtime.typed import describe_validation_error
 from tackroom.runtime.worker import WorkerConfig, WorkerContext, WorkerSpec
 
@@ -132,20 +132,12 @@ def model_worker(model: StreamingModel, *, model_name: str) -> WorkerSpec[Any]:
                     "invalid_request", f"{stream_function(provider).id} needs writer"
                 )
             writer = engine.channel_writer(ChannelRef.from_json(request.writer))
-            ended = False
-            try:
+
+            async def frames() -> None:
                 await writer.send({"type": "start", "provider": provider, "model": model_name})
                 await writer.send(await finished(request, StreamSink(writer.send)))
-                ended = True
-                await writer.close()
-            except ChannelClosed:
-                ended = True
-                return {"schema_version": 1, "ok": False, "error": "the reader closed"}
-            finally:
-                if not ended:
-                    with contextlib.suppress(ChannelClosed):
-                        await writer.abort(f"model {provider!r} stopped mid-stream")
-            return {"schema_version": 1, "ok": True}
+
+            return await send_stream(writer, frames, who=f"model {provider!r}")
 
         async def handle_complete(payload: Any) -> dict[str, Any]:
             frame = await finished(parse(payload), StreamSink(None))

@@ -30,7 +30,6 @@ from pydantic import ValidationError
 
 from tackroom.contracts.messages import AssistantMessage
 from tackroom.contracts.provider import (
-    SCHEMA_VERSION,
     CheckResult,
     ProviderRequest,
     check_function,
@@ -46,12 +45,12 @@ from tackroom.kit.providers.keys import KeySource
 from tackroom.kit.providers.ratelimit import RateLimiter, estimate_tokens
 from tackroom.kit.providers.retry import DEFAULT_RUNTIME, Runtime, retry_delay
 from tackroom.kit.providers.sink import StreamSink
+from tackroom.kit.providers.streaming import send_stream
 from tackroom.runtime.typed import describe_validation_error
 
 __all__ = ["ProviderService", "WireAdapter", "WireCall"]
 
 _log = logging.getLogger("tackroom.providers")
-_OK = {"schema_version": SCHEMA_VERSION, "ok": True}
 
 Handler = Callable[[Any], Awaitable[Any]]
 
@@ -184,8 +183,8 @@ class ProviderService:
 
     async def handle_stream(self, payload: Any, provider: str) -> dict[str, Any]:
         writer = self._writer(payload, provider)
-        ended = False
-        try:
+
+        async def frames() -> None:
             await writer.send({"type": "start", "provider": provider, "model": _model_of(payload)})
             request = self._parse(payload)
             if isinstance(request, ProviderFailure):
@@ -198,16 +197,8 @@ class ProviderService:
                 await writer.send({"type": "usage", "usage": outcome.usage.model_dump()})
                 await writer.send({"type": "stop", "stop_reason": outcome.stop_reason})
                 await writer.send({"type": "done", "message": outcome.model_dump(mode="json")})
-            ended = True
-            await writer.close()
-        except ChannelClosed:
-            ended = True
-            return {**_OK, "ok": False, "error": "the reader closed the channel"}
-        finally:
-            if not ended:
-                with contextlib.suppress(ChannelClosed):
-                    await writer.abort(f"provider {provider!r} stopped mid-stream")
-        return dict(_OK)
+
+        return await send_stream(writer, frames, who=f"provider {provider!r}")
 
     async def handle_complete(self, payload: Any, provider: str) -> dict[str, Any]:
         request = self._parse(payload)

@@ -19,7 +19,6 @@ after a crash, or made to a restarted provider, gets the answer its transcript c
 from __future__ import annotations
 
 import asyncio
-import contextlib
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -33,8 +32,9 @@ from tackroom.contracts.provider import (
     complete_function,
     stream_function,
 )
-from tackroom.engine.errors import ChannelClosed, FunctionError
+from tackroom.engine.errors import FunctionError
 from tackroom.engine.protocol import ChannelRef, ChannelWriter, Engine, Registration
+from tackroom.kit.providers.streaming import send_stream
 from tackroom.runtime.typed import describe_validation_error
 from tackroom.runtime.worker import WorkerConfig, WorkerContext, WorkerSpec
 from tackroom.testing.scripted.cursors import CursorMode, Cursors, Exhausted, NoSession
@@ -52,7 +52,6 @@ from tackroom.testing.scripted.script import Script, ScriptTurn
 
 __all__ = ["ScriptAssertionError", "ScriptedProvider", "Violation", "status_function"]
 
-_OK = {"schema_version": SCHEMA_VERSION, "ok": True}
 Sleep = Callable[[float], Awaitable[None]]
 
 
@@ -308,24 +307,16 @@ class ScriptedProvider:
         writer = self._writer(payload)
         self.calls += 1
         call = self.calls
-        ended = False
-        try:
+
+        async def frames() -> None:
             plan = self._answer(payload, call)
             if isinstance(plan, str):
                 await writer.send(start_frame(self.name, _model_of(payload)))
                 await writer.send(error_frame("permanent", plan))
             else:
                 await self._play(writer, *plan)
-            ended = True
-            await writer.close()
-        except ChannelClosed:
-            ended = True
-            return {**_OK, "ok": False, "error": "the reader closed the channel"}
-        finally:
-            if not ended:
-                with contextlib.suppress(ChannelClosed):
-                    await writer.abort(f"scripted provider {self.name!r} stopped mid-stream")
-        return dict(_OK)
+
+        return await send_stream(writer, frames, who=f"scripted provider {self.name!r}")
 
     async def _play(self, writer: ChannelWriter, compiled: CompiledTurn, model: str) -> None:
         turn = compiled.turn
