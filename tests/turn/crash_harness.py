@@ -103,7 +103,8 @@ CASES: dict[str, KillPoint] = {
             "inside_run_start",
             frozenset({"hold"}),
             holds=(Hold("prompt append", "session-tree::append_batch", _appends("-m0")),),
-            state_at_kill="provisioning",
+            # Provisioning committed with the prompt in its outbox, not yet applied.
+            state_at_kill="assistant_streaming",
         ),
         KillPoint(
             "after_run_start",
@@ -144,7 +145,8 @@ CASES: dict[str, KillPoint] = {
             "tool_finished",
             frozenset({"function_execution_end", "hold"}),
             holds=(Hold("result append", "session-tree::append_batch", _appends(f"fr-{CALL_ID}")),),
-            state_at_kill="function_execute",
+            # The batch committed with its result in the outbox, not yet applied.
+            state_at_kill="steering_check",
             ledger_at_kill="done",
         ),
         KillPoint(
@@ -158,7 +160,7 @@ CASES: dict[str, KillPoint] = {
             "steering_taken",
             frozenset({"hold"}),
             holds=(Hold("steering append", "session-tree::append_batch", _appends("t1-in0")),),
-            state_at_kill="steering_check",
+            state_at_kill="assistant_streaming",
             ledger_at_kill="done",
         ),
         KillPoint(

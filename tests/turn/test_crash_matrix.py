@@ -21,12 +21,12 @@ API on the same URL, so each case proves it really stopped where it says. Every 
 backend of ``tackroom.testing.backends`` (on ``nats`` the children and this process share the
 test server and a namespace of the case's own). Kill points (``CASES`` in ``crash_harness.py``):
 
-- inside ``run::start``: the turn record committed, the prompt not yet stored;
+- provisioning committed with the prompt in its outbox, the prompt not yet stored;
 - after ``run::start``, before the first step; after provisioning, the model call in flight;
 - mid-stream: deltas shown, the model silent;
 - inside the tool, non-idempotent and idempotent (it blocks after its side effect);
-- after the tool, before its result is stored;
-- before the steering inbox is read; after it is read, before its message is stored; after the
+- after the tool, its batch committed, before its result is stored (from the outbox);
+- before the steering inbox is read; after it is read and committed, before its message is stored (from the outbox); after the
   step committed, before the message leaves the inbox.
 """
 

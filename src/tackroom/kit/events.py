@@ -41,6 +41,13 @@ class EventEmitter:
             await self._engine.append(TURN_END.name, event.session_id, frame)
         return seq
 
+    async def emit_frame(self, session_id: str, frame: dict[str, Any]) -> int:
+        """Append a frame :meth:`Stream.dump_event` made earlier (a committed outbox keeps them)."""
+        seq = await self._engine.append(EVENTS.name, session_id, frame)
+        if frame.get("type") == "turn_end":
+            await self._engine.append(TURN_END.name, session_id, frame)
+        return seq
+
     async def emit_data(
         self, *, session_id: str, run_id: str, key: tuple[str | int, ...], data: EventData
     ) -> int:

@@ -18,7 +18,8 @@ from tackroom.contracts.messages import (
 )
 from tackroom.contracts.tools import ToolTraits
 from tackroom.contracts.turn import TurnState
-from tackroom.workers.orchestrator.record import ToolOffer, TurnRecord
+from tackroom.workers.orchestrator.outbox import with_outbox
+from tackroom.workers.orchestrator.record import OutboxEvent, ToolOffer, TurnRecord
 from tackroom.workers.orchestrator.transition import (
     AbortRequested,
     AppendEntries,
@@ -323,3 +324,32 @@ def test_no_event_modifies_the_record_it_was_given() -> None:
         snapshot = before.model_dump()
         transition(before, event)
         assert before.model_dump() == snapshot
+
+
+def test_a_call_id_the_model_reuses_is_renamed_in_the_message_and_its_call() -> None:
+    first = transition(
+        record("assistant_streaming"),
+        AssistantCompleted(calls(("c1", "calc__add", {"a": 1, "b": 1}))),
+    ).record
+    again = transition(
+        first.model_copy(update={"state": "assistant_streaming", "calls": []}),
+        AssistantCompleted(
+            calls(("c1", "calc__add", {"a": 2, "b": 2}), ("c1", "calc__add", {"a": 3, "b": 3}))
+        ),
+    )
+    assert [call.id for call in again.record.calls] == ["c1_2", "c1_3"]
+    assert again.record.call_ids == ["c1", "c1_2", "c1_3"]
+    stored = again.record.last_assistant
+    assert stored is not None
+    assert [block.id for block in stored.function_calls()] == ["c1_2", "c1_3"]
+
+
+def test_the_outbox_carries_the_steps_effects_with_stable_event_ids() -> None:
+    step = transition(record(), Provisioned("p", [ADD]))
+    step.record.initial_messages = []
+    boxed = with_outbox(step.record, step.effects, events_seq=7)
+    assert boxed.events_seq == 7
+    frames = [item.frame for item in boxed.outbox if isinstance(item, OutboxEvent)]
+    assert [f["event_id"] for f in frames] == ["r1:1:0"]
+    again = TurnRecord.model_validate(boxed.model_dump(mode="json"))
+    assert again.outbox == boxed.outbox

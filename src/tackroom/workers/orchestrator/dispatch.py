@@ -26,7 +26,7 @@ from tackroom.engine.errors import (
     InvocationTimeout,
     RevisionConflict,
 )
-from tackroom.engine.protocol import Engine
+from tackroom.engine.protocol import Engine, StateEntry
 from tackroom.workers.orchestrator.gate import Emit, Gate, denial
 from tackroom.workers.orchestrator.planning import error_result
 from tackroom.workers.orchestrator.record import CallState, ToolOffer, TurnRecord
@@ -47,7 +47,7 @@ class Dispatcher:
         """Gate and run every open call; parallel-safe ones together, the rest in order."""
         results: dict[str, FunctionResultMessage] = {}
         parked: dict[str, str] = {}
-        runnable: list[tuple[CallState, ToolOffer]] = []
+        runnable: list[tuple[CallState, ToolOffer, StateEntry | None]] = []
         for call in record.calls:
             if call.status not in ("pending", "approved"):
                 continue
@@ -55,7 +55,9 @@ class Dispatcher:
             if tool is None:
                 results[call.id] = error_result(call, f"tool {call.tool_name!r} is not offered")
                 continue
-            if call.status == "pending":
+            ledger = await self._engine.get_state(LEDGER_SCOPE, _ledger_key(record, call))
+            # A call in the ledger passed the gate before a crash: it is not decided again.
+            if call.status == "pending" and ledger is None:
                 decision = await self.gate.check(record, call, emit)
                 if decision.decision == "deny":
                     results[call.id] = denial(call, decision)
@@ -63,26 +65,30 @@ class Dispatcher:
                 if decision.decision == "needs_approval":
                     parked[call.id] = decision.reason or "needs approval"
                     continue
-            runnable.append((call, tool))
+            runnable.append((call, tool, ledger))
 
-        async def run(call: CallState, tool: ToolOffer) -> None:
-            results[call.id] = await self._run_once(record, call, tool, emit)
+        async def run(call: CallState, tool: ToolOffer, ledger: StateEntry | None) -> None:
+            results[call.id] = await self._run_once(record, call, tool, ledger, emit)
 
-        parallel = [(c, t) for c, t in runnable if t.traits.parallel]
+        parallel = [item for item in runnable if item[1].traits.parallel]
         if parallel:
             async with asyncio.TaskGroup() as group:
-                for call, tool in parallel:
-                    group.create_task(run(call, tool))
-        for call, tool in runnable:
-            if not tool.traits.parallel:
-                await run(call, tool)
+                for item in parallel:
+                    group.create_task(run(*item))
+        for item in runnable:
+            if not item[1].traits.parallel:
+                await run(*item)
         return CallsSettled(results=results, parked=parked)
 
     async def _run_once(
-        self, record: TurnRecord, call: CallState, tool: ToolOffer, emit: Emit
+        self,
+        record: TurnRecord,
+        call: CallState,
+        tool: ToolOffer,
+        entry: StateEntry | None,
+        emit: Emit,
     ) -> FunctionResultMessage:
-        key = f"{record.session_id}/{record.run_id}/{call.id}"
-        entry = await self._engine.get_state(LEDGER_SCOPE, key)
+        key = _ledger_key(record, call)
         if entry is None:
             try:
                 entry = await self._engine.set_state(
@@ -167,6 +173,10 @@ class Dispatcher:
                 details={"error": exc.remote_code},
             )
         return _as_result(call, tool, value)
+
+
+def _ledger_key(record: TurnRecord, call: CallState) -> str:
+    return f"{record.session_id}/{record.run_id}/{call.id}"
 
 
 async def _emit_end(

@@ -2,10 +2,12 @@
 
 A delivery of ``turn::step {session_id, run_id}`` (queue ``turn-step``, group = session, so one
 delivery per session runs at a time) loads the turn record, performs the current state's work,
-feeds the outcome to the pure :func:`transition`, executes its effects (session appends with
-deterministic entry ids, events) and commits the new record with compare-and-set. It goes on
-while the next state has work, and stops when the turn parks for approval or ends. Every commit
-is a checkpoint: a crash redelivers the unacknowledged message, which resumes from the last
+feeds the outcome to the pure :func:`transition`, commits the new record with compare-and-set
+*carrying* the step's effects (its outbox: session appends with deterministic entry ids, event
+frames with fixed ids), then applies them. A committed outcome is never computed again: a
+delivery that finds an outbox (a crash after the commit) applies it, skipping what is there. It
+goes on while the next state has work, and stops when the turn parks for approval or ends. Every
+commit is a checkpoint: a crash redelivers the unacknowledged message, which resumes from the last
 committed step. A stale delivery (another run, a finished or parked turn with nothing new) and a
 lost compare-and-set change nothing.
 """
@@ -13,27 +15,32 @@ lost compare-and-set change nothing.
 from __future__ import annotations
 
 import logging
+from dataclasses import dataclass
 from typing import Any
 
 from tackroom.contracts.approvals import DECISIONS_SCOPE, DecisionRecord, call_key
-from tackroom.contracts.events import BudgetDecidedData, EventData, TurnEndData
-from tackroom.engine.errors import EngineClosed, RevisionConflict
+from tackroom.contracts.events import EVENTS, BudgetDecidedData, EventData
+from tackroom.engine.errors import (
+    EngineClosed,
+    EngineUnavailable,
+    InvalidPayload,
+    RevisionConflict,
+)
 from tackroom.engine.protocol import Engine, current_invocation
 from tackroom.hooks import AFTER_MODEL_CALL, BEFORE_MODEL_CALL, TURN_END, HookSubscriptions
 from tackroom.kit.events import EventEmitter
 from tackroom.workers.orchestrator.dispatch import Dispatcher, Emit
+from tackroom.workers.orchestrator.outbox import with_outbox
 from tackroom.workers.orchestrator.provision import Provisioner
-from tackroom.workers.orchestrator.record import TURNS_SCOPE, TurnRecord
+from tackroom.workers.orchestrator.record import TURNS_SCOPE, OutboxAppend, TurnRecord
 from tackroom.workers.orchestrator.spend import BudgetGuard
 from tackroom.workers.orchestrator.streaming import ModelCaller
 from tackroom.workers.orchestrator.transcript import SessionsClient
 from tackroom.workers.orchestrator.transition import (
     AbortRequested,
-    AppendEntries,
     ApprovalsRead,
     AssistantCompleted,
     BudgetRefused,
-    EmitEvent,
     InboxDrained,
     StepEvent,
     StepFailed,
@@ -74,46 +81,59 @@ class Driver:
         self._extension = visibility_extension
 
     async def drive(self, session_id: str, run_id: str) -> None:
-        """Advance the run as far as it goes without waiting for a person."""
+        """Advance the run as far as it goes without waiting for a person.
+
+        The record is read once; each committed step's record and revision are carried to the
+        next step, since only this delivery (one per session at a time) advances the turn.
+        """
+        entry = await self._engine.get_state(TURNS_SCOPE, session_id)
+        if entry is None:
+            return
+        record = TurnRecord.model_validate(entry.value)
+        if record.run_id != run_id:
+            return
+        invocation = current_invocation()
+        progress = _Progress(
+            revision=entry.revision,
+            attempt=1 if invocation is None else invocation.attempt,
+            events_seq=record.events_seq,
+        )
+        if record.outbox:
+            # Perhaps applied, perhaps cut short by a crash after the commit: finish it.
+            await self._replay_outbox(record, progress)
+        if record.terminal:
+            await self.finish_inbox(record)
+            return
         parked_pass = True
         while True:
-            entry = await self._engine.get_state(TURNS_SCOPE, session_id)
-            if entry is None:
-                return
-            record = TurnRecord.model_validate(entry.value)
-            if record.run_id != run_id:
-                return
-            if record.terminal:
-                # A redelivered step after a crash between the final commit and the removal.
-                await self.finish_inbox(record)
-                return
             if record.state == "function_awaiting_approval" and not parked_pass:
                 return
             parked_pass = False
-            invocation = current_invocation()
             if invocation is not None:
                 await invocation.extend_visibility(self._extension)
-            step = await self._step(record)
+            step = await self._step(record, progress)
             if step is None or not step.changed:
                 return
-            if not await self._commit(step, entry.revision):
+            committed = await self._commit(record, step, progress)
+            if committed is None:
                 return
-            if record.state == "steering_check":
-                await self._remove_taken(step.record)
-            if step.record.terminal:
-                if record.state == "function_awaiting_approval":
-                    await self._dispatcher.gate.release_parked(record, step.record)
+            previous, record = record, committed
+            if previous.state == "steering_check":
+                await self._remove_taken(record)
+            if record.terminal:
+                if previous.state == "function_awaiting_approval":
+                    await self._dispatcher.gate.release_parked(previous, record)
                 return
-            if step.record.state == "function_awaiting_approval":
-                if record.state == "function_awaiting_approval":
+            if record.state == "function_awaiting_approval":
+                if previous.state == "function_awaiting_approval":
                     return  # some decisions read, others still awaited
                 # Just parked: a decision may have landed before this commit, when the wake
                 # found the turn not yet parked. Read the decisions once more.
                 parked_pass = True
 
-    async def _step(self, record: TurnRecord) -> Transition | None:
+    async def _step(self, record: TurnRecord, progress: _Progress) -> Transition | None:
         try:
-            event = await self._abort_requested(record) or await self._work(record)
+            event = await self._abort_requested(record) or await self._work(record, progress)
             return transition(record, event)
         except TransitionError as exc:
             return transition(record, StepFailed("transition_error", str(exc)))
@@ -122,6 +142,8 @@ class Driver:
                 raise  # not the turn's fault: the unacknowledged step resumes after restart
             # An unexpected error fails the turn with a visible reason; the delivery is then
             # acknowledged, so the queue stops retrying a step that cannot succeed.
+            if _is_unavailable(exc):
+                raise  # the engine is away: the step is retried, the turn has not failed
             _log.exception("turn %s failed in %s", record.run_id, record.state)
             return transition(
                 record,
@@ -138,15 +160,15 @@ class Driver:
             return str(entry.value.get("reason") or "aborted")
         return None
 
-    async def _work(self, record: TurnRecord) -> StepEvent:
+    async def _work(self, record: TurnRecord, progress: _Progress) -> StepEvent:
         async def emit(key: str, data: EventData) -> None:
-            await self._emit(record, key, data)
+            progress.saw(await self._emit(record, key, data))
 
         match record.state:
             case "provisioning":
                 return await self._provisioner.provision(record)
             case "assistant_streaming":
-                return await self._call_model(record, emit)
+                return await self._call_model(record, emit, attempt=progress.attempt)
             case "function_execute":
                 return await self._dispatcher.run_batch(record, emit)
             case "function_awaiting_approval":
@@ -155,12 +177,14 @@ class Driver:
                 return await self._take_inbox(record)
         raise TransitionError(f"no work in state {record.state}")
 
-    async def _call_model(self, record: TurnRecord, emit: Emit) -> StepEvent:
+    async def _call_model(self, record: TurnRecord, emit: Emit, *, attempt: int) -> StepEvent:
         messages = await self._sessions.messages(record.session_id)
         reservation = await self._budget.reserve(record, messages)
         if self._budget.enabled:
+            # A redelivered call reserves again and may be decided otherwise: its own event id.
+            key = f"t{record.turn_count + 1}:budget"
             await emit(
-                f"t{record.turn_count + 1}:budget",
+                key if attempt == 1 else f"{key}@{attempt}",
                 BudgetDecidedData(
                     allowed=reservation.allowed,
                     estimate_usd=reservation.estimate_usd,
@@ -235,28 +259,21 @@ class Driver:
         for name, items in record.inbox_taken.items():
             await self._sessions.remove(record.session_id, name, items)
 
-    async def _commit(self, step: Transition, revision: int) -> bool:
-        record = step.record
-        for index, effect in enumerate(step.effects):
-            if isinstance(effect, AppendEntries):
-                await self._sessions.append(record.session_id, effect.entries)
-            elif isinstance(effect, EmitEvent):
-                if isinstance(effect.data, TurnEndData):
-                    await self._observe(
-                        TURN_END,
-                        {
-                            "session_id": record.session_id,
-                            "run_id": record.run_id,
-                            **effect.data.model_dump(mode="json"),
-                        },
-                    )
-                await self._emit(record, f"{record.step}:{index}", effect.data)
+    async def _commit(
+        self, before: TurnRecord, step: Transition, progress: _Progress
+    ) -> TurnRecord | None:
+        """Commit the step's record with its outbox, then apply the outbox.
+
+        ``None`` when another delivery advanced the turn first (nothing was applied). An outcome
+        the engine refuses to store (too large, too deep) fails the step once, with the reason.
+        """
+        record = with_outbox(step.record, step.effects, events_seq=progress.events_seq)
         try:
-            await self._engine.set_state(
+            entry = await self._engine.set_state(
                 TURNS_SCOPE,
                 record.session_id,
                 record.model_dump(mode="json"),
-                expected_revision=revision,
+                expected_revision=progress.revision,
             )
         except RevisionConflict:
             _log.info(
@@ -264,14 +281,68 @@ class Driver:
                 record.run_id,
                 record.step,
             )
-            return False
-        return True
+            return None
+        except InvalidPayload as exc:
+            if before.terminal or step.record.state == "failed":
+                raise
+            reason = f"the outcome of {before.state} cannot be stored: {exc}"
+            failed = transition(before, StepFailed("invalid_payload", reason))
+            return await self._commit(before, failed, progress)
+        progress.revision = entry.revision
+        await self._apply_outbox(record, progress, present=frozenset())
+        return record
 
-    async def _emit(self, record: TurnRecord, key: str, data: EventData) -> None:
-        """The event ``<run_id>:<key>``: the same id whenever a step is replayed."""
-        await self._events.emit_data(
+    async def _replay_outbox(self, record: TurnRecord, progress: _Progress) -> None:
+        present: set[str] = set()
+        cursor = record.events_seq
+        while stored := await self._engine.read(EVENTS.name, record.session_id, after=cursor):
+            present.update(str(r.data.get("event_id")) for r in stored if isinstance(r.data, dict))
+            cursor = stored[-1].seq
+        progress.saw(cursor)
+        await self._apply_outbox(record, progress, present=frozenset(present))
+
+    async def _apply_outbox(
+        self, record: TurnRecord, progress: _Progress, *, present: frozenset[str]
+    ) -> None:
+        for item in record.outbox:
+            if isinstance(item, OutboxAppend):
+                entries = [(entry.entry_id, entry.message) for entry in item.entries]
+                await self._sessions.append(record.session_id, entries)
+                continue
+            if item.frame.get("event_id") in present:
+                continue
+            if item.frame.get("type") == "turn_end":
+                data = item.frame.get("data", {})
+                await self._observe(
+                    TURN_END,
+                    {"session_id": record.session_id, "run_id": record.run_id, **data},
+                )
+            progress.saw(await self._events.emit_frame(record.session_id, item.frame))
+
+    async def _emit(self, record: TurnRecord, key: str, data: EventData) -> int:
+        """The event ``<run_id>:<key>``; returns its sequence."""
+        return await self._events.emit_data(
             session_id=record.session_id, run_id=record.run_id, key=(key,), data=data
         )
+
+
+@dataclass(slots=True)
+class _Progress:
+    """What one delivery knows as it drives: the committed revision, its own attempt number,
+    the newest ``agent::events`` sequence it has seen."""
+
+    revision: int
+    attempt: int
+    events_seq: int
+
+    def saw(self, seq: int) -> None:
+        self.events_seq = max(self.events_seq, seq)
+
+
+def _is_unavailable(exc: BaseException) -> bool:
+    if isinstance(exc, EngineUnavailable):
+        return True
+    return isinstance(exc, BaseExceptionGroup) and exc.subgroup(EngineUnavailable) is not None
 
 
 def _is_shutdown(exc: BaseException) -> bool:

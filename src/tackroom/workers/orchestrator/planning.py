@@ -7,6 +7,7 @@ from typing import Any
 
 from tackroom.contracts.messages import (
     AssistantMessage,
+    FunctionCallBlock,
     FunctionResultMessage,
     TextBlock,
     unparsed_arguments,
@@ -19,6 +20,7 @@ __all__ = [
     "json_problem",
     "plan_calls",
     "text_result",
+    "unique_call_ids",
     "validation_error",
 ]
 
@@ -76,6 +78,31 @@ def json_problem(raw: str) -> str:
 
 def call_signature(function_id: str, arguments: dict[str, Any]) -> str:
     return f"{function_id} {json.dumps(arguments, sort_keys=True, separators=(',', ':'))}"
+
+
+def unique_call_ids(message: AssistantMessage, used: list[str]) -> AssistantMessage:
+    """``message`` with every function call id not yet ``used`` in this run.
+
+    A call id keys the call's ledger entry, its result entry, its events and its approval; a
+    model that reuses one (scripted models do) would be answered from an earlier call's ledger.
+    A reused id is renamed ``<id>_<n>`` in the message itself, so the model reads results paired
+    with the ids the transcript shows.
+    """
+    taken = set(used)
+    content = list(message.content)
+    renamed = False
+    for index, block in enumerate(content):
+        if not isinstance(block, FunctionCallBlock):
+            continue
+        new_id, n = block.id, 1
+        while new_id in taken:
+            n += 1
+            new_id = f"{block.id}_{n}"
+        taken.add(new_id)
+        if new_id != block.id:
+            content[index] = block.model_copy(update={"id": new_id})
+            renamed = True
+    return message.model_copy(update={"content": content}) if renamed else message
 
 
 def plan_calls(message: AssistantMessage, tools: list[ToolOffer]) -> list[CallState]:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import re
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
@@ -22,9 +22,19 @@ from tackroom.contracts.turn import (
     TurnState,
     TurnStateView,
 )
-from tackroom.contracts.versions import renamed_before
+from tackroom.contracts.versions import renamed_before, upgrading
 
-__all__ = ["TURNS_SCOPE", "CallState", "CallStatus", "ToolOffer", "TurnRecord"]
+__all__ = [
+    "TURNS_SCOPE",
+    "CallState",
+    "CallStatus",
+    "OutboxAppend",
+    "OutboxEntry",
+    "OutboxEvent",
+    "OutboxItem",
+    "ToolOffer",
+    "TurnRecord",
+]
 
 TURNS_SCOPE = "turns"
 _ENTRY_ID = re.compile(r"[!-.0-~]+")
@@ -57,12 +67,35 @@ class CallState(_Model):
     result: FunctionResultMessage | None = None
 
 
+class OutboxEntry(_Model):
+    entry_id: str
+    message: AgentMessage
+
+
+class OutboxAppend(_Model):
+    """Session entries the committed step appends (idempotent: each entry id is stored once)."""
+
+    kind: Literal["append"] = "append"
+    entries: list[OutboxEntry]
+
+
+class OutboxEvent(_Model):
+    """A stored event frame the committed step emits, exactly as ``agent::events`` keeps it."""
+
+    kind: Literal["event"] = "event"
+    frame: dict[str, Any]
+
+
+OutboxItem = Annotated[OutboxAppend | OutboxEvent, Field(discriminator="kind")]
+
+
 class TurnRecord(_Model):
     """Version 2 dropped ``message_id``: it was the run's id, already in ``run_id`` (or ``None``
     when the client let the run id be generated). A version 1 record is upgraded as it is read;
-    the messages it holds upgrade themselves."""
+    the messages it holds upgrade themselves. Version 3 added the ``outbox`` and
+    ``events_seq``; a version 2 record reads as one with nothing left to apply."""
 
-    schema_version: int = 2
+    schema_version: int = 3
     session_id: str
     run_id: str
     state: TurnState = "provisioning"
@@ -91,13 +124,27 @@ class TurnRecord(_Model):
         default_factory=dict,
         description="inbox items the last steering_check appended; removed from the inbox after",
     )
+    call_ids: list[str] = Field(
+        default_factory=list, description="every function call id used in this run, in order"
+    )
     stop_reason: str | None = None
     error: TurnError | None = None
+    outbox: list[OutboxItem] = Field(
+        default_factory=list,
+        description="the effects of the step this record commits: applied after the commit, "
+        "and again (idempotently) by a delivery that finds them here after a crash",
+    )
+    events_seq: int = Field(
+        default=0,
+        description="the session's agent::events sequence known before this step's own events; "
+        "a replay of the outbox reads the stream from here to skip what is already there",
+    )
 
     @model_validator(mode="before")
     @classmethod
     def _upgrade(cls, data: Any) -> Any:
-        return renamed_before(data, 2, "message_id", "run_id")
+        data = renamed_before(data, 2, "message_id", "run_id")
+        return upgrading(data, 3) or data
 
     @property
     def terminal(self) -> bool:

@@ -1,9 +1,9 @@
 """The turn state machine as a pure function: ``transition(record, event) -> Transition``.
 
 No I/O and no event loop: the driver performs each state's work (provision, call the model, run
-the calls, read approvals, drain the inbox), turns the outcome into one of the events below, and
-executes the returned effects (append session entries, emit events) before committing the new
-record with compare-and-set.
+the calls, read approvals, drain the inbox), turns the outcome into one of the events below,
+commits the new record *carrying* the returned effects (its outbox, :mod:`.outbox`) with
+compare-and-set, and only then applies them (append session entries, emit events).
 """
 
 from __future__ import annotations
@@ -31,7 +31,12 @@ from tackroom.contracts.messages import (
     TextBlock,
 )
 from tackroom.contracts.turn import TurnError
-from tackroom.workers.orchestrator.planning import call_signature, error_result, plan_calls
+from tackroom.workers.orchestrator.planning import (
+    call_signature,
+    error_result,
+    plan_calls,
+    unique_call_ids,
+)
 from tackroom.workers.orchestrator.record import CallState, ToolOffer, TurnRecord
 
 __all__ = [
@@ -120,7 +125,7 @@ StepEvent = (
 )
 
 
-# -- effects: what the driver must do before committing ----------------------------------------
+# -- effects: what the driver applies once the record carrying them is committed --------------
 @dataclass(frozen=True, slots=True)
 class AppendEntries:
     entries: list[tuple[str, AgentMessage]]
@@ -227,6 +232,8 @@ def _apply(r: TurnRecord, event: StepEvent, effects: list[Effect]) -> bool:
 
 
 def _assistant_completed(r: TurnRecord, message: AssistantMessage, effects: list[Effect]) -> None:
+    message = unique_call_ids(message, r.call_ids)
+    r.call_ids = [*r.call_ids, *(block.id for block in message.function_calls())]
     r.turn_count += 1
     r.usage = r.usage + message.usage
     r.last_assistant = message
