@@ -4,6 +4,12 @@ Each function works inside the calling session's workspace, ``<workspace_root>/<
 found from the ``_call`` context the orchestrator adds (:mod:`tackroom.contracts.tools`). Paths
 are relative to the workspace; absolute paths, ``..`` and symlinks that lead outside are refused
 with ``path_outside_workspace``.
+
+Every ``files`` replica on a bus serves one **workspace root**: the first publishes it in
+:data:`WORKSPACE_ROOT` (its resolved path and the id in its marker file, :data:`ROOT_MARKER`), the
+others refuse to start under another one, and a session is bound in :data:`WORKSPACE_SESSIONS` to
+the root its workspace was created under, so a replica never answers from another directory
+(``workspace_elsewhere``).
 """
 
 from __future__ import annotations
@@ -12,7 +18,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from tackroom.contracts.bus import Tool
+from tackroom.contracts.bus import Scope, Tool
 
 __all__ = [
     "FS_LIST",
@@ -26,12 +32,17 @@ __all__ = [
     "NOT_TEXT",
     "NO_CALL_CONTEXT",
     "PATH_OUTSIDE_WORKSPACE",
+    "ROOT_MARKER",
     "TOO_LARGE",
+    "WORKSPACE_ELSEWHERE",
+    "WORKSPACE_ROOT",
+    "WORKSPACE_SESSIONS",
     "ListEntry",
     "ListRequest",
     "ListResponse",
     "ReadRequest",
     "ReadResponse",
+    "WorkspaceRoot",
     "WriteRequest",
     "WriteResponse",
 ]
@@ -50,6 +61,13 @@ NOT_A_FILE = "not_a_file"
 NOT_TEXT = "not_text"
 """The file is not UTF-8 text."""
 IO_ERROR = "io_error"
+WORKSPACE_ELSEWHERE = "workspace_elsewhere"
+"""The session's workspace was created under another root than this worker's (another folder, or
+the same path on another disk): the replicas of ``files`` do not share one root."""
+
+ROOT_MARKER = ".tackroom-root"
+"""The file in a workspace root that holds its id (JSON ``{schema_version, root_id}``), written
+once by the first worker to use the root; no session can be named so."""
 
 
 class _Request(BaseModel):
@@ -141,3 +159,24 @@ FS_LIST: Tool[ListRequest, ListResponse] = Tool(
     ),
     idempotent=True,
 )
+
+
+class WorkspaceRoot(BaseModel):
+    """A workspace root as a worker saw it: its resolved path and the id in its marker file."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    schema_version: int = 1
+    path: str
+    root_id: str
+    host: str = Field(default="", description="the machine of the worker that published it")
+
+    def same_root(self, other: WorkspaceRoot) -> bool:
+        """The same folder: the same path and the same marker (one disk, not two alike)."""
+        return self.path == other.path and self.root_id == other.root_id
+
+
+WORKSPACE_ROOT: Scope[WorkspaceRoot] = Scope("files-root", WorkspaceRoot)
+"""Key ``current``: the root the bus's ``files`` workers serve; each checks it at start."""
+WORKSPACE_SESSIONS: Scope[WorkspaceRoot] = Scope("files-sessions", WorkspaceRoot)
+"""Key: a session id; value: the root its workspace was created under (bound at first use)."""

@@ -3,7 +3,8 @@
 ```yaml
 worker_config:
   files:
-    workspace_root: .tackroom/workspaces   # <root>/<session_id>/ per session, created 0700
+    workspace_root: .tackroom/workspaces   # <root>/<session_id>/ per session, created 0700;
+                                           # every files worker on a bus must share it
     max_read_bytes: 1048576
     max_write_bytes: 1048576
     max_list_entries: 1000
@@ -36,6 +37,7 @@ from tackroom.contracts.tools import CallContext
 from tackroom.engine.errors import FunctionError
 from tackroom.runtime.tools import serve_tool
 from tackroom.runtime.worker import WorkerConfig, WorkerContext, WorkerSpec
+from tackroom.workers.files.roots import SessionRoots, claim_root, identify
 from tackroom.workers.files.workspace import Workspaces
 
 __all__ = ["WORKER", "FilesConfig"]
@@ -46,7 +48,8 @@ _MIB = 1024 * 1024
 class FilesConfig(WorkerConfig):
     workspace_root: Path = Field(
         default=Path(".tackroom/workspaces"),
-        description="where session workspaces live (relative: to the working directory)",
+        description="where session workspaces live (relative: to the working directory); every"
+        " files worker on a bus must use the same folder",
     )
     max_read_bytes: int = Field(default=_MIB, ge=1)
     max_write_bytes: int = Field(default=_MIB, ge=1)
@@ -64,17 +67,25 @@ def _session(call: CallContext | None, tool: Tool[Any, Any]) -> str:
 
 async def _start(ctx: WorkerContext[FilesConfig]) -> None:
     config = ctx.config
-    workspaces = Workspaces(config.workspace_root.expanduser().absolute())
+    mine = await asyncio.to_thread(identify, config.workspace_root.expanduser().absolute())
+    await claim_root(ctx.engine, mine)
+    roots = SessionRoots(ctx.engine, mine)
+    workspaces = Workspaces(Path(mine.path))
+
+    async def session_of(call: CallContext | None, tool: Tool[Any, Any]) -> str:
+        session = _session(call, tool)
+        await roots.check(session)
+        return session
 
     async def read(request: ReadRequest, call: CallContext | None) -> ReadResponse:
-        session = _session(call, FS_READ)
+        session = await session_of(call, FS_READ)
         content = await asyncio.to_thread(
             workspaces.read, session, request.path, max_bytes=config.max_read_bytes
         )
         return ReadResponse(content=content)
 
     async def write(request: WriteRequest, call: CallContext | None) -> WriteResponse:
-        session = _session(call, FS_WRITE)
+        session = await session_of(call, FS_WRITE)
         data = request.content.encode("utf-8")
         if len(data) > config.max_write_bytes:
             raise FunctionError(
@@ -85,7 +96,7 @@ async def _start(ctx: WorkerContext[FilesConfig]) -> None:
         return WriteResponse(bytes_written=written)
 
     async def list_(request: ListRequest, call: CallContext | None) -> ListResponse:
-        session = _session(call, FS_LIST)
+        session = await session_of(call, FS_LIST)
         entries, truncated = await asyncio.to_thread(
             workspaces.list, session, request.path, limit=config.max_list_entries
         )

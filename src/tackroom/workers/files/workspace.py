@@ -26,12 +26,13 @@ from tackroom.contracts.files import (
     NOT_FOUND,
     NOT_TEXT,
     PATH_OUTSIDE_WORKSPACE,
+    ROOT_MARKER,
     TOO_LARGE,
     ListEntry,
 )
 from tackroom.engine.errors import FunctionError
 
-__all__ = ["Workspaces"]
+__all__ = ["Workspaces", "check_session_name"]
 
 _CLOEXEC = getattr(os, "O_CLOEXEC", 0)
 _DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | _CLOEXEC
@@ -78,6 +79,21 @@ def _open_dir(base: Path, parts: tuple[str, ...], *, create: bool) -> int:
     return fd
 
 
+def check_session_name(session_id: str) -> None:
+    """Refuse a session id that cannot name a folder of its own under the root."""
+    if (
+        not session_id
+        or session_id in {".", "..", ROOT_MARKER}
+        or "/" in session_id
+        or "\\" in session_id
+        or "\0" in session_id
+        or len(session_id.encode()) > 200
+    ):
+        raise FunctionError(
+            NO_CALL_CONTEXT, f"session id {session_id!r} cannot name a workspace directory"
+        )
+
+
 class Workspaces:
     """The workspaces under ``root``: one directory per session, created ``0700``."""
 
@@ -86,17 +102,7 @@ class Workspaces:
 
     def session_dir(self, session_id: str) -> Path:
         """The session's directory (created if missing), fully resolved."""
-        if (
-            not session_id
-            or session_id in {".", ".."}
-            or "/" in session_id
-            or "\\" in session_id
-            or "\0" in session_id
-            or len(session_id.encode()) > 200
-        ):
-            raise FunctionError(
-                NO_CALL_CONTEXT, f"session id {session_id!r} cannot name a workspace directory"
-            )
+        check_session_name(session_id)
         self.root.mkdir(mode=0o700, parents=True, exist_ok=True)
         root = self.root.resolve()
         path = root / session_id
