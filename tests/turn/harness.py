@@ -338,6 +338,7 @@ async def running_harness(
     holds: Sequence[Hold] = (),
     extra: Sequence[WorkerSpec[Any]] = (),
     model: Any = None,
+    engine: Engine | None = None,
 ) -> AsyncIterator[RunningHarness]:
     """``tackroom.Harness`` on ``url`` (engine, sessions, orchestrator, files, utilities, …), a
     scripted provider (transcript cursor) as its model, and the test tools (their side effects
@@ -346,18 +347,19 @@ async def running_harness(
     ``hold``: the test tools wait for it; ``holds``: calls blocked until the harness closes (a
     clean shutdown there is a crash for the blocked step: it is not acknowledged).
     ``model``: the facade's model instead of the scripted provider (which is then not served).
+    ``engine``: an unstarted engine object to run on instead of opening ``url``.
     """
     scripted = ScriptedProvider(script, per_session=per_session, cursor="transcript")
     tools = RecordTools(workdir / "side_effects.log", hold=hold)
     held: list[str] = []
-    engine: str | Engine = url
+    bus: str | Engine = url if engine is None else engine
     if holds:
-        engine = open_engine(url)
-        install_holds(engine, holds, on_hold=held.append)
+        bus = open_engine(url) if engine is None else engine
+        install_holds(bus, holds, on_hold=held.append)
     facade = Harness(
         scripted if model is None else model,
         config=harness_config(workdir, orchestrator=orchestrator),
-        engine=engine,
+        engine=bus,
         tools=TOOLS,
         workers=[tools.worker_spec(), *extra],
     )

@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import json
 import time
+import uuid
 from typing import Any
 
 from pydantic import ValidationError
@@ -21,6 +22,7 @@ from tackroom.contracts.events import FunctionExecutionEndData, FunctionExecutio
 from tackroom.contracts.messages import FunctionResultMessage, TextBlock
 from tackroom.contracts.tools import CALL_CONTEXT_KEY, CallContext
 from tackroom.engine.errors import (
+    EngineUnavailable,
     FunctionNotFound,
     InvocationError,
     InvocationTimeout,
@@ -35,6 +37,8 @@ from tackroom.workers.orchestrator.transition import CallsSettled
 __all__ = ["LEDGER_SCOPE", "Dispatcher", "Emit"]
 
 LEDGER_SCOPE = "turn-ledger"
+_WRITE_RETRIES = (0.05, 0.25, None)
+"""Pauses between the attempts of a ledger write the engine failed (``None``: give up)."""
 
 
 class Dispatcher:
@@ -90,14 +94,11 @@ class Dispatcher:
     ) -> FunctionResultMessage:
         key = _ledger_key(record, call)
         if entry is None:
-            try:
-                entry = await self._engine.set_state(
-                    LEDGER_SCOPE, key, {"status": "started"}, expected_revision=0
-                )
-            except RevisionConflict:
-                entry = await self._engine.get_state(LEDGER_SCOPE, key)
-            else:
-                return await self._invoke_and_record(record, call, tool, key, entry.revision, emit)
+            # Announced before the ledger entry: a failure here leaves nothing started.
+            await _emit_start(emit, call, tool)
+            if await self._claim(key):
+                return await self._invoke_and_record(record, call, tool, key, emit)
+            entry = await self._engine.get_state(LEDGER_SCOPE, key)
         assert entry is not None
         if entry.value.get("status") == "done":
             # Settled before a crash: answer from the ledger, and end the call for a client that
@@ -106,7 +107,8 @@ class Dispatcher:
             await _emit_end(emit, call, tool, done, duration_ms=entry.value.get("duration_ms"))
             return done
         if tool.traits.idempotent:
-            return await self._invoke_and_record(record, call, tool, key, entry.revision, emit)
+            await _emit_start(emit, call, tool)
+            return await self._invoke_and_record(record, call, tool, key, emit)
         unknown = error_result(
             call,
             f"The outcome of this call is unknown: {tool.function_id} started but the harness"
@@ -120,34 +122,48 @@ class Dispatcher:
         await _emit_end(emit, call, tool, unknown, duration_ms=None)
         return unknown
 
+    async def _claim(self, key: str) -> bool:
+        """Write the call ``started``; whether this attempt did (so it may run the call).
+
+        A write whose acknowledgement was lost is read back by its token: a call must not be
+        reported "outcome unknown" when it never ran.
+        """
+        token = uuid.uuid4().hex
+        started = {"status": "started", "token": token}
+        for pause in _WRITE_RETRIES:
+            try:
+                await self._engine.set_state(LEDGER_SCOPE, key, started, expected_revision=0)
+                return True
+            except RevisionConflict:
+                entry = await self._engine.get_state(LEDGER_SCOPE, key)
+                return entry is not None and entry.value.get("token") == token
+            except EngineUnavailable:
+                if pause is None:
+                    raise
+                await asyncio.sleep(pause)
+        return False
+
     async def _invoke_and_record(
-        self,
-        record: TurnRecord,
-        call: CallState,
-        tool: ToolOffer,
-        key: str,
-        revision: int,
-        emit: Emit,
+        self, record: TurnRecord, call: CallState, tool: ToolOffer, key: str, emit: Emit
     ) -> FunctionResultMessage:
-        await emit(
-            f"{call.id}:start",
-            FunctionExecutionStartData(
-                function_call_id=call.id, function_id=tool.function_id, arguments=call.arguments
-            ),
-        )
         started = time.perf_counter()
         # Hooks transform before the ledger stores the result: a redacted value is never kept.
         result = await self.gate.after_call(record, call, await self._invoke(record, call, tool))
         duration_ms = round((time.perf_counter() - started) * 1000, 3)
-        await self._engine.set_state(
-            LEDGER_SCOPE,
-            key,
-            {
-                "status": "done",
-                "result": result.model_dump(mode="json"),
-                "duration_ms": duration_ms,
-            },
-        )
+        done = {
+            "status": "done",
+            "result": result.model_dump(mode="json"),
+            "duration_ms": duration_ms,
+        }
+        # The call ran: its result is worth a short wait for the engine to come back.
+        for pause in _WRITE_RETRIES:
+            try:
+                await self._engine.set_state(LEDGER_SCOPE, key, done)
+                break
+            except EngineUnavailable:
+                if pause is None:
+                    raise
+                await asyncio.sleep(pause)
         await _emit_end(emit, call, tool, result, duration_ms=duration_ms)
         return result
 
@@ -177,6 +193,15 @@ class Dispatcher:
 
 def _ledger_key(record: TurnRecord, call: CallState) -> str:
     return f"{record.session_id}/{record.run_id}/{call.id}"
+
+
+async def _emit_start(emit: Emit, call: CallState, tool: ToolOffer) -> None:
+    await emit(
+        f"{call.id}:start",
+        FunctionExecutionStartData(
+            function_call_id=call.id, function_id=tool.function_id, arguments=call.arguments
+        ),
+    )
 
 
 async def _emit_end(

@@ -112,6 +112,12 @@ class Orchestrator:
         existing = await self._engine.get_state(TURNS_SCOPE, sid)
         if existing is not None:
             current = TurnRecord.model_validate(existing.value)
+            if request.run_id is not None and current.run_id == request.run_id:
+                # A client retrying a start whose reply it lost (or that failed after the
+                # commit): the run exists; make sure it is moving, and start nothing new.
+                if not current.terminal:
+                    await self._wake(sid, current.run_id)
+                return RunStartResponse(session_id=sid, started=True, run_id=current.run_id)
             if not current.terminal:
                 return await self._busy(request, current)
             await self._driver.finish_inbox(current)
