@@ -6,8 +6,10 @@ from tackroom.engine.errors import (
     ChannelAborted,
     ChannelClosed,
     EngineClosed,
+    EngineCorrupt,
     EngineError,
     EngineLocked,
+    EngineStorageError,
     EngineUnavailable,
     FunctionError,
     FunctionNotFound,
@@ -17,6 +19,7 @@ from tackroom.engine.errors import (
     InvocationError,
     InvocationTimeout,
     RevisionConflict,
+    UnsafeDirectory,
 )
 from tackroom.engine.factory import open_engine
 from tackroom.engine.protocol import (
@@ -51,8 +54,10 @@ __all__ = [
     "DeadLetter",
     "Engine",
     "EngineClosed",
+    "EngineCorrupt",
     "EngineError",
     "EngineLocked",
+    "EngineStorageError",
     "EngineUnavailable",
     "FunctionError",
     "FunctionInfo",
@@ -72,6 +77,7 @@ __all__ = [
     "StreamRetention",
     "Subscription",
     "TracingConfig",
+    "UnsafeDirectory",
     "UpdateOp",
     "WorkerInfo",
     "current_invocation",

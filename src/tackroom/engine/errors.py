@@ -12,8 +12,10 @@ __all__ = [
     "ChannelAborted",
     "ChannelClosed",
     "EngineClosed",
+    "EngineCorrupt",
     "EngineError",
     "EngineLocked",
+    "EngineStorageError",
     "EngineUnavailable",
     "FunctionError",
     "FunctionNotFound",
@@ -23,8 +25,10 @@ __all__ = [
     "InvocationError",
     "InvocationTimeout",
     "RevisionConflict",
+    "UnsafeDirectory",
     "UnsupportedEngineURL",
     "error_from_wire",
+    "unavailable_cause",
 ]
 
 
@@ -192,6 +196,58 @@ class EngineUnavailable(EngineError):
     code = "engine_unavailable"
 
 
+class EngineStorageError(EngineUnavailable):
+    """The embedded engine's database file refused a read or write: the disk is full, the file
+    or its directory is read-only, another program holds it locked, an I/O error.
+
+    A write that raised it wrote nothing; the same call may work once the cause is gone.
+    """
+
+    code = "engine_storage"
+
+
+class EngineCorrupt(EngineError):
+    """The embedded engine's database file is damaged, or is not a tackroom engine database."""
+
+    code = "engine_corrupt"
+
+
+class UnsafeDirectory(EngineError):
+    """The directory of the engine's files (database, socket) is writable by other users, who
+    could rename those files away and put their own in their place."""
+
+    code = "unsafe_directory"
+
+
+def unavailable_cause(exc: BaseException) -> EngineUnavailable | None:
+    """The :class:`EngineUnavailable` behind a handler's failure, if that is why it failed.
+
+    Looks through ``raise ... from`` chains and exception groups; a nested call that failed for
+    that reason counts too (an :class:`InvocationError` with its code).
+    """
+    seen: set[int] = set()
+    pending: list[BaseException] = [exc]
+    while pending:
+        current = pending.pop()
+        if id(current) in seen:
+            continue
+        seen.add(id(current))
+        if isinstance(current, EngineUnavailable):
+            return current
+        if isinstance(current, InvocationError) and current.remote_code in _UNAVAILABLE_CODES:
+            return EngineUnavailable(f"{current.function_id}: {current.message}")
+        if isinstance(current, BaseExceptionGroup):
+            pending.extend(current.exceptions)
+        if current.__cause__ is not None:
+            pending.append(current.__cause__)
+        elif current.__context__ is not None and not current.__suppress_context__:
+            pending.append(current.__context__)
+    return None
+
+
+_UNAVAILABLE_CODES = frozenset({EngineUnavailable.code, EngineStorageError.code})
+
+
 def error_from_wire(wire: dict[str, Any]) -> EngineError:
     """Rebuild a typed error from :meth:`EngineError.to_wire` output."""
     kind = wire.get("type")
@@ -214,8 +270,11 @@ def error_from_wire(wire: dict[str, Any]) -> EngineError:
             InvalidUpdate,
             ChannelClosed,
             EngineClosed,
+            EngineCorrupt,
             EngineLocked,
+            EngineStorageError,
             EngineUnavailable,
+            UnsafeDirectory,
         )
     }
     if isinstance(kind, str) and kind in simple:
