@@ -3,13 +3,18 @@
 from __future__ import annotations
 
 import asyncio
-import sqlite3
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from tackroom.engine import EngineClosed, EngineLocked, QueueConfig, current_invocation
+from tackroom.engine import (
+    EngineClosed,
+    EngineCorrupt,
+    EngineLocked,
+    QueueConfig,
+    current_invocation,
+)
 from tackroom.engine.embedded import EmbeddedEngine
 
 
@@ -98,7 +103,7 @@ async def test_a_failed_start_releases_the_file(tmp_path: Path) -> None:
     path = tmp_path / "engine.db"
     path.write_bytes(b"this is not a database" * 100)
     for _ in range(2):  # the second try must fail the same way, not with EngineLocked
-        with pytest.raises(sqlite3.DatabaseError):
+        with pytest.raises(EngineCorrupt):
             await EmbeddedEngine(path=path).start()
 
 

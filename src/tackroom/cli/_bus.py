@@ -33,14 +33,17 @@ async def bus(
     workers: Sequence[str] = ("engine", "sessions"),
     *,
     shared_bus_workers: Sequence[str] | None = None,
+    read_only: bool = False,
 ) -> AsyncIterator[Caller]:
     """A way to trigger ``workers``' functions: in-process, a running serve's endpoint, or the bus.
 
     ``shared_bus_workers``: what to boot on a non-embedded engine (default: ``workers``).
+    ``read_only``: the command only reads, so an embedded engine is opened read-only (it works
+    in a read-only ``.tackroom/`` and creates nothing).
     """
     embedded = config.engine.startswith("embedded:")
     boot = list(workers if embedded or shared_bus_workers is None else shared_bus_workers)
-    host = Host.from_config(config, workers=boot)
+    host = Host.from_config(config, workers=boot, read_only=read_only)
     try:
         await host.start()
     except EngineLocked:

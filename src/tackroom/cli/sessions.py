@@ -1,7 +1,8 @@
 """``tackroom sessions list|show|fork``: browse and branch the session tree.
 
-Runs the sessions worker in-process on the config's engine; when a ``tackroom serve`` already
-owns that engine, it goes through the serve's local endpoint instead.
+Runs the sessions worker in-process on the config's engine (read-only for ``list`` and ``show``);
+when a ``tackroom serve`` already owns that engine, it goes through the serve's local endpoint
+instead.
 """
 
 from __future__ import annotations
@@ -50,7 +51,7 @@ def _common(parser: argparse.ArgumentParser) -> None:
 
 async def _list(args: argparse.Namespace) -> int:
     request = request_for(LIST, limit=args.limit, order="desc", cursor=args.cursor or None)
-    async with bus(load_config(args.config)) as caller:
+    async with bus(load_config(args.config), read_only=True) as caller:
         reply = await LIST.call(caller, request)
     if args.json:
         print(json.dumps(LIST.dump_response(reply), indent=2, ensure_ascii=False))
@@ -65,7 +66,7 @@ async def _list(args: argparse.Namespace) -> int:
 
 async def _show(args: argparse.Namespace) -> int:
     request = request_for(MESSAGES, session_id=args.session_id)
-    async with bus(load_config(args.config)) as caller:
+    async with bus(load_config(args.config), read_only=True) as caller:
         reply = await MESSAGES.call(caller, request)
     if args.json:
         print(json.dumps(MESSAGES.dump_response(reply), indent=2, ensure_ascii=False))

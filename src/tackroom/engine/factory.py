@@ -32,15 +32,21 @@ def open_engine(
     *,
     tracer_provider: TracerProvider | None = None,
     worker_name: str = "engine",
+    read_only: bool = False,
 ) -> Engine:
     """Build (not start) the engine the URL names. ``tracer_provider=None`` turns tracing off.
+
+    ``read_only``: for a command that only reads; the embedded engine then opens its file
+    read-only, creates nothing and delivers nothing (a NATS engine ignores it).
 
     ``nats://`` needs the ``nats`` extra; without it this raises :class:`~tackroom.extras.
     MissingExtra` saying ``pip install 'tackroom[nats]'``."""
     if url.startswith("embedded:"):
         from tackroom.engine.embedded import EmbeddedEngine
 
-        return EmbeddedEngine(path=parse_embedded_url(url), tracer_provider=tracer_provider)
+        return EmbeddedEngine(
+            path=parse_embedded_url(url), tracer_provider=tracer_provider, read_only=read_only
+        )
     if url.startswith(("nats://", "tls://")):
         try:
             from tackroom.engine.nats import NatsEngine

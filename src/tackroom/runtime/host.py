@@ -68,11 +68,13 @@ class Host:
         workers: Sequence[str] | None = None,
         engine_url: str | None = None,
         serve_endpoint: bool = False,
+        read_only: bool = False,
     ) -> Host:
         """Build a host for ``workers`` (default: the config's boot list) on the config's engine.
 
         ``serve_endpoint`` opens the local endpoint when the engine is embedded (a NATS engine is
-        already reachable by other processes).
+        already reachable by other processes). ``read_only``: the workers only read (see
+        :func:`~tackroom.engine.factory.open_engine`).
         """
         if not all(is_builtin(name) for name in config.worker_config):
             config.check_worker_sections(available_workers())
@@ -80,7 +82,7 @@ class Host:
         url = engine_url or config.engine
         provider = build_tracer_provider(config.tracing.to_tracing_config())
         try:
-            engine = open_engine(url, tracer_provider=provider)
+            engine = open_engine(url, tracer_provider=provider, read_only=read_only)
             endpoint = (
                 LocalEndpoint(
                     engine,

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import fcntl
 import os
 import time
 from collections import OrderedDict
@@ -13,12 +12,12 @@ from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
 from tackroom.engine.cron import CronSchedule
+from tackroom.engine.embedded.files import claim
 from tackroom.engine.embedded.queues import QueueDispatcher
 from tackroom.engine.embedded.store import NewMessage, Store
 from tackroom.engine.embedded.subscriptions import StreamSubscription, SubscriptionHub
 from tackroom.engine.errors import (
     EngineClosed,
-    EngineLocked,
     InvocationError,
     InvocationTimeout,
     RevisionConflict,
@@ -59,12 +58,21 @@ _HEADS_CACHED = 4096
 
 
 class EmbeddedEngine:
-    """``Engine`` over asyncio and SQLite. ``path=None`` keeps everything in memory."""
+    """``Engine`` over asyncio and SQLite. ``path=None`` keeps everything in memory.
+
+    ``read_only`` is for commands that only read: the file is opened read-only and shared with
+    other readers, nothing is created or delivered, and a write raises ``EngineStorageError``.
+    """
 
     def __init__(
-        self, *, path: Path | None = None, tracer_provider: TracerProvider | None = None
+        self,
+        *,
+        path: Path | None = None,
+        tracer_provider: TracerProvider | None = None,
+        read_only: bool = False,
     ) -> None:
         self._path = path
+        self._read_only = read_only
         self._tracer = None if tracer_provider is None else EngineTracer(tracer_provider)
         self._registry = FunctionRegistry(tracer=self._tracer)
         self._channels = ChannelTable()
@@ -86,15 +94,19 @@ class EmbeddedEngine:
         if self._open:
             return
         if self._path is not None:
-            self._lock_fd = _lock_file(self._path)
+            self._lock_fd = claim(self._path, read_only=self._read_only)
         try:
-            self._store = Store(self._path)
+            self._store = Store(self._path, read_only=self._read_only)
+            self._dispatcher = QueueDispatcher(self._store, self._registry)
+            if not self._read_only:
+                self._dispatcher.start()
         except BaseException:
+            if self._store is not None:
+                self._store.close()
+            self._store = self._dispatcher = None
             self._unlock()
             raise
-        self._dispatcher = QueueDispatcher(self._store, self._registry)
         self._registry.on_change = self._dispatcher.wake
-        self._dispatcher.start()
         self._open = True
 
     async def close(self) -> None:
@@ -487,17 +499,3 @@ class EmbeddedEngine:
 
 def _now() -> float:
     return time.time()
-
-
-def _lock_file(path: Path) -> int:
-    """Hold an exclusive lock beside the database so one process owns it."""
-    path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
-    fd = os.open(f"{path}.lock", os.O_RDWR | os.O_CREAT, 0o600)
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except BlockingIOError:
-        os.close(fd)
-        raise EngineLocked(
-            f"another process owns the engine at {path}; reach it through its local endpoint"
-        ) from None
-    return fd

@@ -7,7 +7,6 @@ Values are stored as JSON text.
 
 from __future__ import annotations
 
-import os
 import sqlite3
 import time
 import uuid
@@ -17,6 +16,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from tackroom.engine.embedded.database import open_database
+from tackroom.engine.errors import EngineCorrupt
 from tackroom.engine.jsonvalue import dumps, loads
 from tackroom.engine.protocol import DeadLetter, InvocationKind, StateEntry, StreamRecord
 
@@ -83,31 +84,13 @@ class QueuedMessage:
 
 
 class Store:
-    def __init__(self, path: Path | None) -> None:
-        if path is not None:
-            # Owner-only: state may hold anything a worker keeps. SQLite gives the -wal and
-            # -shm files the database file's mode.
-            path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
-            os.close(os.open(path, os.O_RDWR | os.O_CREAT, 0o600))
-        self._db = sqlite3.connect(
-            ":memory:" if path is None else str(path),
-            isolation_level=None,
-            check_same_thread=False,
-        )
-        self._db.execute("PRAGMA journal_mode=WAL")
-        self._db.execute("PRAGMA synchronous=NORMAL")
-        self._db.execute("PRAGMA busy_timeout=5000")
-        self._db.executescript(_SCHEMA)
-        row = self._db.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone()
-        if row is None:
-            self._db.execute(
-                "INSERT INTO meta VALUES ('schema_version', ?), ('state_revision', '0')",
-                (str(SCHEMA_VERSION),),
-            )
-        elif int(row[0]) != SCHEMA_VERSION:
-            raise RuntimeError(
-                f"engine database schema {row[0]}; this tackroom reads {SCHEMA_VERSION}"
-            )
+    def __init__(self, path: Path | None, *, read_only: bool = False) -> None:
+        """Open (or create) the database; ``read_only`` writes nothing and creates no file.
+
+        Storage failures (disk full, read-only, damaged file) come out of every call as typed
+        engine errors: see :mod:`tackroom.engine.embedded.database`.
+        """
+        self._db = open_database(path, read_only=read_only, prepare=_prepare)
         self._revision = int(
             self._db.execute("SELECT value FROM meta WHERE key='state_revision'").fetchone()[0]
         )
@@ -120,10 +103,12 @@ class Store:
         self._db.execute("BEGIN IMMEDIATE")
         try:
             yield
+            self._db.execute("COMMIT")
         except BaseException:
-            self._db.execute("ROLLBACK")
+            # A full disk may have rolled it back already, or failed the COMMIT itself.
+            if self._db.in_transaction:
+                self._db.execute("ROLLBACK")
             raise
-        self._db.execute("COMMIT")
 
     # -- state -------------------------------------------------------------------------------
     def get_state(self, scope: str, key: str) -> StateEntry | None:
@@ -353,6 +338,26 @@ class Store:
             (stream, group_id, after, -1.0 if min_ts is None else min_ts, limit),
         ).fetchall()
         return [StreamRecord(stream, group_id, seq, loads(data), ts) for seq, data, ts in rows]
+
+
+def _prepare(db: sqlite3.Connection, writable: bool) -> None:
+    """WAL and the schema on a new connection (when ``writable``); check the schema version."""
+    if writable:
+        db.execute("PRAGMA journal_mode=WAL")
+        db.execute("PRAGMA synchronous=NORMAL")
+        db.executescript(_SCHEMA)
+    elif not db.execute("SELECT 1 FROM sqlite_master WHERE name='meta'").fetchone():
+        raise EngineCorrupt("it has no meta table")
+    row = db.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone()
+    if row is None:
+        if not writable:
+            raise EngineCorrupt("it has no schema version")
+        db.execute(
+            "INSERT INTO meta VALUES ('schema_version', ?), ('state_revision', '0')",
+            (str(SCHEMA_VERSION),),
+        )
+    elif int(row[0]) != SCHEMA_VERSION:
+        raise RuntimeError(f"engine database schema {row[0]}; this tackroom reads {SCHEMA_VERSION}")
 
 
 def wall_clock() -> float:
