@@ -1,10 +1,11 @@
 """The local endpoint: other processes on this machine trigger functions over a Unix socket.
 
 ``tackroom serve`` on the embedded engine listens on ``endpoint.socket`` (owner-only: the socket
-is 0600 and a directory it creates is 0700). It is a door into the one engine, not a network
-service and not a second engine: each request frame becomes one ``engine.trigger``. Frames are
-described in :mod:`tackroom.runtime.wire`; many requests may be in flight on one connection and
-answers come back in completion order.
+is 0600, a directory it creates is 0700, and one other users may write is made private when it
+is ours and refused otherwise, since they could rename the socket away). It is a door into the
+one engine, not a network service and not a second engine: each request frame becomes one
+``engine.trigger``. Frames are described in :mod:`tackroom.runtime.wire`; many requests may be
+in flight on one connection and answers come back in completion order.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from typing import Any
 
 from opentelemetry import context, propagate
 
+from tackroom.engine.embedded.files import secure_directory
 from tackroom.engine.errors import EngineError
 from tackroom.engine.protocol import Engine
 from tackroom.runtime.config import DEFAULT_MAX_FRAME_BYTES
@@ -63,23 +65,16 @@ class LocalEndpoint:
         self._accepting = False
 
     def prepare_directory(self) -> None:
-        """Create the socket's directory owner-only (0700) if it does not exist yet.
+        """Create the socket's directory owner-only (0700), or make sure no other user may
+        change it (:func:`~tackroom.engine.embedded.files.secure_directory`).
 
         The host calls this before the engine starts, so a directory the two share (the default
         ``.tackroom/``) is created private rather than with the process umask.
         """
-        if not self.path.parent.exists():
-            self.path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+        secure_directory(self.path.parent)
 
     async def start(self) -> None:
         self.prepare_directory()
-        mode = stat.S_IMODE(self.path.parent.stat().st_mode)
-        if mode & 0o077:
-            _log.warning(
-                "endpoint directory %s is open to other users (mode %o); the socket is 0600",
-                self.path.parent,
-                mode,
-            )
         await _clear_stale_socket(self.path)
         sock = _bind_private(self.path)
         info = self.path.stat()
