@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import logging
 from typing import Any
 
 import pytest
 
-from tackroom.engine import Engine, FunctionError, InvalidPayload
+from tackroom.engine import Engine, EngineUnavailable, FunctionError, InvalidPayload
 from tackroom.testing import FAST_QUEUE, Call, RecordingHandler, wait_until
 
 
@@ -297,3 +298,31 @@ async def test_message_waits_until_its_function_is_registered(engine: Engine) ->
     assert call.message_id == message_id
     assert call.payload == {"n": 1}
     assert call.attempt == 1
+
+
+async def test_a_delivery_failed_by_an_unavailable_engine_is_retried_and_said(
+    engine: Engine, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The known cause is said in one warning line (no traceback); the retry follows backoff."""
+    await engine.configure_queue("jobs", FAST_QUEUE)
+
+    async def respond(call: Call) -> Any:
+        if call.attempt == 1:
+            raise EngineUnavailable("the store went away")
+        return None
+
+    handler = RecordingHandler(respond)
+    await engine.register_function("jobs::run", handler)
+    await engine.enqueue("jobs::run", {}, queue="jobs")
+
+    calls = await handler.wait_for_calls(2)
+    assert [call.attempt for call in calls] == [1, 2]
+    said = [
+        record
+        for record in caplog.records
+        if record.levelno == logging.WARNING and "jobs::run" in record.getMessage()
+    ]
+    assert len(said) == 1
+    assert said[0].exc_info is None
+    assert "the store went away" in said[0].getMessage()
+    assert "retrying in" in said[0].getMessage()

@@ -5,11 +5,17 @@ served here, runs each in a delivery task it owns, acknowledges (deletes) on suc
 failure schedules a retry with exponential backoff or buries the message as a dead letter. Leases
 live in memory only: this process owns the database file, so after a crash every lease is void
 and unacknowledged messages are delivered again.
+
+When the database itself fails (a full disk), nothing waits for a visibility timeout: a delivery
+the engine failed is retried on the backoff schedule and never dead-lettered for it, an outcome
+the store cannot record yet is kept and recorded on the backoff schedule, and each is said in
+one warning line.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import random
 import time
@@ -17,6 +23,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from tackroom.engine.embedded.store import QueuedMessage, Store
+from tackroom.engine.errors import EngineCorrupt, EngineStorageError, unavailable_cause
 from tackroom.engine.functions import FunctionRegistry, describe_failure
 from tackroom.engine.protocol import Invocation, QueueConfig
 
@@ -26,6 +33,17 @@ log = logging.getLogger(__name__)
 
 _BATCH = 256
 _IDLE_PURGE_EVERY = 60.0
+_STALLED_RETRY = 1.0
+_STORAGE = (EngineStorageError, EngineCorrupt)
+
+
+@dataclass(frozen=True, slots=True)
+class _Outcome:
+    """How a delivery ended: ``error`` None for success; a failure is retried at ``retry_at``."""
+
+    error: str | None = None
+    retry_at: float = 0.0
+    engine_failed: bool = False  # the engine's fault, not the handler's: never dead-lettered
 
 
 @dataclass(eq=False, slots=True)
@@ -36,6 +54,8 @@ class _Delivery:
     task: asyncio.Task[None] | None = None
     lease_lost: bool = False
     settled: bool = field(default=False)
+    outcome: _Outcome | None = None  # set once it ended; kept while the store cannot record it
+    unrecorded: int = 0  # attempts to record the outcome that the store refused
 
 
 class QueueDispatcher:
@@ -56,6 +76,7 @@ class QueueDispatcher:
         self._wake = asyncio.Event()
         self._loop_task: asyncio.Task[None] | None = None
         self._closing = False
+        self._stalled = False
         self._last_purge = 0.0
 
     def configure(self, queue: str, config: QueueConfig) -> None:
@@ -84,8 +105,11 @@ class QueueDispatcher:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
         for delivery in list(self._inflight.values()):
-            if not delivery.settled:
-                self._store.release_unattempted(delivery.message.id)
+            if delivery.outcome is not None:
+                self._settle(delivery)
+            elif not delivery.settled:
+                with contextlib.suppress(*_STORAGE):  # a restart delivers it again anyway
+                    self._store.release_unattempted(delivery.message.id)
         self._inflight.clear()
 
     # -- the dispatcher loop --------------------------------------------------------------------
@@ -94,9 +118,13 @@ class QueueDispatcher:
             self._wake.clear()
             try:
                 next_due = self._dispatch()
+                self._say_resumed()
+            except _STORAGE as exc:
+                self._say_stalled(exc)
+                next_due = self._clock() + _STALLED_RETRY
             except Exception:  # a bad row must not stop delivery for everything else
                 log.exception("queue dispatch failed; retrying in 1s")
-                next_due = self._clock() + 1.0
+                next_due = self._clock() + _STALLED_RETRY
             delay = None if next_due is None else max(0.0, next_due - self._clock())
             if delay == 0.0:
                 await asyncio.sleep(0)
@@ -106,6 +134,16 @@ class QueueDispatcher:
                     await self._wake.wait()
             except TimeoutError:
                 pass
+
+    def _say_stalled(self, exc: Exception) -> None:
+        if not self._stalled:
+            log.warning("queue delivery stalled: %s; retrying every %gs", exc, _STALLED_RETRY)
+        self._stalled = True
+
+    def _say_resumed(self) -> None:
+        if self._stalled:
+            log.warning("queue delivery resumed")
+        self._stalled = False
 
     def _dispatch(self) -> float | None:
         now = self._clock()
@@ -162,15 +200,18 @@ class QueueDispatcher:
         )
 
     def _expire_leases(self, now: float) -> None:
+        """Settle what is due: outcomes the store refused before, and overrunning handlers."""
         for delivery in list(self._inflight.values()):
-            if not delivery.settled and delivery.deadline <= now:
+            if delivery.settled or delivery.deadline > now:
+                continue
+            if delivery.outcome is None:
                 delivery.lease_lost = True
                 if delivery.task is not None:
                     delivery.task.cancel()
                 timeout = self.config(delivery.message.queue).visibility_timeout
-                self._settle_failure(
-                    delivery, f"visibility timeout: still running after {timeout:g}s", delay=0.0
-                )
+                error = f"visibility timeout: still running after {timeout:g}s"
+                delivery.outcome = _Outcome(error, retry_at=now)
+            self._settle(delivery)
 
     # -- one delivery -------------------------------------------------------------------------
     async def _deliver(self, delivery: _Delivery) -> None:
@@ -196,10 +237,26 @@ class QueueDispatcher:
                 raise
             return
         except Exception as exc:
-            code, text = describe_failure(exc)
-            self._settle_failure(delivery, f"[{code}] {text}", delay=None)
+            delivery.outcome = self._failure(delivery, exc)
         else:
-            self._settle_success(delivery)
+            delivery.outcome = _Outcome()
+        self._settle(delivery)
+
+    def _failure(self, delivery: _Delivery, exc: Exception) -> _Outcome:
+        """The outcome of a handler that raised; a failure the engine caused is said."""
+        code, text = describe_failure(exc)
+        delay = backoff_delay(self.config(delivery.message.queue), delivery.attempt)
+        cause = unavailable_cause(exc)
+        if cause is not None:
+            log.warning(
+                "%s on queue %s failed on attempt %d: %s; retrying in %.2gs",
+                delivery.message.function_id,
+                delivery.message.queue,
+                delivery.attempt,
+                cause,
+                delay,
+            )
+        return _Outcome(f"[{code}] {text}", self._clock() + delay, engine_failed=cause is not None)
 
     async def _extend(self, delivery: _Delivery, seconds: float) -> None:
         if not delivery.settled:
@@ -215,32 +272,52 @@ class QueueDispatcher:
             self._busy_groups.discard((message.queue, message.group))
         self._wake.set()
 
-    def _settle_success(self, delivery: _Delivery) -> None:
-        if delivery.settled:
+    def _settle(self, delivery: _Delivery) -> None:
+        """Record the delivery's outcome and release it, or keep it while the store refuses."""
+        if delivery.settled or delivery.outcome is None:
             return
-        self._store.ack(delivery.message.id)
+        try:
+            self._record(delivery, delivery.outcome)
+        except _STORAGE as exc:
+            self._keep_unrecorded(delivery, exc)
+            return
         self._release(delivery)
 
-    def _settle_failure(self, delivery: _Delivery, error: str, *, delay: float | None) -> None:
-        if delivery.settled:
+    def _record(self, delivery: _Delivery, outcome: _Outcome) -> None:
+        message = delivery.message
+        if outcome.error is None:
+            self._store.ack(message.id)
             return
-        config = self.config(delivery.message.queue)
-        if delivery.attempt >= config.max_deliveries:
-            self._store.bury(delivery.message.id, error=error)
+        config = self.config(message.queue)
+        if delivery.attempt >= config.max_deliveries and not outcome.engine_failed:
+            self._store.bury(message.id, error=outcome.error)
             log.warning(
                 "dead-lettered %s on queue %s after %d deliveries: %s",
-                delivery.message.function_id,
-                delivery.message.queue,
+                message.function_id,
+                message.queue,
                 delivery.attempt,
-                error,
+                outcome.error,
             )
-        else:
-            if delay is None:
-                delay = backoff_delay(config, delivery.attempt)
-            self._store.retry_later(
-                delivery.message.id, available_at=self._clock() + delay, error=error
-            )
-        self._release(delivery)
+            return
+        available_at = max(outcome.retry_at, self._clock())
+        self._store.retry_later(message.id, available_at=available_at, error=outcome.error)
+
+    def _keep_unrecorded(self, delivery: _Delivery, exc: Exception) -> None:
+        """Hold the delivery (its group, its slot) and try recording again after a backoff,
+        rather than after the visibility timeout."""
+        delivery.unrecorded += 1
+        delay = backoff_delay(self.config(delivery.message.queue), delivery.unrecorded)
+        delivery.deadline = self._clock() + delay
+        ended = "succeeded" if delivery.outcome and delivery.outcome.error is None else "failed"
+        log.warning(
+            "could not record that %s on queue %s %s: %s; trying again in %.2gs",
+            delivery.message.function_id,
+            delivery.message.queue,
+            ended,
+            exc,
+            delay,
+        )
+        self._wake.set()
 
 
 def backoff_delay(config: QueueConfig, attempt: int) -> float:

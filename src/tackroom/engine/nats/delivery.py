@@ -28,7 +28,7 @@ from nats.aio.msg import Msg
 from nats.js import api
 
 from tackroom.engine.embedded.queues import backoff_delay
-from tackroom.engine.errors import EngineError
+from tackroom.engine.errors import EngineError, unavailable_cause
 from tackroom.engine.functions import FunctionRegistry, describe_failure
 from tackroom.engine.nats.link import Link
 from tackroom.engine.nats.naming import Names
@@ -303,11 +303,11 @@ class Dispatcher:
                 )
         except TimeoutError as exc:
             if not deadline.expired():
-                error, retry_delay = _failure(exc), backoff_delay(config, attempt)
+                error, retry_delay = _failed(held.queue, function_id, attempt, config, exc)
             else:
                 error = f"visibility timeout: still running after {config.visibility_timeout:g}s"
         except Exception as exc:
-            error, retry_delay = _failure(exc), backoff_delay(config, attempt)
+            error, retry_delay = _failed(held.queue, function_id, attempt, config, exc)
         if error is None:
             await held.msg.ack()
         elif attempt >= config.max_deliveries:
@@ -335,9 +335,23 @@ def cancel_if_cancelling() -> None:
         raise asyncio.CancelledError
 
 
-def _failure(exc: BaseException) -> str:
+def _failed(
+    queue: str, function_id: str, attempt: int, config: QueueConfig, exc: BaseException
+) -> tuple[str, float]:
+    """The error to record and the backoff delay; a failure the engine caused is said."""
     code, text = describe_failure(exc)
-    return f"[{code}] {text}"
+    delay = backoff_delay(config, attempt)
+    cause = unavailable_cause(exc)
+    if cause is not None:
+        log.warning(
+            "%s on queue %s failed on attempt %d: %s; retrying in %.2gs",
+            function_id,
+            queue,
+            attempt,
+            cause,
+            delay,
+        )
+    return f"[{code}] {text}", delay
 
 
 async def _keep(msg: Msg, lease: float) -> None:
