@@ -21,8 +21,8 @@ them. ``sdk`` is the SDK alone (the floor); ``overhead_*`` subtract its p50. Rea
 turns run by run; on a loaded machine these figures are dominated by scheduling noise.
 
 ``startup`` — ``tackroom run`` on the scripted provider: from spawning the process to the
-first byte of the answer (with the interpreter's bare start for scale), and which provider SDKs
-the run imported (it must import none).
+first byte of the answer, and which provider SDKs the run imported (it must import none);
+``bench/startup.py`` measures it, and runs it alone.
 
 Targets: <= 30 us p50 per delta above the SDK's parsing; <= 300 ms start-up to first token.
 """
@@ -37,14 +37,13 @@ import os
 import statistics
 import subprocess
 import sys
-import tempfile
 import time
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from datetime import UTC, datetime
-from pathlib import Path
 from typing import Any
 
+import startup
 from _common import machine, p50_p99
 from pydantic import TypeAdapter
 
@@ -437,45 +436,6 @@ async def end_to_end(wire: str, deltas: int, runs: int, interval: float) -> dict
     return figures
 
 
-def startup(samples: int) -> dict[str, Any]:
-    """``tackroom run`` on the scripted provider: spawn to the first byte of the answer (the
-    installed ``tackroom`` script, run by a probe that reports which provider SDKs it loaded)."""
-    script = Path(sys.executable).with_name("tackroom")
-    probe = (
-        "import sys, atexit\n"
-        "atexit.register(lambda: print('SDKS', sorted(m for m in ('openai', 'anthropic')"
-        " if m in sys.modules), file=sys.stderr))\n"
-        "import runpy\n"
-        "runpy.run_path(sys.argv.pop(1), run_name='__main__')\n"
-    )
-    argv = ["run", "hi", "--model", "scripted:m", "--script", "turn.yaml",
-            "--engine", "embedded::memory:"]  # fmt: skip
-    first_token, bare, sdks = [], [], ""
-    with tempfile.TemporaryDirectory(prefix="tr-bench-") as directory:
-        (Path(directory) / "turn.yaml").write_text("- text: Hello from the script.\n")
-        for _ in range(samples):
-            started = time.perf_counter()
-            process = subprocess.Popen(
-                [sys.executable, "-c", probe, str(script), *argv], cwd=directory,
-                stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-            )  # fmt: skip
-            assert process.stdout is not None
-            process.stdout.read(1)
-            first_token.append(time.perf_counter() - started)
-            _, err = process.communicate(timeout=60)
-            sdks = next((line for line in err.decode().splitlines() if line.startswith("SDKS")), "")
-            started = time.perf_counter()
-            subprocess.run([sys.executable, "-c", "pass"], check=True)
-            bare.append(time.perf_counter() - started)
-    return {
-        "first_token_ms": round(statistics.median(first_token) * 1000, 1),
-        "first_token_min_ms": round(min(first_token) * 1000, 1),
-        "python_start_ms": round(statistics.median(bare) * 1000, 1),
-        "provider_sdks_imported": sdks.removeprefix("SDKS ").strip(),
-        "samples": samples,
-    }
-
-
 async def main() -> None:
     parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
     parser.add_argument("--deltas", type=int, default=500)
@@ -502,7 +462,7 @@ async def main() -> None:
             "above_sdk": await above_sdk(wire, args.deltas, args.runs, args.interval),
             "end_to_end": await end_to_end(wire, args.deltas, args.runs, args.interval),
         }
-    report["startup"] = startup(args.startup_samples)
+    report["startup"] = startup.measure(args.startup_samples)
     print(json.dumps(report, indent=2))
 
 
