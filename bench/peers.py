@@ -156,9 +156,12 @@ def summarize(runs: list[dict[str, Any]]) -> dict[str, Any]:
         summary[variant]["samples_per_round"] = good[0][variant]["samples"]
     summary["open_ms"] = round(statistics.median(run["open_ms"] for run in good), 1)
     summary["rounds"] = len(good)
-    summary["per_round_fresh_wall_p50_ms"] = [
-        run["fresh_session"]["wall"]["p50_ms"] for run in good
-    ]
+    summary["per_round_p50_ms"] = {
+        f"{variant}.{clock}": [run[variant][clock]["p50_ms"] for run in good]
+        for variant in VARIANTS
+        if variant in good[0]
+        for clock in CLOCKS
+    }
     if len(good) < len(runs):
         summary["failed_rounds"] = [run["error"] for run in runs if "error" in run]
     return summary

@@ -52,7 +52,7 @@ def test_floor_and_tackroom_report_medians_and_ratios() -> None:
         assert set(system["fresh_session"]) == FIGURES
         assert set(system["same_session"]) == FIGURES, name
         assert system["fresh_session"]["samples_per_round"] == 3
-        assert len(system["per_round_fresh_wall_p50_ms"]) == 2
+        assert len(system["per_round_p50_ms"]["fresh_session.cpu"]) == 2
     ratios = report["ratios"]["fresh_session.wall_p50_ms"]
     assert ratios["vs_floor"]["floor"] == 1.0
     assert ratios["vs_tackroom"]["tackroom"] == 1.0
