@@ -6,7 +6,7 @@ See ``docs/workers/scripted.md``.
 from __future__ import annotations
 
 from tackroom.testing.scripted.collect import CollectedStream, collect_stream
-from tackroom.testing.scripted.cursors import CursorMode
+from tackroom.testing.scripted.cursors import CursorMode, CursorState
 from tackroom.testing.scripted.provider import (
     ScriptAssertionError,
     ScriptedProvider,
@@ -29,6 +29,7 @@ __all__ = [
     "Chunking",
     "CollectedStream",
     "CursorMode",
+    "CursorState",
     "InvalidScript",
     "Script",
     "ScriptAssertionError",

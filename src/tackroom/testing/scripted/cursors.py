@@ -2,8 +2,10 @@
 
 A cursor moves in one of two ways (:data:`CursorMode`):
 
-- ``calls`` (default): each call takes the next turn of its sequence, so the position lives in
-  this process's memory;
+- ``calls`` (default): each call takes the next turn of its sequence. The count of calls lives
+  where :data:`CursorState` says: in this provider's memory (``process``: one replica), or in
+  engine state (``engine``: every replica of the provider, in any process, takes the next turn of
+  one count — see :mod:`~tackroom.testing.scripted.tally`);
 - ``transcript``: the turn is picked from the request itself — turn ``i`` (0-based) answers a
   request whose messages hold ``i`` assistant messages. Nothing is remembered between calls, so
   a call repeated after a crash (a restarted harness asking the same question again) gets the
@@ -14,13 +16,23 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Literal
+from typing import Literal, Protocol
 
 from tackroom.testing.scripted.frames import CompiledTurn
 
-__all__ = ["CursorMode", "Cursors", "Exhausted", "NoSession"]
+__all__ = [
+    "CallCounter",
+    "CursorMode",
+    "CursorState",
+    "Cursors",
+    "Exhausted",
+    "Miss",
+    "NoSession",
+    "OtherScripts",
+]
 
 CursorMode = Literal["calls", "transcript"]
+CursorState = Literal["process", "engine"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -32,20 +44,66 @@ class Exhausted:
     length: int
     mode: CursorMode = "calls"
 
+    def describe(self, *, call: int, provider: str) -> str:
+        where = f" of session {self.key}" if self.key is not None else ""
+        what = (
+            f"call {self.number}{where}"
+            if self.mode == "calls"
+            else f"a request{where} with {self.number - 1} assistant message(s)"
+        )
+        return f"{what} was not expected: the script has {self.length} turn(s)"
+
 
 @dataclass(frozen=True, slots=True)
 class NoSession:
     """A per-session script was called without a session id."""
 
+    def describe(self, *, call: int, provider: str) -> str:
+        return f"call {call} has no session_id (the script is per session)"
+
+
+@dataclass(frozen=True, slots=True)
+class OtherScripts:
+    """Replicas replaying other scripts (their digests) took calls of this sequence too."""
+
+    key: str | None
+    mine: str
+    others: tuple[str, ...]
+
+    def describe(self, *, call: int, provider: str) -> str:
+        where = f"session {self.key}" if self.key is not None else "the shared sequence"
+        return (
+            f"{where} is answered by replicas of provider {provider!r} that replay different"
+            f" scripts (this one {self.mine}, others {', '.join(self.others)}): give every"
+            " replica on the bus the same script, or run them on separate buses"
+        )
+
+
+Miss = Exhausted | NoSession | OtherScripts
+"""Why a call gets no turn (a strictness violation); ``describe()`` says so in one line."""
+
+
+class CallCounter(Protocol):
+    """A count of calls per sequence kept outside this provider (the engine's state)."""
+
+    digest: str
+    """The script's digest: replicas that count with another one replay another script."""
+
+    async def advance(self, key: str | None) -> tuple[int, tuple[str, ...]]:
+        """This call's 0-based index in sequence ``key``, and the digests of other scripts
+        that counted calls of it."""
+        ...
+
 
 class _Cursor:
-    __slots__ = ("position", "turns")
+    __slots__ = ("calls", "position", "turns")
 
     def __init__(self, turns: tuple[CompiledTurn, ...]) -> None:
         self.turns = turns
+        self.calls = 0
+        """Calls taken here (``calls`` mode, counted in this process)."""
         self.position = 0
-        """Turns replayed: the next one in ``calls`` mode; one past the furthest reached in
-        ``transcript`` mode."""
+        """Turns replayed: one past the furthest this provider served."""
 
 
 class Cursors:
@@ -69,19 +127,17 @@ class Cursors:
         self._mode: CursorMode = mode
         self._cursors: dict[str | None, _Cursor] = {}
         self._default_used = False
+        self._counter: CallCounter | None = None
 
     @property
     def mode(self) -> CursorMode:
         return self._mode
 
-    def take(
-        self, session_id: str | None, *, assistant_turns: int = 0
-    ) -> CompiledTurn | Exhausted | NoSession:
-        """The turn for a call of ``session_id``.
+    def count_with(self, counter: CallCounter | None) -> None:
+        """Count calls with ``counter`` (on the engine) instead of in this process."""
+        self._counter = counter
 
-        ``calls`` mode: the next turn (the cursor moves on). ``transcript`` mode: turn number
-        ``assistant_turns`` (how many assistant messages the request holds).
-        """
+    def _cursor(self, session_id: str | None) -> tuple[str | None, _Cursor] | NoSession:
         key: str | None
         if session_id is not None and session_id in self._keyed:
             key, turns = session_id, self._keyed[session_id]
@@ -96,7 +152,29 @@ class Cursors:
         cursor = self._cursors.get(key)
         if cursor is None:
             cursor = self._cursors[key] = _Cursor(turns)
-        index = cursor.position if self._mode == "calls" else assistant_turns
+        return key, cursor
+
+    async def take(
+        self, session_id: str | None, *, assistant_turns: int = 0
+    ) -> CompiledTurn | Miss:
+        """The turn for a call of ``session_id``.
+
+        ``calls`` mode: the next turn (the cursor moves on). ``transcript`` mode: turn number
+        ``assistant_turns`` (how many assistant messages the request holds).
+        """
+        found = self._cursor(session_id)
+        if isinstance(found, NoSession):
+            return found
+        key, cursor = found
+        if self._mode == "transcript":
+            index = assistant_turns
+        elif self._counter is None:
+            index = min(cursor.calls, len(cursor.turns))
+            cursor.calls = index + 1
+        else:
+            index, others = await self._counter.advance(key)
+            if others:
+                return OtherScripts(key, self._counter.digest, others)
         if index >= len(cursor.turns):
             return Exhausted(key, index + 1, len(cursor.turns), self._mode)
         cursor.position = max(cursor.position, index + 1)
@@ -110,18 +188,37 @@ class Cursors:
     def default_used(self) -> bool:
         return self._default_used
 
-    def remaining(self) -> dict[str | None, int]:
+    def remaining(self, reached: Mapping[str | None, int] | None = None) -> dict[str | None, int]:
         """Turns not replayed, per cursor key (``None``: the shared or never-used default).
 
-        In ``transcript`` mode a turn counts as replayed once it or a later one was served.
+        A turn counts as replayed once it or a later one was served. ``reached`` adds what other
+        replicas served (calls counted per sequence on the engine).
         """
+        reached = reached or {}
+        positions = {key: cursor.position for key, cursor in self._cursors.items()}
+        for key, calls in reached.items():
+            positions[key] = max(positions.get(key, 0), calls)
         out: dict[str | None, int] = {}
-        for key, cursor in self._cursors.items():
-            if cursor.position < len(cursor.turns):
-                out[key] = len(cursor.turns) - cursor.position
+        for key, position in positions.items():
+            length = len(self._turns(key))
+            if position < length:
+                out[key] = length - position
         for session_id, turns in self._keyed.items():
-            if session_id not in self._cursors:
+            if session_id not in positions:
                 out[session_id] = len(turns)
-        if self._default and not self._default_used:
+        if (
+            self._default
+            and not self._default_used
+            and not _default_reached(positions, self._keyed)
+        ):
             out[None] = len(self._default)
         return out
+
+    def _turns(self, key: str | None) -> tuple[CompiledTurn, ...]:
+        if key is not None and key in self._keyed:
+            return self._keyed[key]
+        return self._default
+
+
+def _default_reached(positions: Mapping[str | None, int], keyed: Mapping[str, object]) -> bool:
+    return any(key not in keyed for key in positions)

@@ -13,7 +13,9 @@ Cursors: by default all calls share one sequence; with ``per_session=True`` each
 same script); turns marked ``session: ID`` form that session's own sequence in either mode. With
 ``cursor="transcript"`` the turn answering a call is picked from the request (turn ``i`` answers a
 request holding ``i`` assistant messages) instead of from a count of calls, so a call repeated
-after a crash, or made to a restarted provider, gets the answer its transcript calls for.
+after a crash, or made to a restarted provider, gets the answer its transcript calls for. With
+``cursor_state="engine"`` (the ``scripted`` worker's default) the count of calls lives in engine
+state, so replicas of the provider in any number of processes answer as one.
 """
 
 from __future__ import annotations
@@ -37,7 +39,7 @@ from tackroom.engine.protocol import ChannelRef, ChannelWriter, Engine, Registra
 from tackroom.kit.providers.streaming import send_stream
 from tackroom.runtime.typed import describe_validation_error
 from tackroom.runtime.worker import WorkerConfig, WorkerContext, WorkerSpec
-from tackroom.testing.scripted.cursors import CursorMode, Cursors, Exhausted, NoSession
+from tackroom.testing.scripted.cursors import CursorMode, Cursors, CursorState, Miss, NoSession
 from tackroom.testing.scripted.expect import mismatches
 from tackroom.testing.scripted.frames import (
     CompiledTurn,
@@ -49,6 +51,7 @@ from tackroom.testing.scripted.frames import (
     start_frame,
 )
 from tackroom.testing.scripted.script import Script, ScriptTurn
+from tackroom.testing.scripted.tally import EngineCounter, script_digest
 
 __all__ = ["ScriptAssertionError", "ScriptedProvider", "Violation", "status_function"]
 
@@ -99,8 +102,10 @@ class ScriptedProvider:
     ``script`` is a :class:`Script` or an iterable of turns. ``name`` is the provider name in the
     function ids and in the messages' ``provider`` field. ``cursor`` is ``"calls"`` (each call
     takes the next turn) or ``"transcript"`` (the request's count of assistant messages picks the
-    turn; see :mod:`~tackroom.testing.scripted.cursors`). ``sleep`` replaces ``asyncio.sleep`` for
-    turn delays (a fake clock in tests).
+    turn; see :mod:`~tackroom.testing.scripted.cursors`). ``cursor_state`` is where the
+    ``calls`` count lives: ``"process"`` (this object: one replica) or ``"engine"`` (engine state:
+    every replica of ``name`` on the bus shares it, one state round trip per model call).
+    ``sleep`` replaces ``asyncio.sleep`` for turn delays (a fake clock in tests).
     """
 
     def __init__(
@@ -109,16 +114,20 @@ class ScriptedProvider:
         *,
         per_session: bool = False,
         cursor: CursorMode = "calls",
+        cursor_state: CursorState = "process",
         name: str = "scripted",
         record_requests: bool = True,
         sleep: Sleep = asyncio.sleep,
     ) -> None:
         if cursor not in ("calls", "transcript"):
             raise ValueError(f"cursor must be 'calls' or 'transcript', not {cursor!r}")
+        if cursor_state not in ("process", "engine"):
+            raise ValueError(f"cursor_state must be 'process' or 'engine', not {cursor_state!r}")
         self.script = script if isinstance(script, Script) else Script(script)
         self.name = name
         self.per_session = per_session
         self.cursor: CursorMode = cursor
+        self.cursor_state: CursorState = cursor_state
         self.record_requests = record_requests
         self._sleep = sleep
         self._cursors = Cursors(
@@ -128,6 +137,7 @@ class ScriptedProvider:
             mode=cursor,
         )
         self._engine: Engine | None = None
+        self._counter: EngineCounter | None = None
         self._registrations: list[Registration] = []
         self.calls = 0
         self.requests: list[ProviderRequest] = []
@@ -156,7 +166,7 @@ class ScriptedProvider:
 
     async def register(self, engine: Engine, *, worker: str | None = None) -> list[Registration]:
         """Serve this provider's functions on ``engine`` (undo with :meth:`unregister`)."""
-        self._engine = engine
+        self._use(engine)
         worker = worker or self.name
         for function_id, handler, description in self._table():
             self._registrations.append(
@@ -185,9 +195,16 @@ class ScriptedProvider:
 
     async def start_in(self, ctx: WorkerContext[Any]) -> None:
         """Register through a worker context (the host unregisters at shutdown)."""
-        self._engine = ctx.engine
+        self._use(ctx.engine)
         for function_id, handler, description in self._table():
             await ctx.register_function(function_id, handler, description=description)
+
+    def _use(self, engine: Engine) -> None:
+        self._engine = engine
+        if self.cursor_state == "engine" and self.cursor == "calls":
+            digest = script_digest(self.script, per_session=self.per_session)
+            self._counter = EngineCounter(engine, provider=self.name, digest=digest)
+        self._cursors.count_with(self._counter)
 
     def _table(self) -> list[tuple[str, Callable[[Any], Awaitable[Any]], str]]:
         return [
@@ -201,16 +218,17 @@ class ScriptedProvider:
 
     # -- strictness --------------------------------------------------------------------------
     def remaining(self) -> dict[str | None, int]:
-        """Turns not yet replayed, per cursor key (``None``: the shared sequence)."""
+        """Turns not yet replayed by this provider, per cursor key (``None``: the shared
+        sequence); with replicas, ``provider::<name>::status`` counts theirs too."""
         return self._cursors.remaining()
 
-    def problems(self) -> list[str]:
+    def problems(self, remaining: dict[str | None, int] | None = None) -> list[str]:
         """Why :meth:`assert_consumed` would fail (empty: it passes)."""
         found = [
             f"call {v.call}{f' (session {v.session_id})' if v.session_id else ''}: {v.message}"
             for v in self.violations
         ]
-        for key, count in self.remaining().items():
+        for key, count in (self.remaining() if remaining is None else remaining).items():
             if key is not None:
                 found.append(f"{count} turn(s) not replayed for session {key}")
             elif self._cursors.default_used:
@@ -234,28 +252,14 @@ class ScriptedProvider:
         self.violations.append(Violation(call, session_id, step, message))
         return f"scripted provider {self.name!r}: {message}"
 
-    def _take(self, request: ProviderRequest, call: int) -> CompiledTurn | str:
+    async def _take(self, request: ProviderRequest, call: int) -> CompiledTurn | str:
         """The turn answering ``request``, or the error message of a violation."""
         session_id = request.session_id
         assistant_turns = sum(isinstance(m, AssistantMessage) for m in request.messages)
-        taken = self._cursors.take(session_id, assistant_turns=assistant_turns)
-        if isinstance(taken, NoSession):
-            return self._violate(
-                call, None, None, f"call {call} has no session_id (the script is per session)"
-            )
-        if isinstance(taken, Exhausted):
-            where = f" of session {taken.key}" if taken.key is not None else ""
-            what = (
-                f"call {taken.number}{where}"
-                if taken.mode == "calls"
-                else f"a request{where} with {taken.number - 1} assistant message(s)"
-            )
-            return self._violate(
-                call,
-                session_id,
-                None,
-                f"{what} was not expected: the script has {taken.length} turn(s)",
-            )
+        taken = await self._cursors.take(session_id, assistant_turns=assistant_turns)
+        if isinstance(taken, Miss):
+            who = None if isinstance(taken, NoSession) else session_id
+            return self._violate(call, who, None, taken.describe(call=call, provider=self.name))
         expect = taken.turn.expect
         problems = mismatches(expect, request) if expect is not None else []
         if problems:
@@ -282,12 +286,12 @@ class ScriptedProvider:
             self.requests.append(request)
         return request
 
-    def _answer(self, payload: Any, call: int) -> tuple[CompiledTurn, str] | str:
+    async def _answer(self, payload: Any, call: int) -> tuple[CompiledTurn, str] | str:
         """The turn and model answering ``payload``, or the error message of a violation."""
         request = self._parse(payload, call)
         if isinstance(request, str):
             return request
-        plan = self._take(request, call)
+        plan = await self._take(request, call)
         return plan if isinstance(plan, str) else (plan, request.model)
 
     # -- handlers ----------------------------------------------------------------------------
@@ -309,7 +313,7 @@ class ScriptedProvider:
         call = self.calls
 
         async def frames() -> None:
-            plan = self._answer(payload, call)
+            plan = await self._answer(payload, call)
             if isinstance(plan, str):
                 await writer.send(start_frame(self.name, _model_of(payload)))
                 await writer.send(error_frame("permanent", plan))
@@ -343,7 +347,7 @@ class ScriptedProvider:
     async def handle_complete(self, payload: Any) -> dict[str, Any]:
         self.calls += 1
         call = self.calls
-        plan = self._answer(payload, call)
+        plan = await self._answer(payload, call)
         if isinstance(plan, str):
             return error_message(
                 provider=self.name, model=_model_of(payload), kind="permanent", message=plan
@@ -356,14 +360,17 @@ class ScriptedProvider:
         return finished_message(compiled, model)
 
     async def handle_status(self, payload: Any) -> dict[str, Any]:
+        """This replica's calls and violations; turns remaining as every replica counted them."""
+        reached = await self._counter.reached() if self._counter is not None else None
+        remaining = self._cursors.remaining(reached)
         return _Status(
             calls=self.calls,
-            consumed=not self.problems(),
+            consumed=not self.problems(remaining),
             violations=[
                 {"call": v.call, "session_id": v.session_id, "step": v.step, "message": v.message}
                 for v in self.violations
             ],
-            remaining=[{"session_id": k, "turns": n} for k, n in self.remaining().items()],
+            remaining=[{"session_id": k, "turns": n} for k, n in remaining.items()],
         ).model_dump(mode="json")
 
 

@@ -7,6 +7,7 @@ worker_config:
     script_path: scripts/demo.yaml   # or `script: [...]` inline; .jsonl is JSON Lines
     per_session: true                 # each session replays its own copy
     cursor: transcript                # pick turns from the request (survives a restart)
+    cursor_state: engine              # calls counted in engine state: replicas answer as one
 ```
 """
 
@@ -18,7 +19,7 @@ from typing import Any
 from pydantic import Field, field_validator, model_validator
 
 from tackroom.runtime.worker import WorkerConfig, WorkerContext, WorkerSpec
-from tackroom.testing.scripted.cursors import CursorMode
+from tackroom.testing.scripted.cursors import CursorMode, CursorState
 from tackroom.testing.scripted.provider import ScriptedProvider
 from tackroom.testing.scripted.script import Chunking, Script
 
@@ -39,6 +40,11 @@ class ScriptedConfig(WorkerConfig):
         default="calls",
         description="calls: each call takes the next turn; transcript: a request holding N"
         " assistant messages gets turn N (survives a restart, replays a repeated call)",
+    )
+    cursor_state: CursorState = Field(
+        default="engine",
+        description="where calls are counted: engine (state on the bus: every replica of the"
+        " provider takes the next turn of one count) or process (this worker's memory)",
     )
     name: str = Field(default="scripted", pattern=r"^[a-zA-Z0-9_-]+$")
     deltas: Chunking | None = Field(
@@ -86,6 +92,7 @@ async def _start(ctx: WorkerContext[ScriptedConfig]) -> None:
         config.load_script(),
         per_session=config.per_session,
         cursor=config.cursor,
+        cursor_state=config.cursor_state,
         name=config.name,
         record_requests=config.record_requests,
     )
