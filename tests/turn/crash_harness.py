@@ -86,6 +86,10 @@ class KillPoint:
     """The tool blocks after writing its side effect."""
     state_at_kill: str | None = None
     """The committed turn state the killed harness left (``None``: not checked)."""
+    state_at_kill_atomic: str | None = None
+    """The same on a backend whose transactions are atomic (embedded), where a step's record
+    commits together with its effects: killed while applying them, the step never committed
+    (``None``: as ``state_at_kill``)."""
     ledger_at_kill: str | None = None
     """The call's ledger status the killed harness left (``None``: no entry)."""
     steering_waiting_at_kill: bool = True
@@ -105,6 +109,7 @@ CASES: dict[str, KillPoint] = {
             holds=(Hold("prompt append", "session-tree::append_batch", _appends("-m0")),),
             # Provisioning committed with the prompt in its outbox, not yet applied.
             state_at_kill="assistant_streaming",
+            state_at_kill_atomic="provisioning",
         ),
         KillPoint(
             "after_run_start",
@@ -147,6 +152,7 @@ CASES: dict[str, KillPoint] = {
             holds=(Hold("result append", "session-tree::append_batch", _appends(f"fr-{CALL_ID}")),),
             # The batch committed with its result in the outbox, not yet applied.
             state_at_kill="steering_check",
+            state_at_kill_atomic="function_execute",
             ledger_at_kill="done",
         ),
         KillPoint(
@@ -161,6 +167,7 @@ CASES: dict[str, KillPoint] = {
             frozenset({"hold"}),
             holds=(Hold("steering append", "session-tree::append_batch", _appends("t1-in0")),),
             state_at_kill="assistant_streaming",
+            state_at_kill_atomic="steering_check",
             ledger_at_kill="done",
         ),
         KillPoint(

@@ -8,6 +8,7 @@ are JSON values; a pydantic model given as a payload is serialized at the edge.
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import AbstractAsyncContextManager
 from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol, TypedDict, runtime_checkable
@@ -230,9 +231,22 @@ class Channel(Protocol):
 class Engine(Protocol):
     """The bus. See ``docs/engine.md`` for semantics every backend must keep."""
 
+    atomic_transactions: bool
+    """Whether :meth:`transaction` makes its writes all-or-nothing on this backend."""
+
     async def start(self) -> None: ...
 
     async def close(self) -> None: ...
+
+    def transaction(self) -> AbstractAsyncContextManager[None]:
+        """A unit of work: the writes made inside it — by this task and by the handlers it
+        triggers in this process — commit together when it ends, or not at all when it raises
+        or loses a compare-and-set, where :attr:`atomic_transactions` holds; elsewhere each
+        write is made at once, in order. Reads inside see the unit's own writes. Blocks nest
+        (the inner joins the outer). Inside an atomic unit, ``append`` returns the sequence the
+        record is expected to get: the record may get a later one if another writer appends to
+        the same group before the unit ends."""
+        ...
 
     # -- functions -------------------------------------------------------------------------
     async def register_function(

@@ -5,7 +5,10 @@ from __future__ import annotations
 import asyncio
 import os
 import time
+import uuid
 from collections import OrderedDict
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from datetime import UTC, datetime
 from pathlib import Path
 from types import TracebackType
@@ -16,6 +19,7 @@ from tackroom.engine.embedded.files import claim
 from tackroom.engine.embedded.queues import QueueDispatcher
 from tackroom.engine.embedded.store import NewMessage, Store
 from tackroom.engine.embedded.subscriptions import StreamSubscription, SubscriptionHub
+from tackroom.engine.embedded.unit import CURRENT_UNIT, Unit
 from tackroom.engine.errors import (
     EngineClosed,
     InvocationError,
@@ -230,10 +234,24 @@ class EmbeddedEngine:
 
     def _enqueue(self, message: NewMessage) -> str:
         store = self._live_store()
+        unit = self._unit()
+        if unit is not None:
+            message_id = uuid.uuid4().hex
+            unit.keep(
+                lambda: self._insert_message(store, message, message_id=message_id), self._wake
+            )
+            return message_id
         with store.transaction():
-            message_id = store.insert_message(message, now=_now(), dedupe_window=DEDUPE_WINDOW)
+            message_id = self._insert_message(store, message)
         self._wake()
         return message_id
+
+    def _insert_message(
+        self, store: Store, message: NewMessage, *, message_id: str | None = None
+    ) -> str:
+        return store.insert_message(
+            message, now=_now(), dedupe_window=DEDUPE_WINDOW, message_id=message_id
+        )
 
     def _capture(self, payload: Any) -> dict[str, str] | None:
         return None if self._tracer is None else self._tracer.capture(payload)
@@ -250,59 +268,146 @@ class EmbeddedEngine:
 
     # -- state --------------------------------------------------------------------------------
     async def get_state(self, scope: str, key: str) -> StateEntry | None:
-        return self._live_store().get_state(scope, key)
+        store = self._live_store()
+        unit = self._unit()
+        if unit is not None:
+            return unit.get((scope, key), lambda: store.get_state(scope, key))
+        return store.get_state(scope, key)
 
     async def set_state(
         self, scope: str, key: str, value: Any, *, expected_revision: int | None = None
     ) -> StateEntry:
         value = to_json_value(value, what="state value")
         store = self._live_store()
-        triggers = self._state_triggers.get(scope)
+        unit = self._unit()
+        if unit is not None:
+            current = unit.get((scope, key), lambda: store.get_state(scope, key))
+            unit.check((scope, key), current, expected_revision)
+            entry = StateEntry(scope, key, value, store.reserve_revision())
+            unit.keep_state(
+                (scope, key),
+                entry,
+                lambda: self._put(store, entry, "set"),
+                self._wake if scope in self._state_triggers else None,
+            )
+            return entry
         with store.transaction():
-            old = store.get_state(scope, key) if triggers else None
             if expected_revision is not None:
-                actual = old.revision if old is not None else store.current_revision(scope, key)
+                actual = store.current_revision(scope, key)
                 if actual != expected_revision:
                     raise RevisionConflict(scope, key, expected_revision, actual)
-            revision = store.put_state(scope, key, value)
-            if triggers:
-                self._fire_state(triggers, scope, key, "set", old, value, revision)
-        if triggers:
+            entry = self._put(store, StateEntry(scope, key, value, 0), "set")
+        if scope in self._state_triggers:
             self._wake()
-        return StateEntry(scope, key, value, revision)
+        return entry
 
     async def update_state(self, scope: str, key: str, ops: list[UpdateOp]) -> StateEntry:
         store = self._live_store()
-        triggers = self._state_triggers.get(scope)
+        unit = self._unit()
+        if unit is not None:
+            current = unit.get((scope, key), lambda: store.get_state(scope, key))
+            value = apply_ops(None if current is None else current.value, ops)
+            entry = StateEntry(scope, key, value, store.reserve_revision())
+            unit.read_modify_write((scope, key))
+            unit.keep_state(
+                (scope, key),
+                entry,
+                lambda: self._put(store, entry, "update"),
+                self._wake if scope in self._state_triggers else None,
+            )
+            return entry
         with store.transaction():
             old = store.get_state(scope, key)
             value = apply_ops(None if old is None else old.value, ops)
-            revision = store.put_state(scope, key, value)
-            if triggers:
-                self._fire_state(triggers, scope, key, "update", old, value, revision)
-        if triggers:
+            entry = self._put(store, StateEntry(scope, key, value, 0), "update", old=old)
+        if scope in self._state_triggers:
             self._wake()
-        return StateEntry(scope, key, value, revision)
+        return entry
+
+    def _put(
+        self,
+        store: Store,
+        entry: StateEntry,
+        event: str,
+        *,
+        old: StateEntry | bool | None = False,
+    ) -> StateEntry:
+        """Write ``entry`` inside an open transaction (its revision, if not 0) and fire the
+        scope's state triggers; ``old``: the value before, if the caller read it already."""
+        triggers = self._state_triggers.get(entry.scope)
+        if triggers and old is False:
+            old = store.get_state(entry.scope, entry.key)
+        revision = store.put_state(
+            entry.scope, entry.key, entry.value, revision=entry.revision or None
+        )
+        if triggers:
+            before = old if isinstance(old, StateEntry) else None
+            self._fire_state(triggers, entry.scope, entry.key, event, before, entry.value, revision)
+        return StateEntry(entry.scope, entry.key, entry.value, revision)
 
     async def delete_state(
         self, scope: str, key: str, *, expected_revision: int | None = None
     ) -> bool:
         store = self._live_store()
-        triggers = self._state_triggers.get(scope)
+        unit = self._unit()
+        if unit is not None:
+            current = unit.get((scope, key), lambda: store.get_state(scope, key))
+            unit.check((scope, key), current, expected_revision)
+            unit.keep_state(
+                (scope, key),
+                None,
+                lambda: self._remove(store, scope, key),
+                self._wake if scope in self._state_triggers else None,
+            )
+            return current is not None
         with store.transaction():
-            old = store.get_state(scope, key)
-            actual = 0 if old is None else old.revision
-            if expected_revision is not None and actual != expected_revision:
-                raise RevisionConflict(scope, key, expected_revision, actual)
-            deleted = store.remove_state(scope, key)
-            if deleted and triggers:
-                self._fire_state(triggers, scope, key, "delete", old, None, 0)
-        if deleted and triggers:
+            if expected_revision is not None:
+                actual = store.current_revision(scope, key)
+                if actual != expected_revision:
+                    raise RevisionConflict(scope, key, expected_revision, actual)
+            deleted = self._remove(store, scope, key)
+        if deleted and scope in self._state_triggers:
             self._wake()
         return deleted
 
+    def _remove(self, store: Store, scope: str, key: str) -> bool:
+        triggers = self._state_triggers.get(scope)
+        old = store.get_state(scope, key) if triggers else None
+        deleted = store.remove_state(scope, key)
+        if deleted and triggers:
+            self._fire_state(triggers, scope, key, "delete", old, None, 0)
+        return deleted
+
     async def list_state(self, scope: str, *, prefix: str = "") -> list[StateEntry]:
-        return self._live_store().list_state(scope, prefix)
+        stored = self._live_store().list_state(scope, prefix)
+        unit = self._unit()
+        return stored if unit is None else unit.overlay(scope, prefix, stored)
+
+    # -- units of work -------------------------------------------------------------------------
+    atomic_transactions = True
+
+    def _unit(self) -> Unit | None:
+        unit = CURRENT_UNIT.get()
+        return unit if unit is not None and unit.open and unit.owner is self else None
+
+    @asynccontextmanager
+    async def transaction(self) -> AsyncIterator[None]:
+        """Writes inside commit in one SQLite transaction at the end (see :mod:`.unit`)."""
+        if self._unit() is not None:
+            yield  # nested: the outer unit commits
+            return
+        store = self._live_store()
+        unit = Unit(self)
+        token = CURRENT_UNIT.set(unit)
+        try:
+            yield
+        except BaseException:
+            unit.discard()
+            raise
+        finally:
+            CURRENT_UNIT.reset(token)
+        for notice in unit.commit(store.transaction, store.current_revision):
+            notice()
 
     def _fire_state(
         self,
@@ -429,36 +534,64 @@ class EmbeddedEngine:
     async def append(self, stream: str, group_id: str, data: Any) -> int:
         data = to_json_value(data, what="stream record")
         store = self._live_store()
-        head_key = (stream, group_id)
-        head = self._heads.get(head_key)
-        if head is None:
-            head = store.stream_head(stream, group_id)
-        now = _now()
-        record = StreamRecord(stream, group_id, head + 1, data, now)
-        retention = self._retention.get(stream)
-        triggers = self._stream_triggers.get(stream)
+        unit = self._unit()
+        if unit is not None:
+            head = self._head(store, stream, group_id)
+            expected = head + unit.pending_appends(stream, group_id) + 1
+            written: list[StreamRecord] = []
+
+            def write() -> None:
+                after = unit.heads.get((stream, group_id))
+                if after is None:
+                    after = self._head(store, stream, group_id)
+                record = self._insert_record(store, stream, group_id, data, after=after)
+                unit.heads[(stream, group_id)] = record.seq
+                written.append(record)
+
+            unit.keep_append(stream, group_id, write, lambda: self._appended(written[0]))
+            return expected
         with store.transaction():
-            store.insert_record(record)
-            if retention is not None:
-                store.trim_stream(
-                    stream,
-                    group_id,
-                    below_seq=None
-                    if retention.max_len is None
-                    else record.seq - retention.max_len + 1,
-                    before_ts=None if retention.max_age is None else now - retention.max_age,
-                )
-            if triggers:
-                payload = {"stream": stream, "group_id": group_id, "seq": record.seq, "data": data}
-                self._fire(triggers, payload, "stream_trigger", f"stream:{stream}:{group_id}")
+            record = self._insert_record(
+                store, stream, group_id, data, after=self._head(store, stream, group_id)
+            )
+        self._appended(record)
+        return record.seq
+
+    def _head(self, store: Store, stream: str, group_id: str) -> int:
+        head = self._heads.get((stream, group_id))
+        return store.stream_head(stream, group_id) if head is None else head
+
+    def _insert_record(
+        self, store: Store, stream: str, group_id: str, data: Any, *, after: int
+    ) -> StreamRecord:
+        """Store the group's record after sequence ``after``, inside an open transaction."""
+        now = _now()
+        record = StreamRecord(stream, group_id, after + 1, data, now)
+        retention = self._retention.get(stream)
+        store.insert_record(record)
+        if retention is not None:
+            store.trim_stream(
+                stream,
+                group_id,
+                below_seq=None if retention.max_len is None else record.seq - retention.max_len + 1,
+                before_ts=None if retention.max_age is None else now - retention.max_age,
+            )
+        triggers = self._stream_triggers.get(stream)
+        if triggers:
+            payload = {"stream": stream, "group_id": group_id, "seq": record.seq, "data": data}
+            self._fire(triggers, payload, "stream_trigger", f"stream:{stream}:{group_id}")
+        return record
+
+    def _appended(self, record: StreamRecord) -> None:
+        """After the record's transaction committed: keep its head, tell subscribers."""
+        head_key = (record.stream, record.group_id)
         self._heads[head_key] = record.seq
         self._heads.move_to_end(head_key)
         if len(self._heads) > _HEADS_CACHED:
             self._heads.popitem(last=False)
         self._hub.publish(record)
-        if triggers:
+        if record.stream in self._stream_triggers:
             self._wake()
-        return record.seq
 
     def _read_page(self, stream: str, group_id: str, after: int, limit: int) -> list[StreamRecord]:
         retention = self._retention.get(stream)

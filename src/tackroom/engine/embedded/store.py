@@ -91,8 +91,13 @@ class Store:
         engine errors: see :mod:`tackroom.engine.embedded.database`.
         """
         self._db = open_database(path, read_only=read_only, prepare=_prepare)
-        self._revision = int(
-            self._db.execute("SELECT value FROM meta WHERE key='state_revision'").fetchone()[0]
+        # The newest revision: the counter row is written only when a key is deleted (so a
+        # deleted key's revision is never handed out again), not on every write.
+        self._revision = max(
+            int(
+                self._db.execute("SELECT value FROM meta WHERE key='state_revision'").fetchone()[0]
+            ),
+            int(self._db.execute("SELECT COALESCE(MAX(revision), 0) FROM state").fetchone()[0]),
         )
 
     def close(self) -> None:
@@ -123,20 +128,27 @@ class Store:
         ).fetchone()
         return 0 if row is None else int(row[0])
 
-    def put_state(self, scope: str, key: str, value: Any) -> int:
-        """Write inside an open transaction; returns the new revision."""
+    def reserve_revision(self) -> int:
+        """A revision no write has had: for a write a unit of work makes later."""
         self._revision += 1
-        self._db.execute(
-            "INSERT OR REPLACE INTO state VALUES (?, ?, ?, ?)",
-            (scope, key, dumps(value), self._revision),
-        )
-        self._db.execute(
-            "UPDATE meta SET value=? WHERE key='state_revision'", (str(self._revision),)
-        )
         return self._revision
+
+    def put_state(self, scope: str, key: str, value: Any, *, revision: int | None = None) -> int:
+        """Write inside an open transaction; returns the new revision (``revision``: one
+        :meth:`reserve_revision` gave)."""
+        if revision is None:
+            revision = self.reserve_revision()
+        self._db.execute(
+            "INSERT OR REPLACE INTO state VALUES (?, ?, ?, ?)", (scope, key, dumps(value), revision)
+        )
+        return revision
 
     def remove_state(self, scope: str, key: str) -> bool:
         cursor = self._db.execute("DELETE FROM state WHERE scope=? AND key=?", (scope, key))
+        if cursor.rowcount > 0:
+            self._db.execute(
+                "UPDATE meta SET value=? WHERE key='state_revision'", (str(self._revision),)
+            )
         return cursor.rowcount > 0
 
     def list_state(self, scope: str, prefix: str) -> list[StateEntry]:
@@ -153,7 +165,14 @@ class Store:
         return [StateEntry(scope, key, loads(value), rev) for key, value, rev in rows]
 
     # -- queue messages ------------------------------------------------------------------------
-    def insert_message(self, message: NewMessage, *, now: float, dedupe_window: float) -> str:
+    def insert_message(
+        self,
+        message: NewMessage,
+        *,
+        now: float,
+        dedupe_window: float,
+        message_id: str | None = None,
+    ) -> str:
         """Insert inside an open transaction; returns the id (the earlier one for a dedupe hit)."""
         if message.dedupe_key is not None:
             row = self._db.execute(
@@ -162,7 +181,7 @@ class Store:
             ).fetchone()
             if row is not None:
                 return str(row[0])
-        message_id = uuid.uuid4().hex
+        message_id = message_id or uuid.uuid4().hex
         self._db.execute(
             "INSERT INTO messages (id, queue, function_id, kind, payload, grp, headers,"
             " available_at, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",

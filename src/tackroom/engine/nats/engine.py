@@ -33,6 +33,7 @@ from tackroom.engine.protocol import (
     DeadLetter,
     FunctionInfo,
     Handler,
+    LazySchema,
     QueueConfig,
     StateEntry,
     StreamRecord,
@@ -87,6 +88,9 @@ class _Parts:
 class NatsEngine:
     """``Engine`` over NATS JetStream; build it with ``open_engine("nats://host:port")``."""
 
+    atomic_transactions = False
+    """JetStream has no transaction over several keys and streams: each write lands at once."""
+
     def __init__(
         self, *, options: NatsOptions, tracer_provider: TracerProvider | None = None
     ) -> None:
@@ -102,6 +106,10 @@ class NatsEngine:
 
     def capture(self, payload: Any) -> dict[str, str] | None:
         return None if self.tracer is None else self.tracer.capture(payload)
+
+    def transaction(self) -> contextlib.AbstractAsyncContextManager[None]:
+        """Groups writes without making them atomic (see :attr:`atomic_transactions`)."""
+        return contextlib.nullcontext()
 
     # -- lifecycle -------------------------------------------------------------------------
     async def start(self) -> None:
@@ -248,8 +256,8 @@ class NatsEngine:
         handler: Handler,
         *,
         description: str = "",
-        request_schema: dict[str, Any] | None = None,
-        response_schema: dict[str, Any] | None = None,
+        request_schema: dict[str, Any] | LazySchema | None = None,
+        response_schema: dict[str, Any] | LazySchema | None = None,
         worker: str = "anonymous",
     ) -> LocalRegistration:
         registration = new_registration(

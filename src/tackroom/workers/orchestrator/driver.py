@@ -22,9 +22,9 @@ from tackroom.contracts.approvals import DECISIONS_SCOPE, DecisionRecord, call_k
 from tackroom.contracts.events import EVENTS, BudgetDecidedData, EventData
 from tackroom.engine.errors import (
     EngineClosed,
-    EngineUnavailable,
     InvalidPayload,
     RevisionConflict,
+    unavailable_cause,
 )
 from tackroom.engine.protocol import Engine, current_invocation
 from tackroom.hooks import AFTER_MODEL_CALL, BEFORE_MODEL_CALL, TURN_END, HookSubscriptions
@@ -142,7 +142,7 @@ class Driver:
                 raise  # not the turn's fault: the unacknowledged step resumes after restart
             # An unexpected error fails the turn with a visible reason; the delivery is then
             # acknowledged, so the queue stops retrying a step that cannot succeed.
-            if _is_unavailable(exc):
+            if unavailable_cause(exc) is not None:
                 raise  # the engine is away: the step is retried, the turn has not failed
             _log.exception("turn %s failed in %s", record.run_id, record.state)
             return transition(
@@ -269,12 +269,16 @@ class Driver:
         """
         record = with_outbox(step.record, step.effects, events_seq=progress.events_seq)
         try:
-            entry = await self._engine.set_state(
-                TURNS_SCOPE,
-                record.session_id,
-                record.model_dump(mode="json"),
-                expected_revision=progress.revision,
-            )
+            # Where the engine can, the record and its effects are one transaction; elsewhere
+            # the outbox order alone keeps the step whole.
+            async with self._engine.transaction():
+                entry = await self._engine.set_state(
+                    TURNS_SCOPE,
+                    record.session_id,
+                    record.model_dump(mode="json"),
+                    expected_revision=progress.revision,
+                )
+                await self._apply_outbox(record, progress, present=frozenset())
         except RevisionConflict:
             _log.info(
                 "turn %s step %d lost a compare-and-set; another delivery advanced it",
@@ -289,7 +293,6 @@ class Driver:
             failed = transition(before, StepFailed("invalid_payload", reason))
             return await self._commit(before, failed, progress)
         progress.revision = entry.revision
-        await self._apply_outbox(record, progress, present=frozenset())
         return record
 
     async def _replay_outbox(self, record: TurnRecord, progress: _Progress) -> None:
@@ -337,12 +340,6 @@ class _Progress:
 
     def saw(self, seq: int) -> None:
         self.events_seq = max(self.events_seq, seq)
-
-
-def _is_unavailable(exc: BaseException) -> bool:
-    if isinstance(exc, EngineUnavailable):
-        return True
-    return isinstance(exc, BaseExceptionGroup) and exc.subgroup(EngineUnavailable) is not None
 
 
 def _is_shutdown(exc: BaseException) -> bool:
