@@ -116,3 +116,16 @@ async def test_sequences_stay_right_when_the_head_cache_forgets(tmp_path: Path) 
         for group in range(embedded_engine._HEADS_CACHED + 1):
             await engine.append("s", f"g{group}", 0)
         assert await engine.append("s", "first", 2) == 2
+
+
+async def test_revisions_keep_growing_across_restarts_and_deletes(tmp_path: Path) -> None:
+    """Writes no longer update a counter row; a deleted key's revision must still never be
+    handed out again after a restart."""
+    path = tmp_path / "engine.db"
+    async with EmbeddedEngine(path=path) as engine:
+        await engine.set_state("s", "a", 1)
+        newest = await engine.set_state("s", "b", 2)
+        assert await engine.delete_state("s", "b")
+    async with EmbeddedEngine(path=path) as engine:
+        again = await engine.set_state("s", "c", 3)
+        assert again.revision > newest.revision
