@@ -20,6 +20,7 @@ from tackroom.engine import (
     InvalidUpdate,
     InvocationError,
     InvocationTimeout,
+    LazySchema,
     current_invocation,
 )
 from tackroom.testing import Call, RecordingHandler, wait_until
@@ -270,6 +271,32 @@ async def test_list_functions_has_one_entry_per_registration(engine: Engine) -> 
     assert infos[0].response_schema == response_schema
     assert infos[1].request_schema is None
     assert infos[1].response_schema is None
+
+
+async def test_a_lazy_schema_is_listed_as_built_and_built_once(
+    engine: Engine, backend: str
+) -> None:
+    built: list[str] = []
+
+    def schema(kind: str) -> dict[str, Any]:
+        built.append(kind)
+        return {"type": "object", "title": kind}
+
+    await engine.register_function(
+        "demo::lazy",
+        _echo,
+        request_schema=LazySchema(lambda: schema("request")),
+        response_schema=LazySchema(lambda: schema("response")),
+        worker="lazy",
+    )
+    if backend == "embedded":
+        assert built == []  # built when listed; NATS publishes its catalog at registration
+
+    for _ in range(2):
+        [info] = [f for f in await engine.list_functions() if f.function_id == "demo::lazy"]
+        assert info.request_schema == {"type": "object", "title": "request"}
+        assert info.response_schema == {"type": "object", "title": "response"}
+    assert sorted(built) == ["request", "response"]  # once each, however often listed
 
 
 async def test_list_workers_groups_function_ids_by_worker(engine: Engine) -> None:

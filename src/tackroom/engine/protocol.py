@@ -24,6 +24,7 @@ __all__ = [
     "Handler",
     "Invocation",
     "InvocationKind",
+    "LazySchema",
     "QueueConfig",
     "Registration",
     "StateEntry",
@@ -111,13 +112,72 @@ class StreamRecord:
     timestamp: float
 
 
-@dataclass(frozen=True, slots=True)
+class LazySchema:
+    """A JSON schema built the first time it is read, then kept.
+
+    What a worker gives ``register_function`` when building a schema costs time: pydantic takes
+    milliseconds a model, a boot registers dozens of functions, and a run reads only its tools'
+    schemas. :class:`FunctionInfo` builds it when its schema is read (``engine::functions::list``
+    reads them all; the NATS catalog, which publishes them, too).
+    """
+
+    __slots__ = ("_build", "_schema")
+
+    def __init__(self, build: Callable[[], dict[str, Any]]) -> None:
+        self._build: Callable[[], dict[str, Any]] | None = build
+        self._schema: dict[str, Any] = {}
+
+    def get(self) -> dict[str, Any]:
+        if self._build is not None:
+            self._schema = self._build()
+            self._build = None
+        return self._schema
+
+
 class FunctionInfo:
-    function_id: str
-    worker: str
-    description: str
-    request_schema: dict[str, Any] | None
-    response_schema: dict[str, Any] | None
+    """A function in the catalog. A schema registered as a :class:`LazySchema` is built when its
+    attribute is first read."""
+
+    __slots__ = ("_request", "_response", "description", "function_id", "worker")
+
+    def __init__(
+        self,
+        function_id: str,
+        worker: str,
+        description: str,
+        request_schema: dict[str, Any] | LazySchema | None,
+        response_schema: dict[str, Any] | LazySchema | None,
+    ) -> None:
+        self.function_id = function_id
+        self.worker = worker
+        self.description = description
+        self._request = request_schema
+        self._response = response_schema
+
+    @property
+    def request_schema(self) -> dict[str, Any] | None:
+        return self._request.get() if isinstance(self._request, LazySchema) else self._request
+
+    @property
+    def response_schema(self) -> dict[str, Any] | None:
+        return self._response.get() if isinstance(self._response, LazySchema) else self._response
+
+    def _fields(self) -> tuple[Any, ...]:
+        return (
+            self.function_id,
+            self.worker,
+            self.description,
+            self.request_schema,
+            self.response_schema,
+        )
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, FunctionInfo):
+            return NotImplemented
+        return self._fields() == other._fields()
+
+    def __repr__(self) -> str:
+        return f"FunctionInfo({self.function_id!r}, worker={self.worker!r})"
 
 
 @dataclass(frozen=True, slots=True)
@@ -255,8 +315,8 @@ class Engine(Protocol):
         handler: Handler,
         *,
         description: str = "",
-        request_schema: dict[str, Any] | None = None,
-        response_schema: dict[str, Any] | None = None,
+        request_schema: dict[str, Any] | LazySchema | None = None,
+        response_schema: dict[str, Any] | LazySchema | None = None,
         worker: str = "anonymous",
     ) -> Registration: ...
 

@@ -27,6 +27,7 @@ from pydantic_core import to_jsonable_python
 
 from tackroom.contracts.tools import CallContext, ToolTraits, model_schema, split_call
 from tackroom.engine.errors import FunctionError
+from tackroom.engine.protocol import LazySchema
 from tackroom.harness.errors import UsageError
 from tackroom.runtime.typed import describe_validation_error
 from tackroom.runtime.worker import WorkerConfig, WorkerContext, WorkerSpec
@@ -73,6 +74,10 @@ class ToolSpec:
     @property
     def function_id(self) -> str:
         return TOOL_PREFIX + self.name
+
+    def request_schema(self) -> dict[str, Any]:
+        """The arguments' JSON schema, with the traits the orchestrator reads."""
+        return model_schema(self.arguments, traits=self.traits)
 
     @classmethod
     def from_function(
@@ -235,7 +240,7 @@ def tools_worker(name: str, tools: Sequence[ToolSpec]) -> WorkerSpec[Any]:
                 tool.function_id,
                 tool.invoke,
                 description=tool.description,
-                request_schema=model_schema(tool.arguments, traits=tool.traits),
+                request_schema=LazySchema(tool.request_schema),
                 response_schema={},
             )
 

@@ -17,7 +17,7 @@ from pydantic import BaseModel, ValidationError
 from tackroom.contracts.bus import Tool
 from tackroom.contracts.tools import CallContext, model_schema, split_call
 from tackroom.engine.errors import FunctionError
-from tackroom.engine.protocol import Registration
+from tackroom.engine.protocol import LazySchema, Registration
 from tackroom.runtime.typed import describe_validation_error
 from tackroom.runtime.worker import WorkerContext
 
@@ -74,6 +74,8 @@ async def register_tool(
         function_id,
         run,
         description=description,
-        request_schema=model_schema(request_model, idempotent=idempotent, parallel=parallel),
-        response_schema=response_model.model_json_schema(),
+        request_schema=LazySchema(
+            lambda: model_schema(request_model, idempotent=idempotent, parallel=parallel)
+        ),
+        response_schema=LazySchema(response_model.model_json_schema),
     )

@@ -6,11 +6,11 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
-from pydantic import BaseModel, TypeAdapter, ValidationError
+from pydantic import BaseModel, ValidationError
 
 from tackroom.contracts.bus import Function
 from tackroom.engine.errors import FunctionError, InvocationError
-from tackroom.engine.protocol import Handler
+from tackroom.engine.protocol import Handler, LazySchema
 
 __all__ = [
     "ModelHandler",
@@ -28,8 +28,8 @@ ModelHandler = Callable[[RequestT], Awaitable[Any]]
 @dataclass(frozen=True, slots=True)
 class TypedHandler:
     handler: Handler
-    request_schema: dict[str, Any]
-    response_schema: dict[str, Any]
+    request_schema: LazySchema
+    response_schema: LazySchema
 
 
 def describe_validation_error(exc: ValidationError) -> str:
@@ -53,24 +53,25 @@ def request_for(function: Function[RequestT, Any], **fields: Any) -> RequestT:
 
 
 def typed_handler(
-    handler: ModelHandler[RequestT], *, request_model: type[RequestT], response_type: Any
+    function: Function[RequestT, Any], handler: ModelHandler[RequestT]
 ) -> TypedHandler:
-    """Wrap ``handler`` so it takes a JSON payload and returns a JSON result.
+    """Wrap ``handler`` so it takes ``function``'s JSON payload and returns a JSON result.
 
     A ``None`` payload validates as ``{}``, so a request model whose fields all have defaults
-    can be called with no payload at all.
+    can be called with no payload at all. The result is dumped by ``function``'s response type,
+    whose adapter (for a type that is not a model) is built at the first call, not here.
     """
-    response = TypeAdapter[Any](response_type)
+    request_model = function.request
 
     async def run(payload: Any) -> Any:
         try:
             request = request_model.model_validate({} if payload is None else payload)
         except ValidationError as exc:
             raise FunctionError("invalid_request", describe_validation_error(exc)) from None
-        return response.dump_python(await handler(request), mode="json")
+        return function.dump_response(await handler(request))
 
     return TypedHandler(
         handler=run,
-        request_schema=request_model.model_json_schema(),
-        response_schema=response.json_schema(),
+        request_schema=LazySchema(request_model.model_json_schema),
+        response_schema=LazySchema(function.response_schema),
     )

@@ -17,7 +17,7 @@ from typing import Any, Generic, TypeVar
 from pydantic import BaseModel, ConfigDict
 
 from tackroom.contracts.bus import Function, Tool
-from tackroom.engine.protocol import Engine, Handler, Registration
+from tackroom.engine.protocol import Engine, Handler, LazySchema, Registration
 from tackroom.runtime.tasks import TaskErrorHandler, TaskSet
 from tackroom.runtime.typed import typed_handler
 
@@ -83,8 +83,8 @@ class WorkerContext(Generic[ConfigT]):
         handler: Handler,
         *,
         description: str = "",
-        request_schema: dict[str, Any] | None = None,
-        response_schema: dict[str, Any] | None = None,
+        request_schema: dict[str, Any] | LazySchema | None = None,
+        response_schema: dict[str, Any] | LazySchema | None = None,
     ) -> Registration:
         return self._track(
             await self.engine.register_function(
@@ -105,16 +105,15 @@ class WorkerContext(Generic[ConfigT]):
         description: str | None = None,
     ) -> Registration:
         """Serve ``function``'s contract with ``handler``: the request arrives validated, the
-        reply is dumped by the response type, both schemas are published in the catalog.
+        reply is dumped by the response type, both schemas are published in the catalog (built
+        when the catalog is first read, not here).
 
         A :class:`~tackroom.contracts.bus.Tool` is served through ``register_tool`` instead, so
         its traits reach the catalog; its handler also gets the call context.
         """
         if isinstance(function, Tool):
             raise TypeError(f"{function!r} is a tool: serve it with runtime.tools.serve_tool")
-        typed = typed_handler(
-            handler, request_model=function.request, response_type=function.response
-        )
+        typed = typed_handler(function, handler)
         return await self.register_function(
             function.id,
             typed.handler,

@@ -42,6 +42,7 @@ from tackroom.engine.protocol import (
     FunctionInfo,
     Handler,
     InvocationKind,
+    LazySchema,
     QueueConfig,
     StateEntry,
     StreamRecord,
@@ -165,8 +166,8 @@ class EmbeddedEngine:
         handler: Handler,
         *,
         description: str = "",
-        request_schema: dict[str, Any] | None = None,
-        response_schema: dict[str, Any] | None = None,
+        request_schema: dict[str, Any] | LazySchema | None = None,
+        response_schema: dict[str, Any] | LazySchema | None = None,
         worker: str = "anonymous",
     ) -> LocalRegistration:
         registration = new_registration(
