@@ -33,9 +33,12 @@ async def test_writes_in_a_block_are_all_there_after_it(engine: Engine) -> None:
         seq = await engine.append("s", "g", {"x": 1})
         again = await engine.set_state("t", "a", {"n": 2}, expected_revision=first.revision)
     entry = await engine.get_state("t", "a")
-    assert entry is not None and entry.value == {"n": 2} and entry.revision == again.revision
+    assert entry is not None
+    assert entry.value == {"n": 2}
+    assert entry.revision == again.revision
     b = await engine.get_state("t", "b")
-    assert b is not None and b.value == {"n": 2}
+    assert b is not None
+    assert b.value == {"n": 2}
     records = await engine.read("s", "g")
     assert [r.data for r in records] == [{"x": 1}]
     assert records[0].seq >= seq
@@ -45,7 +48,8 @@ async def test_a_block_reads_its_own_writes(engine: Engine) -> None:
     async with engine.transaction():
         await engine.set_state("t", "a", {"n": 1})
         seen = await engine.get_state("t", "a")
-        assert seen is not None and seen.value == {"n": 1}
+        assert seen is not None
+        assert seen.value == {"n": 1}
         listed = await engine.list_state("t")
         assert [e.key for e in listed] == ["a"]
         await engine.delete_state("t", "a")
@@ -63,15 +67,19 @@ async def test_compare_and_set_inside_a_block_checks_what_the_block_sees(engine:
             await engine.set_state("t", "a", 4, expected_revision=stored.revision)
         await engine.set_state("t", "a", 5, expected_revision=mine.revision)
     entry = await engine.get_state("t", "a")
-    assert entry is not None and entry.value == 5
+    assert entry is not None
+    assert entry.value == 5
 
 
 async def test_a_block_that_raises_keeps_nothing_where_atomic(engine: Engine) -> None:
-    with pytest.raises(RuntimeError):
+    async def write_then_fail() -> None:
         async with engine.transaction():
             await engine.set_state("t", "a", 1)
             await engine.append("s", "g", {"x": 1})
             raise RuntimeError("boom")
+
+    with pytest.raises(RuntimeError):
+        await write_then_fail()
     kept = await engine.get_state("t", "a")
     if engine.atomic_transactions:
         assert kept is None
@@ -97,7 +105,8 @@ async def test_others_see_a_blocks_writes_only_when_it_ends_where_atomic(engine:
                 async with asyncio.timeout(0.05):
                     await anext(aiter(subscription))
     record = await asyncio.wait_for(anext(aiter(subscription)), 5)
-    assert record.data == {"x": 1} and record.seq == 1
+    assert record.data == {"x": 1}
+    assert record.seq == 1
     await subscription.aclose()
 
 
@@ -107,18 +116,24 @@ async def test_handlers_triggered_in_a_block_write_in_it(engine: Engine) -> None
         return await engine.append("s", "g", payload)
 
     await engine.register_function("test::write", write)
-    with pytest.raises(RuntimeError):
+
+    async def trigger_then_fail() -> None:
         async with engine.transaction():
             await engine.trigger("test::write", {"key": "a", "value": 1})
             seen = await engine.get_state("t", "a")
-            assert seen is not None and seen.value == 1
+            assert seen is not None
+            assert seen.value == 1
             raise RuntimeError("boom")
+
+    with pytest.raises(RuntimeError):
+        await trigger_then_fail()
     if engine.atomic_transactions:
         assert await engine.get_state("t", "a") is None
     async with engine.transaction():
         await engine.trigger("test::write", {"key": "b", "value": 2})
     entry = await engine.get_state("t", "b")
-    assert entry is not None and entry.value == 2
+    assert entry is not None
+    assert entry.value == 2
 
 
 async def test_a_block_loses_to_a_write_that_lands_first_where_atomic(engine: Engine) -> None:
@@ -129,28 +144,35 @@ async def test_a_block_loses_to_a_write_that_lands_first_where_atomic(engine: En
 
     if not engine.atomic_transactions:
         pytest.skip("writes are made at once: there is no later commit to lose")
-    with pytest.raises(RevisionConflict):
+
+    async def lose() -> None:
         async with engine.transaction():
             await engine.set_state("t", "a", 2, expected_revision=stored.revision)
             await engine.append("s", "g", {"x": 1})
             await outside_the_block(interfere())
+
+    with pytest.raises(RevisionConflict):
+        await lose()
     entry = await engine.get_state("t", "a")
-    assert entry is not None and entry.value == "other"
+    assert entry is not None
+    assert entry.value == "other"
     assert await engine.read("s", "g") == []
 
 
 async def test_nested_blocks_join_the_outer_one(engine: Engine) -> None:
-    with pytest.raises(RuntimeError):
+    async def nest_then_fail() -> None:
         async with engine.transaction():
             async with engine.transaction():
                 await engine.set_state("t", "inner", 1)
             await engine.set_state("t", "outer", 1)
             raise RuntimeError("boom")
+
+    with pytest.raises(RuntimeError):
+        await nest_then_fail()
     if engine.atomic_transactions:
         assert await engine.get_state("t", "inner") is None
-    async with engine.transaction():
-        async with engine.transaction():
-            await engine.set_state("t", "inner", 2)
+    async with engine.transaction(), engine.transaction():
+        await engine.set_state("t", "inner", 2)
     assert await engine.get_state("t", "inner") is not None
 
 
