@@ -63,7 +63,18 @@ async def test_pydantic_model_value_is_stored_as_json(engine: Engine) -> None:
     assert stored.value == {"name": "Ada", "age": 36}
 
 
-@pytest.mark.parametrize("value", [object(), {"k": {1, 2}}, {3: "int key"}], ids=str)
+def nested(depth: int) -> Any:
+    value: Any = 1
+    for _ in range(depth):
+        value = {"k": [value]}
+    return value
+
+
+@pytest.mark.parametrize(
+    "value",
+    [object(), {"k": {1, 2}}, {3: "int key"}, nested(150), nested(50_000), {"k": "\ud800"}],
+    ids=["object", "set", "int-key", "nested-300", "nested-100000", "lone-surrogate"],
+)
 async def test_non_json_value_raises_invalid_payload_and_writes_nothing(
     engine: Engine, value: Any
 ) -> None:
@@ -192,6 +203,20 @@ async def test_non_json_update_value_raises_and_writes_nothing(engine: Engine) -
 
     with pytest.raises((InvalidPayload, InvalidUpdate)):
         await engine.update_state("doc", "d1", [{"op": "set", "path": ["x"], "value": object()}])
+
+    assert await engine.get_state("doc", "d1") == before
+
+
+async def test_an_update_nesting_past_the_limit_raises_and_writes_nothing(
+    engine: Engine,
+) -> None:
+    before = await engine.set_state("doc", "d1", {"name": "Ada"})
+    deep_path = [f"p{i}" for i in range(100)]
+
+    with pytest.raises(InvalidPayload, match="nests deeper"):
+        await engine.update_state(
+            "doc", "d1", [{"op": "set", "path": deep_path, "value": nested(20)}]
+        )
 
     assert await engine.get_state("doc", "d1") == before
 

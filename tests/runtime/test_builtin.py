@@ -8,7 +8,8 @@ from typing import Any
 import pytest
 
 from tackroom.contracts.engine import StateSetRequest, StateValue
-from tackroom.engine import Engine, InvocationError, open_engine
+from tackroom.engine import Engine, EngineError, InvocationError, open_engine
+from tackroom.engine.jsonvalue import MAX_DEPTH
 from tackroom.runtime import Host
 from tackroom.workers.engine.worker import WORKER
 
@@ -89,6 +90,28 @@ async def test_an_update_that_does_not_fit_is_invalid_update(engine: Engine) -> 
             {"scope": "s", "key": "k", "ops": [{"op": "increment", "value": 1}]},
         )
     assert caught.value.remote_code == "invalid_update"
+
+
+async def test_a_value_too_deep_to_read_back_is_refused_and_the_scope_still_lists(
+    engine: Engine,
+) -> None:
+    deep: Any = 1
+    for _ in range(300):
+        deep = [deep]
+    await call(engine, "state::set", {"scope": "s", "key": "ok", "value": 1})
+    with pytest.raises(EngineError) as refused:
+        await call(engine, "state::set", {"scope": "s", "key": "deep", "value": deep})
+    assert refused.value.code == "invalid_payload"
+    assert "nests deeper than" in refused.value.message
+    listed = await call(engine, "state::list", {"scope": "s"})
+    assert [item["key"] for item in listed["items"]] == ["ok"]
+    # the deepest value a payload can carry reads back, inside the answer's own envelope
+    deepest: Any = 1
+    for _ in range(MAX_DEPTH - 1):
+        deepest = [deepest]
+    await call(engine, "state::set", {"scope": "s", "key": "deepest", "value": deepest})
+    listed = await call(engine, "state::list", {"scope": "s"})
+    assert [item["value"] for item in listed["items"]] == [deepest, 1]
 
 
 async def test_stream_append_and_read(engine: Engine) -> None:

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from tackroom.engine.errors import EngineError, FunctionError, FunctionNotFound, InvalidPayload
-from tackroom.engine.jsonvalue import to_json_value
+from tackroom.engine.jsonvalue import MAX_RESULT_DEPTH, to_json_value
 from tackroom.engine.protocol import (
     FunctionInfo,
     Handler,
@@ -161,7 +161,9 @@ class FunctionRegistry:
         finally:
             reset_invocation(token)
         try:
-            return to_json_value(result, what=f"result of {function_id}")
+            return to_json_value(
+                result, what=f"result of {function_id}", max_depth=MAX_RESULT_DEPTH
+            )
         except InvalidPayload as exc:
             raise FunctionError("invalid_result", exc.message) from None
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from tackroom.engine.errors import InvalidUpdate
-from tackroom.engine.jsonvalue import to_json_value
+from tackroom.engine.errors import InvalidPayload, InvalidUpdate
+from tackroom.engine.jsonvalue import MAX_DEPTH, to_json_value
 from tackroom.engine.protocol import UpdateOp
 
 __all__ = ["apply_ops"]
@@ -32,8 +32,12 @@ def _apply(root: Any, op: Any, index: int) -> Any:
     path = op.get("path") or []
     if not isinstance(path, list) or not all(isinstance(part, str) for part in path):
         raise InvalidUpdate(f"op {index}: path must be a list of strings")
+    if len(path) + (kind == "append") > MAX_DEPTH:
+        raise InvalidPayload(
+            f"op {index}: a path of {len(path)} keys nests deeper than {MAX_DEPTH} levels"
+        )
     if not path:
-        return None if kind == "remove" else _apply_at(root, kind, op, index, "the root")
+        return None if kind == "remove" else _apply_at(root, kind, op, index, [])
     if root is None:
         root = {}
     if not isinstance(root, dict):
@@ -51,14 +55,17 @@ def _apply(root: Any, op: Any, index: int) -> Any:
     if kind == "remove":
         parent.pop(last, None)
     else:
-        parent[last] = _apply_at(parent.get(last), kind, op, index, "/".join(path))
+        parent[last] = _apply_at(parent.get(last), kind, op, index, path)
     return root
 
 
-def _apply_at(current: Any, kind: str, op: dict[str, Any], index: int, where: str) -> Any:
+def _apply_at(current: Any, kind: str, op: dict[str, Any], index: int, path: list[str]) -> Any:
     if "value" not in op:
         raise InvalidUpdate(f"op {index}: {kind} needs a value")
-    value = to_json_value(op["value"], what=f"op {index} value")
+    where = "/".join(path) or "the root"
+    # the value lands under its path (and in a list, for append): the whole must fit MAX_DEPTH
+    room = MAX_DEPTH - len(path) - (kind == "append")
+    value = to_json_value(op["value"], what=f"op {index} value at {where}", max_depth=room)
     if kind == "set":
         return value
     if kind == "merge":
