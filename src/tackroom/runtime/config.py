@@ -1,8 +1,9 @@
 """``tackroom.yaml``: which engine, which workers, their config sections, tracing, the endpoint.
 
 Relative paths in a file (the embedded engine's database, the endpoint socket) are relative to
-the file's directory; without a file they are relative to the working directory. Every error is
-a ``ConfigError`` naming the file, the dotted field and, when known, the line.
+the file's directory; without a file they are relative to the working directory. The file is
+read strictly (:mod:`tackroom.runtime.yamlfile`: UTF-8, no duplicate key, bounded nesting). Every
+error is a ``ConfigError`` naming the file, the dotted field and, when known, the line.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from tackroom.engine.factory import parse_embedded_url
 from tackroom.engine.tracing import TracingConfig
 from tackroom.runtime.errors import ConfigError
 from tackroom.runtime.worker import WorkerSpec
+from tackroom.runtime.yamlfile import YamlProblem, load_yaml
 
 __all__ = [
     "DEFAULT_CONFIG_PATH",
@@ -161,20 +163,11 @@ def load_config(path: Path | None = None) -> HarnessConfig:
             return HarnessConfig.defaults().resolved(Path.cwd())
         path = DEFAULT_CONFIG_PATH
     try:
-        text = path.read_text(encoding="utf-8")
+        node, raw = load_yaml(path.read_bytes())
     except OSError as exc:
         raise ConfigError(path, f"cannot read config file: {exc.strerror or exc}") from exc
-    loader = yaml.SafeLoader(text)
-    try:
-        node = loader.get_single_node()
-        raw = loader.construct_document(node) if node is not None else None
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        problem = getattr(exc, "problem", None) or str(exc)
-        line = mark.line + 1 if mark is not None else None
-        raise ConfigError(path, f"invalid YAML: {problem}", line=line) from exc
-    finally:
-        loader.dispose()
+    except YamlProblem as exc:
+        raise ConfigError(path, exc.reason, line=exc.line) from None
     if raw is None:
         raw = {}
     if not isinstance(raw, dict):

@@ -135,6 +135,27 @@ def test_an_unreadable_data_file_is_refused(tmp_path: Path) -> None:
         load_data(tmp_path / "broken.yaml")
 
 
+@pytest.mark.parametrize(
+    ("content", "reason"),
+    [
+        (b"providers: {}\n\xd0\xff\n", "line 2: not UTF-8 text"),
+        (
+            b"schema_version: 1\nproviders: {}\nproviders: {}\n",
+            "line 3: invalid YAML: duplicate key",
+        ),
+        (b"providers: " + b"[" * 100_000 + b"]" * 100_000 + b"\n", "invalid YAML: nests deeper"),
+    ],
+    ids=["binary", "duplicate-key", "100000-deep"],
+)
+def test_a_data_file_that_is_not_plain_yaml_is_refused_in_one_line(
+    tmp_path: Path, content: bytes, reason: str
+) -> None:
+    path = tmp_path / "bad.yaml"
+    path.write_bytes(content)
+    with pytest.raises(CatalogDataError, match=reason):
+        load_data(path)
+
+
 async def test_a_bad_data_file_fails_the_workers_start(tmp_path: Path) -> None:
     host = host_for(MEMORY_URL, data_path=str(tmp_path / "missing.yaml"))
     with pytest.raises(WorkerStartError, match="cannot read"):

@@ -17,18 +17,19 @@ A script that does not validate raises :class:`InvalidScript` naming the step (1
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import Any, Literal
 
-import yaml
 from pydantic import BaseModel, ConfigDict, Field, StrictInt, ValidationError, model_validator
 
 from tackroom.contracts.messages import ErrorKind, StopReason, Usage
 from tackroom.contracts.provider import tool_name_for
+from tackroom.engine.errors import InvalidPayload
+from tackroom.engine.jsonvalue import parse_json
 from tackroom.runtime.typed import describe_validation_error
+from tackroom.runtime.yamlfile import YamlProblem, load_yaml
 
 __all__ = [
     "SCRIPT_SCHEMA_VERSION",
@@ -318,9 +319,9 @@ class Script:
         """Load YAML from a :class:`~pathlib.Path` or from YAML text."""
         text, source = _read(text_or_path)
         try:
-            data = yaml.safe_load(text)
-        except yaml.YAMLError as exc:
-            raise InvalidScript(f"invalid YAML: {exc}", source=source) from None
+            _, data = load_yaml(text)
+        except YamlProblem as exc:
+            raise InvalidScript(str(exc), source=source) from None
         return cls.from_data([] if data is None else data, source=source)
 
     @classmethod
@@ -338,11 +339,9 @@ class Script:
             if not line.strip():
                 continue
             try:
-                turns.append(json.loads(line))
-            except json.JSONDecodeError as exc:
-                raise InvalidScript(
-                    f"line {line_no}: invalid JSON: {exc.msg}", step=len(turns) + 1, source=source
-                ) from None
+                turns.append(parse_json(line, what=f"line {line_no}"))
+            except InvalidPayload as exc:
+                raise InvalidScript(exc.message, step=len(turns) + 1, source=source) from None
         return cls(turns, deltas=deltas, argument_deltas=argument_deltas, source=source)
 
     @classmethod
@@ -359,4 +358,8 @@ def _read(text_or_path: str | Path) -> tuple[str, str | None]:
             return text_or_path.read_text(encoding="utf-8"), str(text_or_path)
         except OSError as exc:
             raise InvalidScript(f"cannot read script: {exc}", source=str(text_or_path)) from None
+        except UnicodeDecodeError as exc:
+            raise InvalidScript(
+                f"not UTF-8 text (byte {exc.start}): is this a script?", source=str(text_or_path)
+            ) from None
     return text_or_path, None

@@ -10,7 +10,6 @@ from importlib import resources
 from pathlib import Path
 from typing import Literal
 
-import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from tackroom.contracts.catalog import (
@@ -21,6 +20,7 @@ from tackroom.contracts.catalog import (
     WireApi,
 )
 from tackroom.runtime.typed import describe_validation_error
+from tackroom.runtime.yamlfile import YamlProblem, load_yaml
 
 __all__ = [
     "CatalogData",
@@ -154,10 +154,10 @@ class ReconciledList(_Model):
 def load_data(path: Path) -> CatalogData:
     """Read and validate a catalog data file (YAML or JSON)."""
     try:
-        text = path.read_text(encoding="utf-8")
+        data = path.read_bytes()
     except OSError as exc:
         raise CatalogDataError(f"{path}: cannot read: {exc.strerror or exc}") from None
-    return _parse(text, str(path))
+    return _parse(data, str(path))
 
 
 @functools.cache
@@ -167,11 +167,11 @@ def shipped_data() -> CatalogData:
     return _parse(text, "models.yaml")
 
 
-def _parse(text: str, name: str) -> CatalogData:
+def _parse(text: str | bytes, name: str) -> CatalogData:
     try:
-        raw = yaml.safe_load(text)
-    except yaml.YAMLError as exc:
-        raise CatalogDataError(f"{name}: invalid YAML: {exc}") from None
+        _, raw = load_yaml(text)
+    except YamlProblem as exc:
+        raise CatalogDataError(f"{name}: {exc}") from None
     try:
         return CatalogData.model_validate(raw)
     except ValidationError as exc:

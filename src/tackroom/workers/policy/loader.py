@@ -18,6 +18,7 @@ from typing import Any, NoReturn
 import yaml
 
 from tackroom.kit.rulesfile import PolicyFileError
+from tackroom.runtime.yamlfile import problem_of
 from tackroom.workers.policy.rules import (
     DECISIONS,
     OPERATORS,
@@ -102,19 +103,19 @@ _Loader.add_constructor("tag:yaml.org,2002:int", _construct_int)
 
 def parse_rules(text: str, path: str) -> Ruleset:
     """Parse and validate a whole rules file; raise PolicyFileError at the first problem."""
-    loader = _Loader(text)
+    loader: _Loader | None = None
     try:
+        loader = _Loader(text)  # the reader refuses control characters here already
         root = loader.get_single_node()
         return _Walker(loader, path).ruleset(root)
     except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None) or getattr(exc, "context_mark", None)
-        problem = getattr(exc, "problem", None) or str(exc)
-        line = mark.line + 1 if mark is not None else None
-        raise PolicyFileError(path, f"invalid YAML: {problem}", line=line) from None
+        problem = problem_of(exc, text)
+        raise PolicyFileError(path, problem.reason, line=problem.line) from None
     except RecursionError:
         raise PolicyFileError(path, "too deeply nested") from None
     finally:
-        loader.dispose()
+        if loader is not None:
+            loader.dispose()
 
 
 def _line(node: yaml.Node) -> int:
