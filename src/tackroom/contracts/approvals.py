@@ -109,13 +109,15 @@ def call_key(session_id: str, function_call_id: str) -> str:
 
 
 class _Request(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    # Built at first use, not at import: a process imports this contract with every worker
+    # that may call it, and validates few of its models.
+    model_config = ConfigDict(extra="forbid", defer_build=True)
 
 
 class _Record(BaseModel):
     """Stored and returned records: unknown fields are ignored (a newer writer may add some)."""
 
-    model_config = ConfigDict(extra="ignore")
+    model_config = ConfigDict(extra="ignore", defer_build=True)
 
 
 # -- records ---------------------------------------------------------------------------------

@@ -119,7 +119,9 @@ SCHEMA_VERSION = 1
 
 
 class _Stored(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    # Built at first use, not at import: a process imports this contract with every worker
+    # that may call it, and validates few of its models.
+    model_config = ConfigDict(extra="forbid", defer_build=True)
 
 
 class Budget(_Stored):
@@ -175,7 +177,7 @@ Thresholds = Annotated[list[Annotated[float, Field(gt=0, le=100)]], Field(max_le
 
 
 class _Model(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", defer_build=True)
 
 
 class BudgetRef(_Model):
@@ -322,7 +324,7 @@ class AlertEvent(_Model):
 class SweepRequest(BaseModel):
     """Empty when called directly; the cron trigger's ``{schedule, fired_at}`` is ignored."""
 
-    model_config = ConfigDict(extra="ignore")
+    model_config = ConfigDict(extra="ignore", defer_build=True)
 
 
 class SweepResponse(_Model):

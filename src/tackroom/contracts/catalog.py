@@ -70,7 +70,9 @@ ModelId = Annotated[str, StringConstraints(min_length=1, max_length=200)]
 
 
 class _Model(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    # Built at first use, not at import: a process imports this contract with every worker
+    # that may call it, and validates few of its models.
+    model_config = ConfigDict(extra="forbid", defer_build=True)
 
 
 class Capabilities(_Model):

@@ -71,11 +71,13 @@ once by the first worker to use the root; no session can be named so."""
 
 
 class _Request(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    # Built at first use, not at import: a process imports this contract with every worker
+    # that may call it, and validates few of its models.
+    model_config = ConfigDict(extra="forbid", defer_build=True)
 
 
 class _Response(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", defer_build=True)
 
     schema_version: int = 1
 
@@ -111,7 +113,7 @@ class ListRequest(_Request):
 
 
 class ListEntry(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", defer_build=True)
 
     name: str
     type: Literal["file", "directory", "symlink", "other"]
@@ -164,7 +166,7 @@ FS_LIST: Tool[ListRequest, ListResponse] = Tool(
 class WorkspaceRoot(BaseModel):
     """A workspace root as a worker saw it: its resolved path and the id in its marker file."""
 
-    model_config = ConfigDict(extra="ignore")
+    model_config = ConfigDict(extra="ignore", defer_build=True)
 
     schema_version: int = 1
     path: str

@@ -79,7 +79,9 @@ FunctionId = Annotated[str, StringConstraints(min_length=1, max_length=512)]
 
 
 class _Model(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    # Built at first use, not at import: a process imports this contract with every worker
+    # that may call it, and validates few of its models.
+    model_config = ConfigDict(extra="forbid", defer_build=True)
 
 
 # -- state -----------------------------------------------------------------------------------
@@ -117,7 +119,7 @@ class HookReply(BaseModel):
     ``payload`` replaces the payload for the next subscriber (``transform`` only).
     """
 
-    model_config = ConfigDict(extra="ignore")
+    model_config = ConfigDict(extra="ignore", defer_build=True)
 
     block: bool = False
     reason: str | None = None

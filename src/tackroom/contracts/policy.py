@@ -102,7 +102,9 @@ def protected_by(function_id: str) -> str | None:
 
 
 class _Model(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    # Built at first use, not at import: a process imports this contract with every worker
+    # that may call it, and validates few of its models.
+    model_config = ConfigDict(extra="forbid", defer_build=True)
 
 
 class CheckRequest(_Model):

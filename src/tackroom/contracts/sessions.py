@@ -103,7 +103,9 @@ the compaction worker (its summary rides in a ``CustomMessage``)."""
 
 
 class _Model(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    # Built at first use, not at import: a process imports this contract with every worker
+    # that may call it, and validates few of its models.
+    model_config = ConfigDict(extra="forbid", defer_build=True)
 
 
 # -- records ---------------------------------------------------------------------------------
