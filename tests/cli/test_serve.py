@@ -101,7 +101,7 @@ async def test_typed_errors_reach_the_caller(served: Served) -> None:
 
     not_json = await run_tackroom("call", "state::get", "{scope", cwd=served.cwd)
     assert not_json.code == 2
-    assert "payload is not JSON" in not_json.stderr
+    assert "the payload: invalid JSON" in not_json.stderr
 
     assert (await stop(served)).code == 0
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import socket
 import stat
 from collections.abc import AsyncIterator
@@ -182,6 +183,42 @@ async def test_bad_frames_get_an_error_frame_and_the_connection_stays(
     assert answers[7]["result"] == "fine"
 
 
+async def test_deep_or_unencodable_frames_get_a_typed_answer(
+    engine: Engine, short_tmp: Path
+) -> None:
+    endpoint = LocalEndpoint(engine, path=short_tmp / "deep.sock")
+    await endpoint.start()
+    try:
+        deep = b"[" * 100_000 + b"]" * 100_000
+        frame = b'{"schema_version": 1, "id": "d", "function_id": "t::echo", "payload": '
+        answers = await raw_exchange(
+            endpoint.path,
+            frame + deep + b"}\n",
+            request(id="p", function_id="t::echo", payload=_nested(300)),
+            b'{"schema_version": 1, "id": "s", "function_id": "t::echo", "payload": "\\ud800"}\n',
+            request(id="ok", function_id="t::echo", payload="fine"),
+        )
+    finally:
+        await endpoint.close()
+    codes = [(a["id"], a.get("error", {}).get("code")) for a in answers]
+    assert codes == [
+        (None, "invalid_frame"),
+        ("p", "invalid_payload"),
+        ("s", "invalid_payload"),
+        ("ok", None),
+    ]
+    assert "nests deeper than" in answers[0]["error"]["message"]
+    assert "nests deeper than" in answers[1]["error"]["message"]
+    assert "lone surrogate" in answers[2]["error"]["message"]
+
+
+def _nested(depth: int) -> Any:
+    value: Any = 1
+    for _ in range(depth):
+        value = [value]
+    return value
+
+
 async def test_error_frames_carry_the_wire_form(endpoint: LocalEndpoint) -> None:
     [answer] = await raw_exchange(endpoint.path, request(id=7, function_id="t::ecco"))
     assert answer == {
@@ -212,6 +249,18 @@ async def test_a_live_socket_is_refused(endpoint: LocalEndpoint, engine: Engine)
         await LocalEndpoint(engine, path=endpoint.path).start()
     async with LocalClient(endpoint.path) as client:
         assert await client.trigger("t::echo", "first still serves") == "first still serves"
+
+
+@pytest.mark.parametrize("name", ["a" * 120 + ".sock", "a" * 300 + ".sock", "a" * 300 + "/x.sock"])
+async def test_a_socket_path_too_long_is_a_typed_error(
+    engine: Engine, short_tmp: Path, name: str
+) -> None:
+    path = short_tmp / name
+    with pytest.raises(EndpointError, match="longer than the 107 bytes"):
+        await LocalEndpoint(engine, path=path).start()
+    with pytest.raises(EndpointUnavailable, match="longer than the 107 bytes"):
+        await LocalClient(path).connect()
+    assert os.listdir(short_tmp) == []
 
 
 async def test_a_file_that_is_not_a_socket_is_left_alone(engine: Engine, short_tmp: Path) -> None:
@@ -252,6 +301,10 @@ async def test_client_checks_its_request_before_sending(client: LocalClient) -> 
         await client.trigger("t::echo", "y" * FRAME_LIMIT)
     with pytest.raises(InvalidPayload, match="not a JSON number"):
         await client.trigger("t::echo", float("nan"))
+    with pytest.raises(InvalidPayload, match="nests deeper than"):
+        await client.trigger("t::echo", _nested(100_000))
+    with pytest.raises(InvalidPayload, match="lone surrogate"):
+        await client.trigger("t::echo", "\ud800")
     assert await client.trigger("t::echo", HelloRequestLike(name="Ada")) == {"name": "Ada"}
 
 

@@ -9,12 +9,15 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import math
 import sys
 from pathlib import Path
 from typing import Any
 
 from tackroom.contracts.engine import FUNCTIONS_LIST, EmptyRequest
+from tackroom.engine.errors import InvalidPayload
 from tackroom.engine.factory import open_engine
+from tackroom.engine.jsonvalue import parse_json
 from tackroom.engine.protocol import DEFAULT_TIMEOUT
 from tackroom.runtime.client import LocalClient
 from tackroom.runtime.config import load_config
@@ -28,7 +31,7 @@ def add_parsers(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -
     call.add_argument(
         "payload", nargs="?", default="null", help="JSON payload ('-' reads stdin; default null)"
     )
-    call.add_argument("--timeout", type=float, default=DEFAULT_TIMEOUT, help="seconds")
+    call.add_argument("--timeout", type=_seconds, default=DEFAULT_TIMEOUT, help="seconds")
     _endpoint_options(call)
     call.set_defaults(run=_run_call)
 
@@ -36,6 +39,17 @@ def add_parsers(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -
     functions.add_argument("--json", action="store_true", help="print the raw catalog as JSON")
     _endpoint_options(functions)
     functions.set_defaults(run=_run_functions)
+
+
+def _seconds(text: str) -> float:
+    """``--timeout``: a positive, finite number of seconds (argparse names the option)."""
+    try:
+        value = float(text)
+    except ValueError:
+        value = math.nan
+    if not (math.isfinite(value) and value > 0):
+        raise argparse.ArgumentTypeError(f"expected a positive number of seconds, got {text!r}")
+    return value
 
 
 def _endpoint_options(parser: argparse.ArgumentParser) -> None:
@@ -71,11 +85,11 @@ async def _trigger(
 
 
 def _run_call(args: argparse.Namespace) -> int:
-    text = sys.stdin.read() if args.payload == "-" else args.payload
+    text = sys.stdin.buffer.read() if args.payload == "-" else args.payload
     try:
-        payload = json.loads(text)
-    except json.JSONDecodeError as exc:
-        print(f"tackroom: error: the payload is not JSON: {exc}", file=sys.stderr)
+        payload = parse_json(text, what="the payload")
+    except InvalidPayload as exc:
+        print(f"tackroom: error: {exc}", file=sys.stderr)
         return 2
     client = _client(args)
     result = asyncio.run(_trigger(client, args.function_id, payload, timeout=args.timeout))

@@ -24,7 +24,13 @@ from tackroom.engine.protocol import DEFAULT_TIMEOUT
 from tackroom.runtime.config import DEFAULT_MAX_FRAME_BYTES
 from tackroom.runtime.errors import EndpointUnavailable, FrameTooLarge, InvalidFrame
 from tackroom.runtime.tasks import TaskSet
-from tackroom.runtime.wire import WIRE_SCHEMA_VERSION, decode_error, encode_frame, read_frame
+from tackroom.runtime.wire import (
+    WIRE_SCHEMA_VERSION,
+    decode_error,
+    encode_frame,
+    read_frame,
+    socket_path_problem,
+)
 
 __all__ = ["RESPONSE_GRACE", "LocalClient"]
 
@@ -60,6 +66,9 @@ class LocalClient:
         await self.close()
 
     async def connect(self) -> None:
+        problem = socket_path_problem(self.path)
+        if problem is not None:
+            raise EndpointUnavailable(problem)
         try:
             reader, self._writer = await asyncio.open_unix_connection(
                 self.path, limit=self.max_frame_bytes

@@ -35,6 +35,7 @@ from tackroom.runtime.wire import (
     parse_request,
     read_frame,
     result_frame,
+    socket_path_problem,
 )
 
 __all__ = ["DEFAULT_MAX_IN_FLIGHT", "LocalEndpoint"]
@@ -69,8 +70,12 @@ class LocalEndpoint:
         change it (:func:`~tackroom.engine.embedded.files.secure_directory`).
 
         The host calls this before the engine starts, so a directory the two share (the default
-        ``.tackroom/``) is created private rather than with the process umask.
+        ``.tackroom/``) is created private rather than with the process umask. A socket path
+        too long to bind is refused first, before anything is created.
         """
+        problem = socket_path_problem(self.path)
+        if problem is not None:
+            raise EndpointError(problem)
         secure_directory(self.path.parent)
 
     async def start(self) -> None:

@@ -2,24 +2,29 @@
 
 Request ``{schema_version, id, function_id, payload, timeout, headers?}``; response
 ``{schema_version, id, ok: true, result}`` or ``{schema_version, id, ok: false, error}`` where
-``error`` is ``EngineError.to_wire()``. A frame that cannot be tied to a request (it is too long
-or not JSON) is answered with ``id: null``.
+``error`` is ``EngineError.to_wire()``. A frame that cannot be tied to a request (it is too long,
+not JSON, or nested too deeply to parse) is answered with ``id: null``; a payload that parses but
+nests deeper than ``MAX_DEPTH`` is the engine's ``invalid_payload``, with the request's id.
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
+import os
+from pathlib import Path
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, StrictInt, StrictStr, ValidationError
 
 from tackroom.engine.errors import EngineError, error_from_wire
+from tackroom.engine.jsonvalue import MAX_DEPTH
 from tackroom.engine.protocol import DEFAULT_TIMEOUT
 from tackroom.runtime.errors import EndpointUnavailable, FrameTooLarge, InvalidFrame
 from tackroom.runtime.typed import describe_validation_error
 
 __all__ = [
+    "MAX_SOCKET_PATH_BYTES",
     "WIRE_SCHEMA_VERSION",
     "FrameId",
     "RequestFrame",
@@ -29,9 +34,13 @@ __all__ = [
     "parse_request",
     "read_frame",
     "result_frame",
+    "socket_path_problem",
 ]
 
 WIRE_SCHEMA_VERSION = 1
+
+MAX_SOCKET_PATH_BYTES = 107
+"""The longest path a Unix socket may have (Linux: ``sun_path`` holds 108 bytes with its NUL)."""
 
 FrameId = StrictStr | StrictInt
 
@@ -83,6 +92,8 @@ def parse_request(line: bytes) -> RequestFrame:
         data = json.loads(line, parse_constant=_reject_constant)
     except ValueError as exc:  # also UnicodeDecodeError and JSONDecodeError
         raise InvalidFrame(f"frame is not JSON: {exc}") from None
+    except RecursionError:  # the engine refuses a payload past MAX_DEPTH with its id
+        raise InvalidFrame(f"frame nests deeper than {MAX_DEPTH} levels") from None
     if not isinstance(data, dict):
         raise InvalidFrame(f"frame must be a JSON object, got {type(data).__name__}")
     raw_id = data.get("id")
@@ -103,6 +114,17 @@ def parse_request(line: bytes) -> RequestFrame:
 
 def _reject_constant(name: str) -> Any:
     raise ValueError(f"{name} is not a JSON value")
+
+
+def socket_path_problem(path: Path) -> str | None:
+    """Why the endpoint cannot be at ``path``, checked before anything touches the file system."""
+    size = len(os.fsencode(path))
+    if size <= MAX_SOCKET_PATH_BYTES:
+        return None
+    return (
+        f"socket path {path} is {size} bytes, longer than the {MAX_SOCKET_PATH_BYTES} bytes a "
+        "Unix socket path may have: choose a shorter endpoint.socket"
+    )
 
 
 async def read_frame(reader: asyncio.StreamReader, *, limit: int) -> bytes | None:
