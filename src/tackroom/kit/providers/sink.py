@@ -30,6 +30,8 @@ from tackroom.contracts.messages import (
     ThinkingBlock,
     Usage,
 )
+from tackroom.engine.errors import InvalidPayload
+from tackroom.engine.jsonvalue import MAX_CONTENT_DEPTH, to_json_value
 from tackroom.kit.providers.catalog import Prices, priced
 from tackroom.kit.providers.errors import ProviderFailure, StreamEndedEarly
 
@@ -62,17 +64,32 @@ class _Call(_Block):
         self.index = -1
 
 
-def parse_arguments(raw: str) -> dict[str, Any]:
+def parse_arguments(raw: str, *, what: str = "the tool call's arguments") -> dict[str, Any]:
     """The call's arguments; text that is not one JSON object is kept whole as
     ``{RAW_ARGUMENTS_KEY: text}`` (the turn tells the model it did not parse; the provider sends
-    the text back as it was)."""
+    the text back as it was).
+
+    Arguments nested deeper than ``MAX_CONTENT_DEPTH`` (or holding what JSON cannot carry, a
+    NaN or a lone surrogate) fail the call with a permanent :class:`ProviderFailure`: the turn
+    ends with that reason instead of storing a message nobody could read back.
+    """
     if not raw.strip():
         return {}
     try:
         value = json.loads(raw)
     except ValueError:
         return {RAW_ARGUMENTS_KEY: raw}
-    return value if isinstance(value, dict) else {RAW_ARGUMENTS_KEY: raw}
+    except RecursionError:
+        raise ProviderFailure(
+            "permanent", f"{what}: nests deeper than {MAX_CONTENT_DEPTH} levels"
+        ) from None
+    if not isinstance(value, dict):
+        return {RAW_ARGUMENTS_KEY: raw}
+    try:
+        checked: dict[str, Any] = to_json_value(value, what=what, max_depth=MAX_CONTENT_DEPTH)
+    except InvalidPayload as exc:
+        raise ProviderFailure("permanent", exc.message) from None
+    return checked
 
 
 class StreamSink:
@@ -255,7 +272,10 @@ class StreamSink:
                     FunctionCallBlock(
                         id=block.id,
                         tool_name=block.name,
-                        arguments=parse_arguments("".join(block.parts)),
+                        arguments=parse_arguments(
+                            "".join(block.parts),
+                            what=f"the arguments of tool call {block.name!r}",
+                        ),
                     )
                 )
             elif block.kind == "text":

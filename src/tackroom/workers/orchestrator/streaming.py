@@ -3,7 +3,8 @@
 Consecutive deltas of one kind become one ``message_update`` event, flushed when the kind
 changes, every ``coalesce_seconds``, at ``coalesce_chars``, and at the end — so a UI sees tokens
 promptly without one stored event per token. The call ends with the provider's terminal frame;
-any failure (no provider, a broken stream, a timeout) becomes an assistant message with
+any failure (no provider, a broken or aborted stream, a timeout, an answer whose tool-call
+arguments nest deeper than ``MAX_CONTENT_DEPTH``) becomes an assistant message with
 ``stop_reason == "error"`` and a visible reason, never a hung turn.
 """
 
@@ -13,6 +14,7 @@ import asyncio
 import time
 import uuid
 from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 from typing import Any, Literal
 
 from pydantic import ValidationError
@@ -20,7 +22,14 @@ from pydantic import ValidationError
 from tackroom.contracts.events import MessageUpdateData
 from tackroom.contracts.messages import AgentMessage, AssistantMessage, ErrorKind, TextBlock
 from tackroom.contracts.provider import ProviderRequest, ToolSpec, stream_function
-from tackroom.engine.errors import EngineError, FunctionNotFound, InvocationTimeout
+from tackroom.engine.errors import (
+    ChannelAborted,
+    EngineError,
+    FunctionNotFound,
+    InvalidPayload,
+    InvocationTimeout,
+)
+from tackroom.engine.jsonvalue import MAX_CONTENT_DEPTH, to_json_value
 from tackroom.engine.protocol import Channel, Engine
 from tackroom.workers.orchestrator.dispatch import Emit
 from tackroom.workers.orchestrator.record import TurnRecord
@@ -149,15 +158,17 @@ class ModelCaller:
             else:
                 await _close_after(reader, channel, grace=_CLOSE_GRACE)
             ticker.cancel()
-        message = reader.result()
+        outcome = reader.result()
         if not ticker.cancelled() and ticker.result():
             message = AssistantMessage(
-                content=message.content if message is not None else [],
+                content=outcome.content if isinstance(outcome, AssistantMessage) else [],
                 stop_reason="aborted",
                 error_message="aborted while the model was answering",
             )
-        elif message is None:
-            kind, text = failure or ("transient", "the provider ended the stream without a message")
+        elif isinstance(outcome, AssistantMessage):
+            message = outcome
+        else:
+            kind, text = failure or _no_message(outcome)
             message = _error_message(kind, text)
         message.provider = message.provider or record.provider
         message.model = message.model or record.model
@@ -204,32 +215,57 @@ class ModelCaller:
             return "transient", f"the model call failed: {exc}"
         return None
 
-    async def _read(self, channel: Channel, coalescer: _Coalescer) -> AssistantMessage | None:
+    async def _read(
+        self, channel: Channel, coalescer: _Coalescer
+    ) -> AssistantMessage | _Aborted | None:
         final: AssistantMessage | None = None
-        async for frame in channel:
-            kind = frame.get("type") if isinstance(frame, dict) else None
-            if kind in _DELTA_KINDS:
-                delta = (
-                    frame.get("delta")
-                    if kind != "function_call_delta"
-                    else frame.get("arguments_delta", "")
-                )
-                await coalescer.add(_DELTA_KINDS[kind], str(delta or ""))
-            elif kind == "done":
-                await coalescer.flush()
-                try:
-                    final = AssistantMessage.model_validate(frame["message"])
-                except (ValidationError, KeyError) as exc:
-                    final = _error_message(
-                        "permanent", f"the provider sent a malformed message: {exc}"
+        try:
+            async for frame in channel:
+                kind = frame.get("type") if isinstance(frame, dict) else None
+                if kind in _DELTA_KINDS:
+                    delta = (
+                        frame.get("delta")
+                        if kind != "function_call_delta"
+                        else frame.get("arguments_delta", "")
                     )
-            elif kind == "error":
-                await coalescer.flush()
-                final = _error_message(
-                    frame.get("kind", "permanent"), str(frame.get("message", "provider error"))
-                )
+                    await coalescer.add(_DELTA_KINDS[kind], str(delta or ""))
+                elif kind == "done":
+                    await coalescer.flush()
+                    final = _final_message(frame)
+                elif kind == "error":
+                    await coalescer.flush()
+                    final = _error_message(
+                        frame.get("kind", "permanent"), str(frame.get("message", "provider error"))
+                    )
+        except ChannelAborted as exc:
+            await coalescer.flush()
+            return final or _Aborted(exc.reason)
         await coalescer.flush()
         return final
+
+
+@dataclass(frozen=True, slots=True)
+class _Aborted:
+    """The provider aborted its stream before a terminal frame."""
+
+    reason: str
+
+
+def _final_message(frame: dict[str, Any]) -> AssistantMessage:
+    """The ``done`` frame's message; an error message if it is malformed or its tool calls'
+    arguments nest deeper than ``MAX_CONTENT_DEPTH`` (the turn record, session entry and event
+    that carry them must stay within ``MAX_DEPTH``)."""
+    try:
+        message = AssistantMessage.model_validate(frame["message"])
+    except (ValidationError, KeyError) as exc:
+        return _error_message("permanent", f"the provider sent a malformed message: {exc}")
+    for call in message.function_calls():
+        what = f"the arguments of tool call {call.tool_name!r}"
+        try:
+            to_json_value(call.arguments, what=what, max_depth=MAX_CONTENT_DEPTH)
+        except InvalidPayload as exc:
+            return _error_message("permanent", f"the model's answer was refused: {exc.message}")
+    return message
 
 
 async def _close_after(reader: asyncio.Task[Any], channel: Channel, *, grace: float) -> None:
@@ -238,6 +274,12 @@ async def _close_after(reader: asyncio.Task[Any], channel: Channel, *, grace: fl
         await asyncio.wait({reader}, timeout=grace)
     if not reader.done():
         await channel.aclose()
+
+
+def _no_message(aborted: _Aborted | None) -> tuple[ErrorKind, str]:
+    if aborted is not None:
+        return "transient", f"the provider aborted the stream: {aborted.reason}"
+    return "transient", "the provider ended the stream without a message"
 
 
 def _error_message(kind: Any, text: str) -> AssistantMessage:
