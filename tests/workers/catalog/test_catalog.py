@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import datetime
 from collections.abc import AsyncIterator
+from importlib import resources
 from pathlib import Path
 from typing import Any
 
@@ -13,8 +14,9 @@ import yaml
 from tackroom.engine import Engine, InvocationError, open_engine
 from tackroom.runtime import HarnessConfig, Host
 from tackroom.runtime.errors import WorkerStartError
+from tackroom.runtime.yamlfile import load_yaml
 from tackroom.testing.engines import MEMORY_URL
-from tackroom.workers.catalog.data import CatalogDataError, load_data, shipped_data
+from tackroom.workers.catalog.data import CatalogData, CatalogDataError, load_data, shipped_data
 from tackroom.workers.catalog.worker import WORKER
 
 SMALL = {
@@ -88,6 +90,14 @@ async def fails(engine: Engine, function_id: str, payload: Any) -> InvocationErr
 
 
 # -- the shipped data file ---------------------------------------------------------------------
+def test_the_shipped_data_reads_the_same_as_a_strictly_read_file() -> None:
+    """``shipped_data`` reads the file with libyaml (fast); a person's file goes through the
+    strict reader, which refuses duplicate keys and deep nesting: the shipped file passes it."""
+    data = (resources.files("tackroom.workers.catalog") / "models.yaml").read_bytes()
+    _, raw = load_yaml(data)
+    assert CatalogData.model_validate(raw) == shipped_data()
+
+
 def test_the_shipped_data_is_consistent() -> None:
     data = shipped_data()
     assert data.schema_version == 1
