@@ -444,3 +444,17 @@ async def test_a_mistyped_model_is_refused_with_the_nearest_names(tmp_path: Path
     async with Harness("openai:gpt-5-mni", home=tmp_path) as harness:
         with pytest.raises(UsageError, match="unknown model gpt-5-mni for openai; did you mean"):
             await harness.run("hi")
+
+
+async def test_a_start_retried_with_the_same_run_id_returns_that_run(tmp_path: Path) -> None:
+    """A run id names one run: starting it again (a client retrying after a lost reply) starts
+    nothing new and returns that run's result, even once it has ended."""
+    replies = iter(["first", "second"])
+    model = FunctionModel(lambda messages, info: next(replies))
+    async with Harness(model, home=tmp_path) as harness:
+        one = await harness.run("a", session="s", run_id="run-once")
+        again = await harness.run("a", session="s", run_id="run-once")
+        assert (again.run_id, again.output, again.stop_reason) == ("run-once", "first", "end")
+        assert len(model.requests) == 1
+        two = await harness.run("b", session="s")
+    assert (one.output, two.output) == ("first", "second")

@@ -102,15 +102,28 @@ class Governed:
     def engine(self) -> Engine:
         return self.facade.engine
 
+    runs: dict[str, int] = field(default_factory=dict)
+
+    def _next_run_id(self, session_id: str) -> str:
+        """``run-<session_id>``, then ``run-<session_id>-2``, …: a run id names one run (a start
+        that repeats one resumes that run)."""
+        count = self.runs[session_id] = self.runs.get(session_id, 0) + 1
+        return f"run-{session_id}" if count == 1 else f"run-{session_id}-{count}"
+
     async def start(self, session_id: str, text: str = "go") -> RunStartResponse:
-        """Start the run ``run-<session_id>`` without following it."""
-        reply = await self.facade.submit(text, session=session_id, run_id=f"run-{session_id}")
+        """Start the session's next run (``run-<session_id>`` first) without following it."""
+        reply = await self.facade.submit(
+            text, session=session_id, run_id=self._next_run_id(session_id)
+        )
         assert reply.started, reply.reason
         return reply
 
     async def run(self, session_id: str, text: str = "go") -> TurnStateView:
-        """Run ``run-<session_id>`` to its end; the turn as committed then."""
-        result = await self.facade.run(text, session=session_id, run_id=f"run-{session_id}")
+        """Run the session's next run (``run-<session_id>`` first) to its end; the turn as
+        committed then."""
+        result = await self.facade.run(
+            text, session=session_id, run_id=self._next_run_id(session_id)
+        )
         view = await wait_for_terminal(self.facade, session_id)
         assert (view.run_id, view.stop_reason) == (result.run_id, result.stop_reason), result
         return view

@@ -106,6 +106,9 @@ class RunStartResponse(_Model):
     run_id: str | None = None
     queued: bool = False
     reason: str | None = None
+    resumed: bool = False
+    """``run_id`` named the session's current or last run: nothing new was started (a retried
+    start is idempotent); the run goes on, or has ended, as it was."""
 
 
 class RunAbortRequest(_Model):

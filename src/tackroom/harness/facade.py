@@ -501,6 +501,13 @@ class Harness:
         if not reply.started:
             await stream.aclose()
             raise SessionBusy(session_id, reply.reason or "the session has a run in flight")
+        if reply.resumed:
+            # The run existed (a retried start): follow it from the session's first event, so
+            # its result is whole even if this client saw part of it already.
+            await stream.aclose()
+            stream = await RunStream.open(
+                self, session_id=session_id, run_id=run_id, prompt=message, after=0
+            )
         return stream
 
     def _request(

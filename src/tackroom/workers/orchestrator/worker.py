@@ -117,7 +117,9 @@ class Orchestrator:
                 # commit): the run exists; make sure it is moving, and start nothing new.
                 if not current.terminal:
                     await self._wake(sid, current.run_id)
-                return RunStartResponse(session_id=sid, started=True, run_id=current.run_id)
+                return RunStartResponse(
+                    session_id=sid, started=True, run_id=current.run_id, resumed=True
+                )
             if not current.terminal:
                 return await self._busy(request, current)
             await self._driver.finish_inbox(current)
