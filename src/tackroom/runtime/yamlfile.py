@@ -65,7 +65,8 @@ class StrictLoader(yaml.SafeLoader):
         height = 0 if node is None else self._height(node)
         if height < 0:
             raise _refused(
-                f"alias {event.anchor!r} refers to a value that holds it", event.start_mark
+                f"recursive alias {event.anchor!r}: it stands for a value that holds it",
+                event.start_mark,
             )
         if self._open + height > MAX_DEPTH:
             raise _too_deep(event.start_mark)

@@ -148,7 +148,7 @@ RULE = "schema_version: 1\nrules:\n  - id: r\n    function: x\n    decision: all
         (RULE + "    args:\n      c: {equals: !custom x}\n", 7, "invalid YAML"),
         (RULE + "    args:\n      c: {equals: .nan}\n", 7, "not a JSON number"),
         (RULE + "    args:\n      c: {equals: &a [*a]}\n", 7, "recursive"),
-        (RULE + "    args:\n      c: {equals: " + "[" * 400 + "]" * 400 + "}\n", None, "nested"),
+        (RULE + "    args:\n      c: {equals: " + "[" * 400 + "]" * 400 + "}\n", 7, "nests deeper"),
     ],
 )
 def test_a_bad_file_is_rejected_with_its_line_and_reason(

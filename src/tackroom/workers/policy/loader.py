@@ -18,7 +18,7 @@ from typing import Any, NoReturn
 import yaml
 
 from tackroom.kit.rulesfile import PolicyFileError
-from tackroom.runtime.yamlfile import problem_of
+from tackroom.runtime.yamlfile import StrictLoader, problem_of
 from tackroom.workers.policy.rules import (
     DECISIONS,
     OPERATORS,
@@ -52,8 +52,8 @@ def builtin_text() -> str:
 # -- a YAML 1.2 core-schema loader ---------------------------------------------------------------
 
 
-class _Loader(yaml.SafeLoader):
-    pass
+class _Loader(StrictLoader):
+    """Also refuses nesting past ``MAX_DEPTH`` as it composes (duplicate keys: the walker)."""
 
 
 _REPLACED = {f"tag:yaml.org,2002:{name}" for name in ("bool", "int", "float", "timestamp")}
