@@ -21,6 +21,7 @@ from tackroom.engine.protocol import (
     Handler,
     Invocation,
     InvocationKind,
+    LazySchema,
     WorkerInfo,
     reset_invocation,
     set_current_invocation,
@@ -40,8 +41,8 @@ class LocalRegistration:
     handler: Handler | None
     worker: str
     description: str = ""
-    request_schema: dict[str, Any] | None = None
-    response_schema: dict[str, Any] | None = None
+    request_schema: dict[str, Any] | LazySchema | None = None
+    response_schema: dict[str, Any] | LazySchema | None = None
     on_unregister: Callable[[LocalRegistration], Awaitable[None]] | None = None
     id: str = field(default_factory=lambda: f"reg-{next(_ids)}")
 
@@ -57,8 +58,8 @@ def new_registration(
     *,
     worker: str,
     description: str,
-    request_schema: dict[str, Any] | None,
-    response_schema: dict[str, Any] | None,
+    request_schema: dict[str, Any] | LazySchema | None,
+    response_schema: dict[str, Any] | LazySchema | None,
     on_unregister: Callable[[LocalRegistration], Awaitable[None]],
 ) -> LocalRegistration:
     """A checked registration, as every backend's ``register_function`` builds it."""
