@@ -10,9 +10,9 @@ from typing import Any
 import pytest
 
 from tackroom import Harness, ToolCall
-from tackroom.contracts.messages import AgentMessage
+from tackroom.contracts.messages import AgentMessage, FunctionResultMessage, text_of
 from tackroom.contracts.provider import ProviderRequest, stream_function
-from tackroom.engine.jsonvalue import MAX_CONTENT_DEPTH
+from tackroom.engine.jsonvalue import MAX_CONTENT_DEPTH, MAX_VALUE_BYTES
 from tackroom.engine.protocol import ChannelRef, ChannelWriter
 from tackroom.runtime import WorkerConfig, WorkerContext, WorkerSpec
 from tackroom.testing import FunctionModel, ModelInfo
@@ -131,4 +131,34 @@ async def test_a_provider_that_aborts_its_stream_fails_the_turn_with_its_reason(
     assert result.stop_reason == "error"
     assert result.error is not None
     assert "the model's socket broke" in result.error
+    no_traceback_logged(caplog)
+
+
+@pytest.mark.parametrize(
+    ("returned", "reason"),
+    [
+        (nested(MAX_CONTENT_DEPTH + 60), f"nests deeper than {MAX_CONTENT_DEPTH} levels"),
+        ("x" * (MAX_VALUE_BYTES // 4 + 1), "bytes, more than the"),
+    ],
+    ids=["nested", "huge"],
+)
+async def test_a_tool_result_the_turn_cannot_keep_is_an_error_the_model_reads(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture, returned: Any, reason: str
+) -> None:
+    caplog.set_level(logging.INFO)
+    replies: Iterator[ToolCall | str] = iter([ToolCall("produce", {}), "done"])
+    harness = Harness(FunctionModel(lambda m, i: next(replies)), home=tmp_path)
+
+    @harness.tool
+    def produce() -> Any:
+        """Return something the turn cannot keep."""
+        return returned
+
+    async with harness:
+        result = await harness.run("go")
+    assert result.ok, result.error
+    assert result.output == "done"
+    (tool_result,) = [m for m in result.messages if isinstance(m, FunctionResultMessage)]
+    assert tool_result.is_error
+    assert reason in text_of(tool_result.content)
     no_traceback_logged(caplog)

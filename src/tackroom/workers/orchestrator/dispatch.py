@@ -24,10 +24,12 @@ from tackroom.contracts.tools import CALL_CONTEXT_KEY, CallContext
 from tackroom.engine.errors import (
     EngineUnavailable,
     FunctionNotFound,
+    InvalidPayload,
     InvocationError,
     InvocationTimeout,
     RevisionConflict,
 )
+from tackroom.engine.jsonvalue import MAX_CONTENT_DEPTH, MAX_VALUE_BYTES, to_json_value
 from tackroom.engine.protocol import Engine, StateEntry
 from tackroom.workers.orchestrator.gate import Emit, Gate, denial
 from tackroom.workers.orchestrator.planning import error_result
@@ -37,6 +39,9 @@ from tackroom.workers.orchestrator.transition import CallsSettled
 __all__ = ["LEDGER_SCOPE", "Dispatcher", "Emit"]
 
 LEDGER_SCOPE = "turn-ledger"
+MAX_RESULT_BYTES = MAX_VALUE_BYTES // 4
+"""A call's result as JSON, at most: the turn record holds every result of a batch, and one
+stored value may take ``MAX_VALUE_BYTES``."""
 _WRITE_RETRIES = (0.05, 0.25, None)
 """Pauses between the attempts of a ledger write the engine failed (``None``: give up)."""
 
@@ -149,6 +154,7 @@ class Dispatcher:
         started = time.perf_counter()
         # Hooks transform before the ledger stores the result: a redacted value is never kept.
         result = await self.gate.after_call(record, call, await self._invoke(record, call, tool))
+        result = _keepable(call, tool, result)
         duration_ms = round((time.perf_counter() - started) * 1000, 3)
         done = {
             "status": "done",
@@ -221,6 +227,27 @@ async def _emit_end(
             is_error=result.is_error,
             duration_ms=duration_ms,
         ),
+    )
+
+
+def _keepable(
+    call: CallState, tool: ToolOffer, result: FunctionResultMessage
+) -> FunctionResultMessage:
+    """``result``, or an error result saying why the turn cannot keep it: the ledger, the turn
+    record and the session all store it, so it may nest ``MAX_CONTENT_DEPTH`` levels and take
+    ``MAX_RESULT_BYTES``. The model reads the reason and can ask for less."""
+    what = f"the result of {tool.function_id}"
+    try:
+        data = to_json_value(result.model_dump(mode="json"), what=what, max_depth=MAX_CONTENT_DEPTH)
+    except InvalidPayload as exc:
+        return error_result(call, exc.message, details={"error": "result_not_kept"})
+    size = len(json.dumps(data, ensure_ascii=False).encode())
+    if size <= MAX_RESULT_BYTES:
+        return result
+    return error_result(
+        call,
+        f"{what} is {size} bytes, more than the {MAX_RESULT_BYTES} a result may have",
+        details={"error": "result_not_kept"},
     )
 
 
