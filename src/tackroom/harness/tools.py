@@ -27,7 +27,6 @@ from pydantic_core import to_jsonable_python
 
 from tackroom.contracts.tools import CallContext, ToolTraits, model_schema, split_call
 from tackroom.engine.errors import FunctionError
-from tackroom.engine.protocol import LazySchema
 from tackroom.harness.errors import UsageError
 from tackroom.runtime.typed import describe_validation_error
 from tackroom.runtime.worker import WorkerConfig, WorkerContext, WorkerSpec
@@ -240,7 +239,9 @@ def tools_worker(name: str, tools: Sequence[ToolSpec]) -> WorkerSpec[Any]:
                 tool.function_id,
                 tool.invoke,
                 description=tool.description,
-                request_schema=LazySchema(tool.request_schema),
+                # Built now, not lazily: a harness offers all its tools to every run, and a
+                # type with no JSON schema (a Callable parameter) fails the start, not a run.
+                request_schema=tool.request_schema(),
                 response_schema={},
             )
 
