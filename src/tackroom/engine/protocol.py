@@ -118,7 +118,8 @@ class LazySchema:
     What a worker gives ``register_function`` when building a schema costs time: pydantic takes
     milliseconds a model, a boot registers dozens of functions, and a run reads only its tools'
     schemas. :class:`FunctionInfo` builds it when its schema is read (``engine::functions::list``
-    reads them all; the NATS catalog, which publishes them, too).
+    reads them all; the NATS catalog, which publishes them, too). A build that raises raises
+    there, and again at the next read: where the schema is read, not where it was registered.
     """
 
     __slots__ = ("_build", "_schema")
