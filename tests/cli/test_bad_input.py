@@ -73,6 +73,21 @@ def test_duplicate_keys_in_the_config_are_an_error(
     assert "tackroom.yaml:4: invalid YAML: duplicate key 'engine'" in error_line(capsys)
 
 
+@pytest.mark.parametrize(
+    ("line", "field"),
+    [
+        ('engine: "embedded:a\\0b.db"', "engine"),
+        ('endpoint: {socket: "a\\0b.sock"}', "endpoint.socket"),
+    ],
+)
+def test_a_path_with_a_nul_character_is_a_config_error(
+    in_tmp: Path, capsys: pytest.CaptureFixture[str], line: str, field: str
+) -> None:
+    (in_tmp / "tackroom.yaml").write_text(f"schema_version: 1\n{line}\n")
+    assert main(["functions"]) == 2
+    assert f"tackroom.yaml:2: {field}: a path cannot hold a NUL character" in error_line(capsys)
+
+
 def test_a_config_nested_too_deep_is_a_config_error(
     in_tmp: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -114,6 +114,14 @@ async def test_a_value_too_deep_to_read_back_is_refused_and_the_scope_still_list
     assert [item["value"] for item in listed["items"]] == [deepest, 1]
 
 
+async def test_a_stream_position_past_what_the_store_counts_is_an_invalid_request(
+    engine: Engine,
+) -> None:
+    with pytest.raises(InvocationError) as caught:
+        await call(engine, "stream::read", {"stream": "s", "group_id": "g", "after": 2**70})
+    assert caught.value.remote_code == "invalid_request"
+
+
 async def test_stream_append_and_read(engine: Engine) -> None:
     for n in range(3):
         seq = await call(engine, "stream::append", {"stream": "ev", "group_id": "g", "data": n})

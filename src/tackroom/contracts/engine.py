@@ -127,7 +127,7 @@ class Seq(_Model):
 class StreamReadRequest(_Model):
     stream: str = Field(min_length=1)
     group_id: str = Field(min_length=1)
-    after: int = Field(default=0, ge=0)
+    after: int = Field(default=0, ge=0, le=2**63 - 1)  # a sequence number is a 64-bit integer
     limit: int = Field(default=1000, ge=1, le=10_000)
 
 

@@ -61,6 +61,11 @@ class EndpointSettings(_Section):
     socket: Path = DEFAULT_SOCKET_PATH
     max_frame_bytes: int = Field(default=DEFAULT_MAX_FRAME_BYTES, ge=1024)
 
+    @field_validator("socket")
+    @classmethod
+    def _socket_path(cls, value: Path) -> Path:
+        return _no_nul(value)
+
 
 class AgentSettings(_Section):
     """Defaults of ``tackroom run``: which model, which tools, how many model calls at most."""
@@ -97,6 +102,11 @@ class HarnessConfig(_Section):
 
     _path: Path | None = PrivateAttr(default=None)
     _node: yaml.Node | None = PrivateAttr(default=None)
+
+    @field_validator("engine")
+    @classmethod
+    def _engine_path(cls, value: str) -> str:
+        return _no_nul(value)
 
     @field_validator("schema_version")
     @classmethod
@@ -154,6 +164,16 @@ class HarnessConfig(_Section):
                     field=f"worker_config.{name}",
                     line=_line_of(self._node, ("worker_config", name), key=True),
                 )
+
+
+PathT = TypeVar("PathT", str, Path)
+
+
+def _no_nul(value: PathT) -> PathT:
+    """A path (or a URL naming one) the file system can take: no NUL character."""
+    if "\0" in str(value):
+        raise ValueError("a path cannot hold a NUL character")
+    return value
 
 
 def load_config(path: Path | None = None) -> HarnessConfig:
