@@ -7,7 +7,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from pydantic import BaseModel
 
+from tackroom.contracts.bus import Function
 from tackroom.engine import (
     EngineClosed,
     EngineCorrupt,
@@ -16,6 +18,7 @@ from tackroom.engine import (
     current_invocation,
 )
 from tackroom.engine.embedded import EmbeddedEngine
+from tackroom.runtime.typed import typed_handler
 
 
 async def test_a_second_owner_of_the_file_is_refused(tmp_path: Path) -> None:
@@ -129,3 +132,35 @@ async def test_revisions_keep_growing_across_restarts_and_deletes(tmp_path: Path
     async with EmbeddedEngine(path=path) as engine:
         again = await engine.set_state("s", "c", 3)
         assert again.revision > newest.revision
+
+
+class _Ask(BaseModel):
+    text: str
+
+
+class _Told(BaseModel):
+    text: str
+
+
+async def test_a_typed_request_goes_by_reference_to_an_in_process_typed_handler() -> None:
+    """Validated once where it was built: no dump, copy and re-validation per hop (a model
+    call's request holds the whole transcript). A raw handler still gets its JSON copy."""
+    ask = Function[_Ask, _Told]("test::ask", _Ask, _Told)
+    seen: list[object] = []
+
+    async def answer(request: _Ask) -> _Told:
+        seen.append(request)
+        return _Told(text=request.text.upper())
+
+    async def raw(payload: Any) -> Any:
+        seen.append(payload)
+        return {"text": "raw"}
+
+    async with EmbeddedEngine() as engine:
+        await engine.register_function(ask.id, typed_handler(ask, answer).handler)
+        await engine.register_function("test::raw", raw)
+        request = _Ask(text="hi")
+        assert await ask.call(engine, request) == _Told(text="HI")
+        assert seen[-1] is request
+        assert await ask.at("test::raw").call(engine, request) == _Told(text="raw")
+        assert seen[-1] == {"text": "hi"}

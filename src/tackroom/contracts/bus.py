@@ -118,13 +118,13 @@ class Function(Generic[Req, Resp]):
 
     async def call(self, bus: Caller, request: Req, *, timeout: float = DEFAULT_TIMEOUT) -> Resp:
         """Trigger the function with ``request`` and return its validated reply."""
-        reply = await bus.trigger(self.id, request.model_dump(mode="json"), timeout=timeout)
+        reply = await bus.trigger(self.id, _payload(bus, request), timeout=timeout)
         return self._response.load(reply)
 
     async def send(self, bus: Caller, request: Req, *, timeout: float = DEFAULT_TIMEOUT) -> None:
         """Trigger the function with ``request`` for its effect and leave the reply unread: no
         validation is spent on an answer the caller does not use (a failure still raises)."""
-        await bus.trigger(self.id, request.model_dump(mode="json"), timeout=timeout)
+        await bus.trigger(self.id, _payload(bus, request), timeout=timeout)
 
     def parse_response(self, data: Any) -> Resp:
         return self._response.load(data)
@@ -257,3 +257,11 @@ class Stream(Generic[E]):
 
     def __repr__(self) -> str:
         return f"Stream({self.name!r})"
+
+
+def _payload(bus: Caller, request: BaseModel) -> Any:
+    """The request as the bus takes it: the model itself where the bus passes models by
+    reference to in-process handlers (``takes_models``), else its JSON."""
+    if getattr(bus, "takes_models", False):
+        return request
+    return request.model_dump(mode="json")

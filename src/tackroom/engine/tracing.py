@@ -22,6 +22,7 @@ from opentelemetry.baggage.propagation import W3CBaggagePropagator
 from opentelemetry.propagators.composite import CompositePropagator
 from opentelemetry.trace import Span, SpanKind, Status, StatusCode
 from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
+from pydantic import BaseModel
 
 from tackroom.extras import missing_extra
 
@@ -97,11 +98,15 @@ def build_tracer_provider(
 
 
 def _payload_baggage(payload: Any) -> list[tuple[str, str]]:
-    if not isinstance(payload, dict):
+    if isinstance(payload, BaseModel):  # a request passed by reference in-process
+        fields = {name: getattr(payload, name, None) for name in BAGGAGE_FROM_PAYLOAD}
+    elif isinstance(payload, dict):
+        fields = payload
+    else:
         return []
     found: list[tuple[str, str]] = []
     for field_name, baggage_key in BAGGAGE_FROM_PAYLOAD.items():
-        value = payload.get(field_name)
+        value = fields.get(field_name)
         if isinstance(value, str) and value:
             found.append((baggage_key, value))
     return found

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import Any, Generic, TypeVar
 
 from pydantic import BaseModel, ValidationError
 
@@ -52,6 +52,31 @@ def request_for(function: Function[RequestT, Any], **fields: Any) -> RequestT:
         ) from None
 
 
+class _RequestHandler(Generic[RequestT]):
+    """Validates the JSON payload as ``function``'s request, or takes the request model itself
+    from an in-process caller (``takes_models``: the engine passes a model by reference when
+    the handler says so; it was validated where it was built, and is read, never changed)."""
+
+    takes_models = True
+
+    def __init__(self, function: Function[RequestT, Any], handler: ModelHandler[RequestT]) -> None:
+        self._function = function
+        self._handler = handler
+
+    async def __call__(self, payload: Any) -> Any:
+        model = self._function.request
+        if isinstance(payload, model):
+            request = payload
+        else:
+            if isinstance(payload, BaseModel):  # another model: read it as its JSON
+                payload = payload.model_dump(mode="json")
+            try:
+                request = model.model_validate({} if payload is None else payload)
+            except ValidationError as exc:
+                raise FunctionError("invalid_request", describe_validation_error(exc)) from None
+        return self._function.dump_response(await self._handler(request))
+
+
 def typed_handler(
     function: Function[RequestT, Any], handler: ModelHandler[RequestT]
 ) -> TypedHandler:
@@ -61,17 +86,8 @@ def typed_handler(
     can be called with no payload at all. The result is dumped by ``function``'s response type,
     whose adapter (for a type that is not a model) is built at the first call, not here.
     """
-    request_model = function.request
-
-    async def run(payload: Any) -> Any:
-        try:
-            request = request_model.model_validate({} if payload is None else payload)
-        except ValidationError as exc:
-            raise FunctionError("invalid_request", describe_validation_error(exc)) from None
-        return function.dump_response(await handler(request))
-
     return TypedHandler(
-        handler=run,
-        request_schema=LazySchema(request_model.model_json_schema),
+        handler=_RequestHandler(function, handler),
+        request_schema=LazySchema(function.request.model_json_schema),
         response_schema=LazySchema(function.response_schema),
     )

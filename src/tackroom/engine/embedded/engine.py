@@ -14,6 +14,8 @@ from pathlib import Path
 from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
+from pydantic import BaseModel
+
 from tackroom.engine.cron import CronSchedule
 from tackroom.engine.embedded.files import claim
 from tackroom.engine.embedded.queues import QueueDispatcher
@@ -190,8 +192,11 @@ class EmbeddedEngine:
     ) -> Any:
         if not self._open:
             raise EngineClosed("the engine is not running")
-        payload = to_json_value(payload)
         registration = self._registry.pick(function_id)
+        if not (
+            isinstance(payload, BaseModel) and getattr(registration.handler, "takes_models", False)
+        ):
+            payload = to_json_value(payload)
         deadline = asyncio.timeout(timeout)
         try:
             async with deadline:
@@ -386,6 +391,9 @@ class EmbeddedEngine:
 
     # -- units of work -------------------------------------------------------------------------
     atomic_transactions = True
+    takes_models = True
+    """A pydantic request goes by reference to an in-process handler that takes models (a
+    typed handler); to any other, as its JSON copy."""
 
     def _unit(self) -> Unit | None:
         unit = CURRENT_UNIT.get()
