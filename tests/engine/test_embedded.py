@@ -161,6 +161,6 @@ async def test_a_typed_request_goes_by_reference_to_an_in_process_typed_handler(
         await engine.register_function("test::raw", raw)
         request = _Ask(text="hi")
         assert await ask.call(engine, request) == _Told(text="HI")
-        assert seen[-1] is request
+        assert seen.pop() is request
         assert await ask.at("test::raw").call(engine, request) == _Told(text="raw")
-        assert seen[-1] == {"text": "hi"}
+        assert seen.pop() == {"text": "hi"}
