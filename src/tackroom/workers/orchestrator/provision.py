@@ -14,8 +14,10 @@ from __future__ import annotations
 
 import asyncio
 import fnmatch
+import functools
 import logging
-from collections.abc import Sequence
+import re
+from collections.abc import Callable, Sequence
 from importlib import resources
 from pathlib import Path
 from string import Template
@@ -38,8 +40,14 @@ _log = logging.getLogger("tackroom.orchestrator")
 
 def prompt_piece(name: str, **values: str) -> str:
     """The data file ``prompts/<name>.md``, its ``$placeholders`` filled from ``values``."""
-    text = (resources.files(__package__) / "prompts" / f"{name}.md").read_text().strip()
+    text = _prompt_file(name)
     return Template(text).substitute(values) if values else text
+
+
+@functools.cache
+def _prompt_file(name: str) -> str:
+    """Read once per process: the files ship with the package."""
+    return (resources.files(__package__) / "prompts" / f"{name}.md").read_text().strip()
 
 
 class Provisioner:
@@ -154,7 +162,15 @@ def _with_instructions(prompt: str, instructions: str | None) -> str:
 
 
 def _matches(function_id: str, patterns: list[str] | tuple[str, ...]) -> bool:
-    return any(fnmatch.fnmatchcase(function_id, pattern) for pattern in patterns)
+    return _matcher(tuple(patterns))(function_id) is not None
+
+
+@functools.lru_cache(maxsize=256)
+def _matcher(patterns: tuple[str, ...]) -> Callable[[str], object]:
+    """One compiled regex for a set of globs: every run matches every catalog function."""
+    if not patterns:
+        return lambda _: None
+    return re.compile("|".join(f"(?:{fnmatch.translate(p)})" for p in patterns)).match
 
 
 def _parameters(info: FunctionInfo) -> dict[str, object]:
