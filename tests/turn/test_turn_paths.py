@@ -14,6 +14,7 @@ import pytest
 from tackroom.contracts.approvals import DECISIONS_SCOPE
 from tackroom.runtime import WorkerConfig, WorkerContext, WorkerSpec
 from tackroom.testing import RecordingHandler, Script, ScriptTurn, wait_until
+from tackroom.workers.orchestrator.streaming import _Coalescer
 
 from .harness import (
     RECORD,
@@ -471,3 +472,32 @@ async def test_deltas_before_a_pause_are_shown_within_coalesce_seconds(tmp_path:
 
         # coalesce_seconds is 0.05: well within a second, not when the model speaks again
         await wait_until(shown, timeout=1, message="the three deltas are shown")
+
+
+async def test_coalescing_off_flushes_each_delta_and_does_not_spin_while_the_model_pauses(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    ticks = 0
+    flush_if_stale = _Coalescer.flush_if_stale
+
+    async def counted(self: _Coalescer) -> None:
+        nonlocal ticks
+        ticks += 1
+        await flush_if_stale(self)
+
+    monkeypatch.setattr(_Coalescer, "flush_if_stale", counted)
+    script = Script([{"text": "one two three", "stall_after_frames": 3}])
+    orchestrator = {"coalesce_seconds": 0}
+    async with running_harness(tmp_path, script, orchestrator=orchestrator) as harness:
+        await harness.start("s", "talk", run_id="run")
+
+        async def each_delta_shown() -> bool:
+            events = await events_of(harness.engine, "s")
+            deltas = [r.data["data"]["delta"] for r in events if r.data["type"] == "message_update"]
+            return deltas == ["one ", "two ", "three"]
+
+        await wait_until(each_delta_shown, timeout=5, message="one update per delta")
+        ticks = 0
+        await asyncio.sleep(0.6)  # the model is silent: the timer only polls for an abort
+        assert ticks <= 5
+        await harness.facade.abort("s")

@@ -186,7 +186,8 @@ class ModelCaller:
 
         Returns whether it aborted the stream.
         """
-        tick = min(coalescer.seconds, _ABORT_POLL)
+        # With coalescing off every delta flushes as it comes: the timer only polls the abort.
+        tick = min(coalescer.seconds, _ABORT_POLL) if coalescer.seconds > 0 else _ABORT_POLL
         since_poll = 0.0
         while not reader.done():
             await asyncio.sleep(tick)
