@@ -15,9 +15,11 @@ from typing import Any
 import yaml
 from yaml.composer import ComposerError
 from yaml.constructor import ConstructorError
+from yaml.error import Mark
 from yaml.events import AliasEvent, Event, ScalarEvent
 from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
 from yaml.reader import ReaderError
+from yaml.scanner import ScannerError
 
 from tackroom.engine.jsonvalue import MAX_DEPTH
 
@@ -77,6 +79,17 @@ class StrictLoader(yaml.SafeLoader):
         if isinstance(node, ScalarNode):
             return 0
         return self._heights.get(id(node), -1)
+
+    def scan_flow_scalar_non_spaces(self, double: bool, start_mark: Mark) -> list[str]:
+        try:
+            return super().scan_flow_scalar_non_spaces(double, start_mark)
+        except (ValueError, OverflowError):  # chr() of a "\\U" escape past U+10FFFF
+            raise ScannerError(
+                "while scanning a quoted scalar",
+                start_mark,
+                "an escape names no Unicode character",
+                self.get_mark(),
+            ) from None
 
     def construct_object(self, node: Node, deep: bool = False) -> Any:
         try:
