@@ -117,7 +117,9 @@ async def test_anthropic_wire(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -
         ('"add 2 and 3"', "are a JSON string, not one JSON object"),
         ("7", "are a JSON number, not one JSON object"),
         ("null", "are JSON null, not one JSON object"),
+        ("[" * 100_000 + "]" * 100_000, "nest too deeply to read"),
     ],
+    ids=["quotes", "array", "string", "number", "null", "100000-deep"],
 )
 def test_the_reason_names_what_was_wrong(raw: str, problem: str) -> None:
     assert json_problem(raw).startswith(problem)

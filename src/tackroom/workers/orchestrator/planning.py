@@ -71,6 +71,8 @@ def json_problem(raw: str) -> str:
         return f"are not valid JSON: {exc.msg} at line {exc.lineno}, column {exc.colno}"
     except ValueError as exc:
         return f"are not valid JSON: {exc}"
+    except RecursionError:  # from a provider not built on the kit, whose sink refuses these
+        return "nest too deeply to read"
     kinds = {list: "a JSON array", str: "a JSON string", bool: "a JSON boolean"}
     kind = "JSON null" if value is None else kinds.get(type(value), "a JSON number")
     return f"are {kind}, not one JSON object"
