@@ -16,11 +16,18 @@ from typing import Any
 import pytest
 
 from tackroom import Harness
-from tackroom.contracts.messages import UserMessage
+from tackroom.contracts.events import EVENTS, AgentEndData, event_of
+from tackroom.contracts.messages import AssistantMessage, TextBlock, Usage, UserMessage
 from tackroom.engine import Engine
 from tackroom.runtime import WorkerContext, WorkerSpec
 from tackroom.testing import Script, ScriptedProvider, ScriptTurn, wait_until
 from tackroom.workers.orchestrator.dispatch import LEDGER_SCOPE
+from tackroom.workers.orchestrator.record import (
+    OutboxAppend,
+    OutboxEntry,
+    OutboxEvent,
+    TurnRecord,
+)
 
 from .harness import (
     RECORD,
@@ -28,6 +35,7 @@ from .harness import (
     Hold,
     SpecModel,
     approve,
+    events_of,
     harness_config,
     messages_of,
     policy_harness,
@@ -143,3 +151,38 @@ async def test_steering_taken_by_a_run_that_stops_is_not_taken_again(
         assert texts == ["first run", "late note", "second run"]
         assert (record.state, record.stop_reason) == ("stopped", "end")
         harness.provider.assert_consumed()
+
+
+async def test_a_new_run_first_applies_what_the_last_run_committed_but_never_applied(
+    tmp_path: Path,
+) -> None:
+    """Where a step's commit and its effects are not one transaction (NATS), a run may end with
+    its last effects still in the record's outbox; the next run must not overwrite them."""
+    script = Script([ScriptTurn.say("second answer")])
+    async with running_harness(tmp_path, script) as harness:
+        engine = harness.engine
+        await engine.trigger("session-tree::ensure", {"session_id": "s"})
+        answer = AssistantMessage(content=[TextBlock(text="first answer")], stop_reason="end")
+        ended = TurnRecord(
+            session_id="s", run_id="old", provider="scripted", model="m", state="stopped",
+            stop_reason="end", step=3,
+        )  # fmt: skip
+        end_frame = EVENTS.dump_event(
+            event_of(
+                session_id="s",
+                run_id="old",
+                event_id="old:3:1",
+                data=AgentEndData(state="stopped", stop_reason="end", usage=Usage()),
+            )
+        )
+        ended.outbox = [
+            OutboxAppend(entries=[OutboxEntry(entry_id="old-t1-a", message=answer)]),
+            OutboxEvent(frame=end_frame),
+        ]
+        await engine.set_state("turns", "s", ended.model_dump(mode="json"))
+
+        await harness.run("s", "next", run_id="new")
+        entries = await messages_of(engine, "s")
+        assert [e["entry_id"] for e in entries][:1] == ["old-t1-a"]
+        events = [r.data for r in await events_of(engine, "s")]
+        assert [e["event_id"] for e in events if e["run_id"] == "old"] == ["old:3:1"]

@@ -255,6 +255,14 @@ class Driver:
         """Remove what a finished run took from the inbox, if a crash left it there."""
         await self._remove_taken(record)
 
+    async def settle(self, record: TurnRecord) -> None:
+        """Finish what a finished run left undone after its last commit (its outbox, its inbox
+        removal) before another run replaces its record."""
+        if record.outbox:
+            progress = _Progress(revision=0, attempt=1, events_seq=record.events_seq)
+            await self._replay_outbox(record, progress)
+        await self.finish_inbox(record)
+
     async def _remove_taken(self, record: TurnRecord) -> None:
         for name, items in record.inbox_taken.items():
             await self._sessions.remove(record.session_id, name, items)

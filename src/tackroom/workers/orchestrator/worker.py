@@ -122,7 +122,7 @@ class Orchestrator:
                 )
             if not current.terminal:
                 return await self._busy(request, current)
-            await self._driver.finish_inbox(current)
+            await self._driver.settle(current)
         run_id = request.run_id or f"run-{uuid.uuid4().hex[:12]}"
         await self._sessions.ensure(sid)
         record = TurnRecord(
