@@ -19,6 +19,7 @@ acknowledgement lost (``after``) — and the turn must:
 from __future__ import annotations
 
 import json
+import logging
 from collections import defaultdict
 from dataclasses import dataclass
 from pathlib import Path
@@ -144,3 +145,26 @@ async def test_a_fault_at_any_write_of_a_turn_loses_and_repeats_nothing(
                 except AssertionError as exc:
                     failures.append(f"{label}: {exc}")
     assert not failures, "\n".join(failures)
+
+
+async def test_an_engine_outage_in_a_step_is_retried_without_an_error_in_the_log(
+    backend: str, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Issue 16, 7: an unavailable engine is not an unexpected error of the turn; the step is
+    retried and the turn completes, with no ERROR line and no traceback."""
+    engine = FaultyEngine(open_engine(engine_url_for(backend, tmp_path)))
+    model = CountingModel()
+    async with running_harness(tmp_path, Script(), engine=engine, model=model.model) as h:
+        baseline = await run_turn(h, engine, model, fail_at=None, mode="before")
+        ledger_write = next(
+            n for n, label in enumerate(baseline.writes, start=1) if "turn-ledger" in label
+        )
+        # The call's start event, appended during the step's work just before its ledger entry.
+        start_event = ledger_write - 1
+        assert baseline.writes[start_event - 1].startswith("append agent::events")
+        caplog.clear()
+        outcome = await run_turn(h, engine, model, fail_at=start_event, mode="before")
+    assert outcome.state == ("stopped", "end")
+    assert engine.failed is not None
+    assert not [r for r in caplog.records if r.levelno >= logging.ERROR], caplog.text
+    assert "Traceback" not in caplog.text
