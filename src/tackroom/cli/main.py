@@ -13,19 +13,9 @@ import os
 import sys
 from collections.abc import Sequence
 
-from tackroom.engine.errors import EngineError
-from tackroom.engine.factory import UnsupportedEngineURL
-from tackroom.extras import MissingExtra
-from tackroom.runtime.errors import (
-    ConfigError,
-    HarnessError,
-    UnknownWorker,
-    WorkerLoadError,
-)
+from tackroom.cli import _startup
 
 __all__ = ["build_parser", "main"]
-
-_USAGE_ERRORS = (ConfigError, UnknownWorker, WorkerLoadError, UnsupportedEngineURL, MissingExtra)
 
 COMMAND_MODULES: dict[str, str] = {
     "serve": "serve",
@@ -78,7 +68,24 @@ def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    arguments = sys.argv[1:] if argv is None else list(argv)
+    """Run ``argv`` (default: the process's command line, which starts without the garbage
+    collector until the command is up: :mod:`tackroom.cli._startup`)."""
+    if argv is None:
+        _startup.hold()
+    try:
+        return _main(sys.argv[1:] if argv is None else list(argv))
+    finally:
+        _startup.started()
+
+
+def _main(arguments: list[str]) -> int:
+    # Imported here, once main() holds the collector: they bring the engine and the runtime.
+    from tackroom.engine.errors import EngineError
+    from tackroom.engine.factory import UnsupportedEngineURL
+    from tackroom.extras import MissingExtra
+    from tackroom.runtime.errors import ConfigError, HarnessError, UnknownWorker, WorkerLoadError
+
+    usage_errors = (ConfigError, UnknownWorker, WorkerLoadError, UnsupportedEngineURL, MissingExtra)
     parser = build_parser(arguments)
     args = parser.parse_args(arguments)
     level = {0: logging.WARNING, 1: logging.INFO}.get(args.verbose, logging.DEBUG)
@@ -90,7 +97,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except BrokenPipeError:  # `tackroom ... | head`: the reader left; exit quietly
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 141
-    except _USAGE_ERRORS as exc:
+    except usage_errors as exc:
         print(f"tackroom: error: {exc}", file=sys.stderr)
         return 2
     except (HarnessError, EngineError) as exc:

@@ -19,6 +19,7 @@ import json
 import sys
 from pathlib import Path
 
+from tackroom.cli import _startup
 from tackroom.contracts.events import AgentEnd, AgentEvent, ApprovalRequested, ApprovalResolved
 from tackroom.engine.errors import EngineError
 from tackroom.harness import Harness, PendingApproval, RunStream, SessionBusy
@@ -108,6 +109,7 @@ async def run_agent(
     view = TerminalView(sys.stdout, sys.stderr, json_lines=json_lines)
     try:
         async with harness:
+            _startup.started()
             problem = await harness.check_provider()
             if problem is not None:
                 return _usage(problem)

@@ -14,6 +14,7 @@ import signal
 import sys
 from pathlib import Path
 
+from tackroom.cli import _startup
 from tackroom.harness.wiring import agent_workers, provider_worker_for
 from tackroom.runtime.config import HarnessConfig, load_config
 from tackroom.runtime.host import Host
@@ -85,6 +86,7 @@ async def _host_until_signalled(host: Host) -> int:
         loop.add_signal_handler(signum, host.request_stop)
     try:
         async with host:
+            _startup.started()
             ready = ["tackroom ready"]
             if host.endpoint is not None:
                 ready.append(f"socket={host.endpoint.path}")
