@@ -109,3 +109,13 @@ def test_a_socket_path_too_long_is_one_line(
     assert "longer than the 107 bytes" in error_line(capsys)
     assert main(["call", "state::get", "{}"]) == 1
     assert "longer than the 107 bytes" in error_line(capsys)
+
+
+def test_a_key_with_a_line_break_is_quoted_so_the_error_stays_one_line(
+    in_tmp: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    (in_tmp / "tackroom.yaml").write_text('schema_version: 1\nworker_config: {"a\\nb": 5}\n')
+    assert main(["functions"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1, err
+    assert "tackroom.yaml:2: worker_config.'a\\nb': Input should be a valid dictionary" in err

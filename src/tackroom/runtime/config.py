@@ -19,7 +19,7 @@ from tackroom.engine.factory import parse_embedded_url
 from tackroom.engine.tracing import TracingConfig
 from tackroom.runtime.errors import ConfigError
 from tackroom.runtime.worker import WorkerSpec
-from tackroom.runtime.yamlfile import YamlProblem, load_yaml
+from tackroom.runtime.yamlfile import YamlProblem, load_yaml, shown_key
 
 __all__ = [
     "DEFAULT_CONFIG_PATH",
@@ -210,7 +210,7 @@ def _config_error(
 ) -> ConfigError:
     error = exc.errors(include_url=False)[0]
     loc = tuple(str(part) for part in error["loc"])
-    field = ".".join(prefix + loc) or None
+    field = ".".join(shown_key(part) for part in prefix + loc) or None
     if error["type"] == "extra_forbidden":
         known = _known_keys(model, loc[:-1])
         close = difflib.get_close_matches(loc[-1], known, n=1)

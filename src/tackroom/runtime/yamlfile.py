@@ -23,7 +23,7 @@ from yaml.scanner import ScannerError
 
 from tackroom.engine.jsonvalue import MAX_DEPTH
 
-__all__ = ["StrictLoader", "YamlProblem", "load_yaml", "problem_of"]
+__all__ = ["StrictLoader", "YamlProblem", "load_yaml", "problem_of", "shown_key"]
 
 _MERGE = "tag:yaml.org,2002:merge"
 
@@ -135,6 +135,12 @@ def _refuse_duplicates(node: MappingNode) -> None:
                 key.start_mark,
             )
         seen.add((key.tag, key.value))
+
+
+def shown_key(key: str) -> str:
+    """A key as a field path shows it: as written, or quoted when it holds a line break (or
+    another character that would not print), so a message stays one line."""
+    return key if key.isprintable() else repr(key)
 
 
 def load_yaml(data: str | bytes) -> tuple[Node | None, Any]:

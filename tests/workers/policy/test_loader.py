@@ -107,6 +107,7 @@ RULE = "schema_version: 1\nrules:\n  - id: r\n    function: x\n    decision: all
         ("schema_version: 1\nrules: []\n---\nx: 1\n", 3, "invalid YAML"),
         ("schema_version: 1\nrules: []\n\x00\n", 3, "invalid YAML: the character U+0000 is not"),
         ('schema_version: 1\nrules: ["\\Ua0010000"]\n', 2, "an escape names no Unicode character"),
+        (RULE + '    args:\n      "a\\nb": {}\n', 7, "rules[0].args.'a\\nb': no constraint given"),
         ("schema_version: 1\nrules: []\nrules: []\n", 3, "duplicate key 'rules' (first at line 2)"),
         ("schema_version: 1\n<<: {rules: []}\n", 2, "merge keys"),
         ("schema_version: 1\n1: x\nrules: []\n", 2, "keys must be strings"),

@@ -18,7 +18,7 @@ from typing import Any, NoReturn
 import yaml
 
 from tackroom.kit.rulesfile import PolicyFileError
-from tackroom.runtime.yamlfile import StrictLoader, problem_of
+from tackroom.runtime.yamlfile import StrictLoader, problem_of, shown_key
 from tackroom.workers.policy.rules import (
     DECISIONS,
     OPERATORS,
@@ -269,7 +269,7 @@ class _Walker:
     def args(self, node: yaml.Node, field: str) -> tuple[Constraint, ...]:
         constraints: list[Constraint] = []
         for arg, _, ops_node in self.mapping(node, field, "a mapping of argument → constraints"):
-            where = f"{field}.{arg}"
+            where = f"{field}.{shown_key(arg)}"
             ops = self.mapping(ops_node, where, f"constraints such as {{equals: ...}} on {arg!r}")
             if not ops:
                 self.fail(ops_node, where, "no constraint given")
