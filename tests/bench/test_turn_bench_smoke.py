@@ -21,6 +21,8 @@ SECTIONS = {
     "storage": {"first_turn", "last_turn", "ratio", "page_bytes_per_turn", "latency_ms"},
     "idle_sessions": {"sessions", "rss_per_session_bytes", "allocated_blocks_per_session"},
     "facade_overhead": {"overhead_us", "replayed_turn", "full_turn", "loadavg_1m"},
+    "long_session": {"first_ten_p50_ms", "last_ten_p50_ms", "growth", "turns"},
+    "nats_sequential_fresh": {"p50_ms", "p99_ms", "samples"},
 }
 TARGETED = {
     "sequential_fresh.p50_ms",
@@ -29,6 +31,8 @@ TARGETED = {
     "storage.ratio",
     "idle_sessions.rss_per_session_bytes",
     "facade_overhead.overhead_us",
+    "long_session.growth",
+    "nats_sequential_fresh.p50_ms",
 }
 
 
@@ -37,7 +41,7 @@ def run_bench(*args: str) -> dict[str, Any]:
         [sys.executable, str(BENCH), "--quick", *args],
         capture_output=True,
         text=True,
-        timeout=50,
+        timeout=90,
         check=False,
     )
     assert done.returncode == 0, done.stderr
