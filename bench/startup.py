@@ -194,7 +194,8 @@ def profile_here(top: int) -> str:
     stdout, sys.stdout = sys.stdout, io.StringIO()
     profiler.enable()
     try:
-        importlib.import_module("tackroom.cli.main").main(ARGV)
+        sys.argv = ["tackroom", *ARGV]  # the process's own command line, as the script runs it
+        importlib.import_module("tackroom.cli.main").main()
     finally:
         profiler.disable()
         sys.stdout = stdout
