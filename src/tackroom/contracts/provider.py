@@ -49,6 +49,7 @@ __all__ = [
     "check_function",
     "complete_function",
     "provider_event_adapter",
+    "request_field",
     "stream_function",
     "tool_name_for",
 ]
@@ -141,6 +142,14 @@ class ToolSpec(_Model):
     name: str = Field(pattern=r"^[a-zA-Z0-9_-]{1,64}$")
     description: str = ""
     parameters: dict[str, Any] = Field(default_factory=lambda: {"type": "object", "properties": {}})
+
+
+def request_field(payload: Any, name: str) -> Any:
+    """A field of a provider request as a handler receives it: the model itself (passed by
+    reference in-process) or its JSON."""
+    if isinstance(payload, ProviderRequest):
+        return getattr(payload, name, None)
+    return payload.get(name) if isinstance(payload, dict) else None
 
 
 class ProviderRequest(_Model):

@@ -32,7 +32,7 @@ from tackroom.kit.providers.catalog import Prices
 from tackroom.kit.providers.errors import ProviderFailure
 from tackroom.kit.providers.sink import StreamSink
 from tackroom.kit.providers.streaming import send_stream
-from tackroom.runtime.typed import describe_validation_error
+from tackroom.runtime.typed import ByReference, describe_validation_error
 from tackroom.runtime.worker import WorkerConfig, WorkerContext, WorkerSpec
 
 __all__ = ["ModelChunk", "StreamingModel", "Thinking", "ToolCall", "model_worker"]
@@ -107,6 +107,8 @@ def model_worker(model: StreamingModel, *, model_name: str) -> WorkerSpec[Any]:
         sink.stop("end")
 
     def parse(payload: Any) -> ProviderRequest:
+        if isinstance(payload, ProviderRequest):
+            return payload
         try:
             return ProviderRequest.model_validate(payload)
         except ValidationError as exc:
@@ -157,12 +159,12 @@ def model_worker(model: StreamingModel, *, model_name: str) -> WorkerSpec[Any]:
 
         await ctx.register_function(
             stream_function(provider).id,
-            handle_stream,
+            ByReference(handle_stream),
             description=f"Stream the Python model {provider!r}'s answer as provider frames.",
         )
         await ctx.register_function(
             complete_function(provider).id,
-            handle_complete,
+            ByReference(handle_complete),
             description=f"The Python model {provider!r}'s finished answer.",
         )
 

@@ -13,6 +13,7 @@ from tackroom.engine.errors import FunctionError, InvocationError
 from tackroom.engine.protocol import Handler, LazySchema
 
 __all__ = [
+    "ByReference",
     "ModelHandler",
     "TypedHandler",
     "describe_validation_error",
@@ -50,6 +51,21 @@ def request_for(function: Function[RequestT, Any], **fields: Any) -> RequestT:
         raise InvocationError(
             function.id, "invalid_request", describe_validation_error(exc)
         ) from None
+
+
+class ByReference:
+    """A raw handler that also takes its request as the pydantic model an in-process caller
+    built (``takes_models``), passed by reference and read, never changed; from anywhere else
+    it gets the JSON. The engine checks the attribute."""
+
+    takes_models = True
+    __slots__ = ("_handler",)
+
+    def __init__(self, handler: Handler) -> None:
+        self._handler = handler
+
+    async def __call__(self, payload: Any) -> Any:
+        return await self._handler(payload)
 
 
 class _RequestHandler(Generic[RequestT]):

@@ -34,6 +34,7 @@ from tackroom.contracts.provider import (
     ProviderRequest,
     check_function,
     complete_function,
+    request_field,
     stream_function,
 )
 from tackroom.engine.errors import ChannelClosed, FunctionError
@@ -46,7 +47,7 @@ from tackroom.kit.providers.ratelimit import RateLimiter, estimate_tokens
 from tackroom.kit.providers.retry import DEFAULT_RUNTIME, Runtime, retry_delay
 from tackroom.kit.providers.sink import StreamSink
 from tackroom.kit.providers.streaming import send_stream
-from tackroom.runtime.typed import describe_validation_error
+from tackroom.runtime.typed import ByReference, describe_validation_error
 
 __all__ = ["ProviderService", "WireAdapter", "WireCall"]
 
@@ -76,7 +77,7 @@ class WireAdapter(Protocol):
 
 
 def _model_of(payload: Any) -> str:
-    model = payload.get("model") if isinstance(payload, dict) else None
+    model = request_field(payload, "model")
     return model if isinstance(model, str) else ""
 
 
@@ -159,11 +160,11 @@ class ProviderService:
         async def handler(payload: Any) -> Any:
             return await method(payload, provider)
 
-        return handler
+        return ByReference(handler)
 
     # -- handlers ----------------------------------------------------------------------------
     def _writer(self, payload: Any, provider: str) -> ChannelWriter:
-        raw = payload.get("writer") if isinstance(payload, dict) else None
+        raw = request_field(payload, "writer")
         if not isinstance(raw, dict):
             raise FunctionError("invalid_request", f"{stream_function(provider).id} needs writer")
         try:
@@ -174,6 +175,8 @@ class ProviderService:
 
     @staticmethod
     def _parse(payload: Any) -> ProviderRequest | ProviderFailure:
+        if isinstance(payload, ProviderRequest):
+            return payload
         try:
             return ProviderRequest.model_validate(payload)
         except ValidationError as exc:

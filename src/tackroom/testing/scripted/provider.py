@@ -32,12 +32,13 @@ from tackroom.contracts.provider import (
     SCHEMA_VERSION,
     ProviderRequest,
     complete_function,
+    request_field,
     stream_function,
 )
 from tackroom.engine.errors import FunctionError
 from tackroom.engine.protocol import ChannelRef, ChannelWriter, Engine, Registration
 from tackroom.kit.providers.streaming import send_stream
-from tackroom.runtime.typed import describe_validation_error
+from tackroom.runtime.typed import ByReference, describe_validation_error
 from tackroom.runtime.worker import WorkerConfig, WorkerContext, WorkerSpec
 from tackroom.testing.scripted.cursors import CursorMode, Cursors, CursorState, Miss, NoSession
 from tackroom.testing.scripted.expect import mismatches
@@ -63,7 +64,7 @@ def status_function(provider: str) -> str:
 
 
 def _model_of(payload: Any) -> str:
-    model = payload.get("model") if isinstance(payload, dict) else None
+    model = request_field(payload, "model")
     return model if isinstance(model, str) else ""
 
 
@@ -208,9 +209,9 @@ class ScriptedProvider:
 
     def _table(self) -> list[tuple[str, Callable[[Any], Awaitable[Any]], str]]:
         return [
-            (self.stream_function, self.handle_stream,
+            (self.stream_function, ByReference(self.handle_stream),
              "Replay the next scripted turn as provider stream frames on the request's writer."),
-            (self.complete_function, self.handle_complete,
+            (self.complete_function, ByReference(self.handle_complete),
              "Answer with the next scripted turn as a finished AssistantMessage."),
             (status_function(self.name), self.handle_status,
              "Calls served, strictness violations and turns remaining."),
@@ -273,7 +274,11 @@ class ScriptedProvider:
 
     def _parse(self, payload: Any, call: int) -> ProviderRequest | str:
         try:
-            request = ProviderRequest.model_validate(payload)
+            request = (
+                payload
+                if isinstance(payload, ProviderRequest)
+                else ProviderRequest.model_validate(payload)
+            )
         except ValidationError as exc:
             session = payload.get("session_id") if isinstance(payload, dict) else None
             return self._violate(
@@ -296,7 +301,7 @@ class ScriptedProvider:
 
     # -- handlers ----------------------------------------------------------------------------
     def _writer(self, payload: Any) -> ChannelWriter:
-        raw = payload.get("writer") if isinstance(payload, dict) else None
+        raw = request_field(payload, "writer")
         if not isinstance(raw, dict):
             raise FunctionError("invalid_request", f"{self.stream_function} needs writer")
         if self._engine is None:
