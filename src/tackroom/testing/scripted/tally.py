@@ -9,7 +9,9 @@ answers, it answers with the next turn.
 Scope :data:`SCOPE`, key ``<provider>/shared`` (the shared sequence) or
 ``<provider>/session/<session id>``; value ``{"schema_version": 1, "calls": {<digest>: n}}``,
 counted per script digest, so replicas replaying different scripts are caught instead of taking
-turns from each other's scripts.
+turns from each other's scripts. Counts of another script whose replicas are all gone (no other
+replica serves the provider now) are dropped: that script's process ended, and this one takes
+the session over.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ import json
 
 from pydantic import BaseModel, ConfigDict
 
+from tackroom.contracts.provider import stream_function
 from tackroom.engine.protocol import Engine, UpdateOp
 from tackroom.testing.scripted.script import Script
 
@@ -54,6 +57,7 @@ class EngineCounter:
 
     def __init__(self, engine: Engine, *, provider: str, digest: str) -> None:
         self._engine = engine
+        self._stream_id = stream_function(provider).id
         self._prefix = f"{provider}/"
         self.digest = digest
         self._ops: list[UpdateOp] = [
@@ -68,7 +72,17 @@ class EngineCounter:
         entry = await self._engine.update_state(SCOPE, self._key(key), self._ops)
         calls = _Tally.model_validate(entry.value).calls
         others = tuple(sorted(digest for digest in calls if digest != self.digest))
+        if others and not await self._other_replicas():
+            # Counts left by replicas that are gone (an earlier process on a persistent engine
+            # whose script was another): this script takes the session over.
+            drop: list[UpdateOp] = [{"op": "remove", "path": ["calls", d]} for d in others]
+            await self._engine.update_state(SCOPE, self._key(key), drop)
+            others = ()
         return calls[self.digest] - 1, others
+
+    async def _other_replicas(self) -> bool:
+        functions = await self._engine.list_functions()
+        return sum(info.function_id == self._stream_id for info in functions) > 1
 
     async def reached(self) -> dict[str | None, int]:
         """Calls counted per sequence key (``None``: the shared sequence) for this script."""
