@@ -7,6 +7,8 @@ Python interpreter), else ``$TACKROOM_NATS_SERVER``, else ``nats-server`` on ``P
 - :class:`NatsServer`: start, stop (SIGTERM or SIGKILL) and start again on the same port and
   store directory — what a reconnect test needs;
 - :func:`nats_server`: a context manager around one;
+- :class:`NatsCluster`, :func:`nats_cluster`: three (or more) servers on this machine joined by
+  routes, each with JetStream and a store of its own, for ``replicas=3`` namespaces;
 - :func:`nats_test_url`: an engine URL with a fresh namespace, on one server shared by the whole
   test process (started on first use, stopped at exit);
 - :func:`namespace_files`: the files that server stored for one such URL's namespace.
@@ -25,18 +27,21 @@ import subprocess
 import sys
 import tempfile
 import time
+import urllib.request
 import uuid
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 from tackroom.engine.nats.naming import parse_nats_url, short_hash
 
 __all__ = [
     "NATS_URL_ENV",
+    "NatsCluster",
     "NatsServer",
     "find_nats_server",
     "free_port",
     "namespace_files",
+    "nats_cluster",
     "nats_server",
     "nats_test_url",
     "shared_nats_url",
@@ -77,11 +82,30 @@ def free_port() -> int:
 
 
 class NatsServer:
-    """One ``nats-server -js`` process on ``127.0.0.1:port`` storing under ``store_dir``."""
+    """One ``nats-server -js`` process on ``127.0.0.1:port`` storing under ``store_dir``.
 
-    def __init__(self, *, store_dir: Path, port: int | None = None) -> None:
+    As a cluster node (``cluster_name`` given): named ``name``, listening for routes on
+    ``cluster_port``, soliciting ``routes``, with HTTP monitoring on ``http_port`` (its
+    ``/healthz`` says when its JetStream is ready)."""
+
+    def __init__(
+        self,
+        *,
+        store_dir: Path,
+        port: int | None = None,
+        name: str | None = None,
+        cluster_name: str | None = None,
+        cluster_port: int | None = None,
+        routes: Sequence[int] = (),
+        http_port: int | None = None,
+    ) -> None:
         self.store_dir = store_dir
         self.port = port or free_port()
+        self.name = name
+        self.cluster_name = cluster_name
+        self.cluster_port = cluster_port
+        self.routes = list(routes)
+        self.http_port = http_port
         self.process: subprocess.Popen[bytes] | None = None
         self._log = store_dir / "nats-server.log"
 
@@ -93,6 +117,15 @@ class NatsServer:
         self.store_dir.mkdir(parents=True, exist_ok=True)
         args = [find_nats_server(), "-js", "-a", "127.0.0.1", "-p", str(self.port)]
         args += ["-sd", str(self.store_dir / "js")]
+        if self.name is not None:
+            args += ["--server_name", self.name]
+        if self.cluster_name is not None:
+            args += ["--cluster_name", self.cluster_name]
+            args += ["--cluster", f"nats://127.0.0.1:{self.cluster_port or free_port()}"]
+            if self.routes:
+                args += ["--routes", ",".join(f"nats://127.0.0.1:{p}" for p in self.routes)]
+        if self.http_port is not None:
+            args += ["-m", str(self.http_port)]
         with self._log.open("ab") as log:
             self.process = subprocess.Popen(
                 args, stdout=log, stderr=subprocess.STDOUT, preexec_fn=_die_with_parent
@@ -111,6 +144,18 @@ class NatsServer:
         try:
             with socket.create_connection(("127.0.0.1", self.port), timeout=0.5) as sock:
                 return sock.recv(4096).startswith(b"INFO")
+        except OSError:
+            return False
+
+    def healthy(self) -> bool:
+        """``/healthz`` answers ok: the server, and its JetStream (in a cluster: in contact with
+        the meta leader, its streams current). Needs ``http_port``."""
+        if self.http_port is None or self.process is None:
+            return False
+        url = f"http://127.0.0.1:{self.http_port}/healthz"
+        try:
+            with urllib.request.urlopen(url, timeout=2) as reply:
+                return bool(reply.status == 200)
         except OSError:
             return False
 
@@ -153,6 +198,62 @@ def nats_server(*, store_dir: Path | None = None, port: int | None = None) -> It
         server.start()
         stack.callback(server.stop)
         yield server
+
+
+class NatsCluster:
+    """``size`` servers on this machine joined by routes into one cluster, each with JetStream
+    and a store of its own under ``store_dir/n<i>``; every node keeps its ports across restarts.
+    """
+
+    def __init__(self, *, store_dir: Path, size: int = 3, name: str = "tackroom") -> None:
+        ports = [free_port() for _ in range(size)]
+        cluster_ports = [free_port() for _ in range(size)]
+        self.nodes = [
+            NatsServer(
+                store_dir=store_dir / f"n{i}",
+                port=ports[i],
+                name=f"n{i}",
+                cluster_name=name,
+                cluster_port=cluster_ports[i],
+                routes=[p for j, p in enumerate(cluster_ports) if j != i],
+                http_port=free_port(),
+            )
+            for i in range(size)
+        ]
+
+    @property
+    def url(self) -> str:
+        """``nats://127.0.0.1:p1,127.0.0.1:p2,…``: every node, for a client to fail over."""
+        return "nats://" + ",".join(f"127.0.0.1:{node.port}" for node in self.nodes)
+
+    def start(self, *, timeout: float = 60.0) -> None:
+        for node in self.nodes:
+            node.start()
+        self.wait_healthy(timeout=timeout)
+
+    def wait_healthy(self, *, timeout: float = 60.0) -> None:
+        """Until every running node's ``/healthz`` answers ok (JetStream formed and current)."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if all(node.healthy() for node in self.nodes if node.process is not None):
+                return
+            time.sleep(0.1)
+        raise RuntimeError(f"NATS cluster not healthy within {timeout}s; see {self.nodes[0]._log}")
+
+    def stop(self) -> None:
+        for node in self.nodes:
+            node.stop()
+
+
+@contextlib.contextmanager
+def nats_cluster(*, store_dir: Path, size: int = 3) -> Iterator[NatsCluster]:
+    """A started cluster of ``size`` nodes, stopped on exit."""
+    cluster = NatsCluster(store_dir=store_dir, size=size)
+    try:
+        cluster.start()
+        yield cluster
+    finally:
+        cluster.stop()
 
 
 _shared: NatsServer | None = None
