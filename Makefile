@@ -27,6 +27,11 @@ bench: setup
 	$(PY) bench/engine.py
 	$(PY) bench/turn.py
 
+# The fault-injection suite's long mode: many more trials; prints its figures (bench/faults.py).
+.PHONY: soak
+soak: setup
+	$(PY) bench/faults.py --soak
+
 demo: setup
 	$(VENV)/bin/tackroom demo
 
