@@ -37,8 +37,10 @@ START = r"(?:(?<![A-Za-z0-9_])|(?<=\\[nrt]))"
 
 DEFAULT_REPLACEMENT = "[REDACTED:{name}]"
 
-MAX_DEPTH = 200
-"""Deeper nesting in a result is not walked: the hook blocks (the result is withheld)."""
+MAX_DEPTH = 96
+"""Deeper nesting in a result is not walked: the hook blocks (the result is withheld). Below the
+engine's own limit (128 levels, ``tackroom.engine.jsonvalue.MAX_DEPTH``) with room for the hook's
+envelope around the result, so a result the bus carries to the hook is one it can judge."""
 
 
 class RedactPattern(BaseModel):
