@@ -14,7 +14,10 @@ lost compare-and-set change nothing.
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import logging
+from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -79,13 +82,36 @@ class Driver:
         self._budget = budget
         self._events = EventEmitter(engine)
         self._extension = visibility_extension
+        self._held: dict[str, _Held] = {}
 
     async def drive(self, session_id: str, run_id: str) -> None:
         """Advance the run as far as it goes without waiting for a person.
 
         The record is read once; each committed step's record and revision are carried to the
-        next step, since only this delivery (one per session at a time) advances the turn.
+        next step, since only this delivery (one per session at a time) advances the turn. A
+        second delivery of the session in this process (at least once: a lease that lapsed, a
+        direct ``turn::step``) waits for the first rather than doing the same step's work beside
+        it — which would call the model or a tool for a step about to be committed, and emit its
+        events after the run ended.
         """
+        async with self._exclusive(session_id):
+            await self._drive(session_id, run_id)
+
+    @contextlib.asynccontextmanager
+    async def _exclusive(self, session_id: str) -> AsyncIterator[None]:
+        held = self._held.get(session_id)
+        if held is None:
+            held = self._held[session_id] = _Held(asyncio.Lock())
+        held.users += 1
+        try:
+            async with held.lock:
+                yield
+        finally:
+            held.users -= 1
+            if held.users == 0:
+                del self._held[session_id]
+
+    async def _drive(self, session_id: str, run_id: str) -> None:
         entry = await self._engine.get_state(TURNS_SCOPE, session_id)
         if entry is None:
             return
@@ -335,6 +361,14 @@ class Driver:
         return await self._events.emit_data(
             session_id=record.session_id, run_id=record.run_id, key=(key,), data=data
         )
+
+
+@dataclass(slots=True)
+class _Held:
+    """A session this process is driving, and how many deliveries hold or wait for it."""
+
+    lock: asyncio.Lock
+    users: int = 0
 
 
 @dataclass(slots=True)
