@@ -146,7 +146,9 @@ def main() -> int:
         f"{totals['lost_or_changed_entries']}, reissued events {totals['reissued_events']}, "
         f"events after the end {totals['events_after_end']}, "
         f"event gaps {totals['event_gaps']}, skipped calls {totals['skipped_calls']}, "
-        f"unfinished {totals['unfinished']}, tracebacks {totals['tracebacks']}; "
+        f"unfinished {totals['unfinished']}, ended by an outage {totals['ended_by_outage']}, "
+        f"stranded by a dead-lettered step {totals['dead_lettered']}, "
+        f"tracebacks {totals['tracebacks']}; "
         f"tests passed {passed}, failed {failed}; {seconds} s",
         file=sys.stderr,
     )

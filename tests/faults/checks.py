@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from tackroom.contracts.turn import TURN_STEP_QUEUE
 from tackroom.engine import StreamRecord, open_engine
 from tackroom.runtime import Host, load_worker
 from tackroom.workers.orchestrator.record import TurnRecord
@@ -35,6 +36,8 @@ class Snapshot:
     entries: list[dict[str, Any]]
     entry_count: int
     events: list[StreamRecord]
+    dead_steps: int = 0
+    """The session's ``turn::step`` messages in the dead letters."""
 
 
 async def snapshot(url: str, sessions: list[str]) -> dict[str, Snapshot]:
@@ -43,6 +46,11 @@ async def snapshot(url: str, sessions: list[str]) -> dict[str, Snapshot]:
     out: dict[str, Snapshot] = {}
     async with host:
         engine = host.engine
+        dead = Counter(
+            str((letter.payload or {}).get("session_id"))
+            for letter in await engine.list_dead_letters(TURN_STEP_QUEUE)
+            if isinstance(letter.payload, dict)
+        )
         for session in sessions:
             record = await turn_of(engine, session)
             if record is None:
@@ -54,8 +62,13 @@ async def snapshot(url: str, sessions: list[str]) -> dict[str, Snapshot]:
                 entries=await messages_of(engine, session),
                 entry_count=info["entry_count"],
                 events=await events_of(engine, session),
+                dead_steps=dead[session],
             )
     return out
+
+
+_OUTAGE = "the model call failed: the NATS connection dropped"
+"""How a run ends when a dropped connection is taken for the model's failure (a known bug)."""
 
 
 def side_effects(workdir: Path) -> list[str]:
@@ -91,22 +104,42 @@ def check_session(
     tally = Tally(turns=1)
     record = final.record
     ended = record is not None and (record.state, record.stop_reason) == ("stopped", "end")
-    tally.unfinished = 0 if ended else 1
+    if not ended:
+        said = (
+            "no turn record"
+            if record is None
+            else (f"{record.state}/{record.stop_reason} at step {record.step}: {record.error}")
+        )
+        tally.details.append(f"{session}: the run did not end: {said}")
+        outage = record is not None and record.error is not None and _OUTAGE in record.error.message
+        if outage:
+            tally.ended_by_outage = 1
+        elif final.dead_steps and record is not None and not record.terminal:
+            tally.dead_lettered = 1
+        else:
+            tally.unfinished = 1
 
     # Entries: exactly the uninterrupted run's, in order, nothing on a side branch.
     expected = expected_entries(run_id)
     got = roles(final.entries)
-    missing = [e for e in expected if e not in got]
+    # A run that ended early (counted above) never wrote its last entries: not a loss.
+    missing = [e for e in expected if e not in got] if ended else []
     extra = [e for e in got if e not in expected]
     tally.lost_or_changed_entries += len(missing) + len(extra)
-    if not missing and not extra and got != expected:
-        tally.lost_or_changed_entries += 1  # reordered
-    tally.lost_or_changed_entries += max(0, final.entry_count - len(got))
+    if missing or extra:
+        tally.details.append(f"{session}: entries missing {missing}, not expected {extra}")
+    if ended and not missing and not extra and got != expected:
+        tally.lost_or_changed_entries += 1
+        tally.details.append(f"{session}: entries out of order: {got}")
+    if final.entry_count > len(got):
+        tally.lost_or_changed_entries += final.entry_count - len(got)
+        tally.details.append(f"{session}: {final.entry_count} entries, {len(got)} on the path")
     by_id = {e["entry_id"]: e["message"] for e in final.entries}
     for earlier in seen:
         for entry in earlier.entries:
             if by_id.get(entry["entry_id"]) != entry["message"]:
                 tally.lost_or_changed_entries += 1
+                tally.details.append(f"{session}: entry {entry['entry_id']} lost or changed")
 
     # Tool calls: a non-idempotent call's side effect at most once; a success really ran.
     for call_id, function, note in CALLS:

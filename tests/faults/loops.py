@@ -24,11 +24,12 @@ async def loop_trial(
     concurrency: int,
     think: float = 0.05,
     check_url: str | None = None,
-    timeout: float = 240.0,
+    timeout: float = 60.0,
 ) -> Tally:
     """Run ``workload.py loop`` on ``url`` (``sessions`` runs, ``concurrency`` at a time) with
     ``fault`` injected once it booted; count every session (:func:`check_session`), reading
-    the engine at ``check_url`` (default ``url``)."""
+    the engine at ``check_url`` (default ``url``). A run not ended ``timeout`` seconds after its
+    start is given up on (and counted)."""
     injected = [0]
 
     async def during(child: Child) -> None:
@@ -44,7 +45,7 @@ async def loop_trial(
         f"--timeout={timeout}",
         name="loop",
         during=during,
-        timeout=timeout + 30,
+        timeout=timeout * (sessions // concurrency + 1) + 30,
     )
     names = [f"s{i}" for i in range(sessions)]
     finished = {m["session"] for m in child.finished()}

@@ -19,7 +19,7 @@ so a kill can land between a side effect and its result.
 - ``loop``: ``--sessions`` sessions ``s0…``, ``--concurrency`` at a time, each one run
   ``run-<session>``; a start or a poll that fails while the bus is away (NATS restarted) is
   retried with the same run id (a repeated start resumes that run), so the loop rides through
-  outages and reports each run's end.
+  outages and reports each run's end (or that it did not end within ``--timeout`` seconds).
 - ``serve``: boots and waits for SIGTERM (a harness process for other processes' runs).
 
 Everything goes to stdout as JSON lines, flushed one by one: ``{"marker": "booted"}`` once the
@@ -252,7 +252,11 @@ async def loop(harness: Harness, *, sessions: int, concurrency: int, timeout: fl
         session = f"s{index}"
         async with gate:
             attempts = await _start(harness, session, timeout=timeout)
-            view = await _terminal(harness, session, timeout=timeout)
+            try:
+                view = await _terminal(harness, session, timeout=timeout)
+            except TimeoutError as exc:  # a stranded run: said, and counted by the parent
+                emit({"marker": "finished", "session": session, "timed_out": str(exc)})
+                return
         emit(
             {
                 "marker": "finished",
