@@ -107,10 +107,6 @@ KNOWN_BUGS = {
         "a model call cut by a dropped NATS connection ends the run stopped/error "
         "(reproduced by tests/faults/test_model_call_outage.py)"
     ),
-    "events_after_end": (
-        "a step delivered twice at once streams a delta after agent_end "
-        "(reproduced by tests/faults/test_duplicate_step.py)"
-    ),
 }
 """Faults a trial may find that are known bugs with a deterministic reproduction of their own."""
 
