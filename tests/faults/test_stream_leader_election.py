@@ -11,7 +11,7 @@ loop waited 240 s). On the embedded engine a delivery the engine failed is never
 the run goes on once the engine is back.
 
 The reproduction is deterministic: the harness runs on an engine whose ``append`` answers
-``EngineUnavailable`` for 6 s from the model call on (what a stream without a leader answers),
+``EngineUnavailable`` for 5 s from the model call on (what a stream without a leader answers),
 everything else untouched; the run must end ``stopped``/``end`` once appends work again.
 """
 
@@ -35,7 +35,7 @@ from .report import SOAK
 pytestmark = pytest.mark.timeout(3600 if SOAK else 90)
 
 SESSION = "leaderless-session"
-AWAY = 6.0
+AWAY = 5.0
 """Seconds appends fail: more than ``turn-step``'s five deliveries take (backoff 0.2 s doubling,
 ±20 %: the fifth fails about 3-4 s after the first)."""
 
@@ -79,5 +79,5 @@ async def test_a_run_outlives_appends_failing_for_a_few_seconds(
         await wait_for_state(harness, SESSION, "assistant_streaming")
         engine.back_at = time.monotonic() + AWAY
         await asyncio.sleep(AWAY)
-        view = await wait_for_terminal(harness, SESSION, timeout=15)
+        view = await wait_for_terminal(harness, SESSION, timeout=10)
     assert (view.state, view.stop_reason) == ("stopped", "end"), view
