@@ -12,7 +12,8 @@ address (it learns the others from the server); the model answers after 2 s; 0.5
 call the first node is stopped (SIGTERM, as in a rolling restart), so the client's connection
 drops while the call is in flight and it reconnects to another node; the node is started again
 0.5 s later. (A single server stopped and started the same way does not end the run: the call
-fails on the orchestrator's side and the step is retried.)
+fails on the orchestrator's side and the step is retried.) Fixed: the model call's
+``EngineUnavailable`` is no longer read as the model's transient failure; the step is retried.
 """
 
 from __future__ import annotations
@@ -48,15 +49,6 @@ def cluster(tmp_path: Path) -> Iterator[NatsCluster]:
         yield started
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason=(
-        "a model call interrupted by a dropped NATS connection ends the run stopped/error "
-        "('the model call failed: the NATS connection dropped'), where any other step the "
-        "outage interrupts is retried (orchestrator: the engine's EngineUnavailable is taken "
-        "for the model's transient failure)"
-    ),
-)
 async def test_a_connection_dropped_during_a_model_call_does_not_end_the_run(
     cluster: NatsCluster, tmp_path: Path
 ) -> None:

@@ -10,6 +10,9 @@ backoff), so the step was dead-lettered and the run stayed ``assistant_streaming
 loop waited 240 s). On the embedded engine a delivery the engine failed is never dead-lettered:
 the run goes on once the engine is back.
 
+Fixed: only an engine that is away fails a ``turn-step`` delivery, so the queue now allows 50
+deliveries (backoff doubling to 10 s: minutes of outage) before it dead-letters the step.
+
 The reproduction is deterministic: the harness runs on an engine whose ``append`` answers
 ``EngineUnavailable`` for 8 s from the model call on (what a stream without a leader answers),
 everything else untouched; the run must end ``stopped``/``end`` once appends work again.
@@ -55,17 +58,7 @@ class StreamsAway(FaultyEngine):
     "backend",
     [
         "embedded",
-        pytest.param(
-            "nats",
-            marks=pytest.mark.xfail(
-                strict=True,
-                reason=(
-                    "on NATS a delivery the engine failed counts toward max_deliveries: "
-                    "turn::step is dead-lettered after 5 and the run never ends (engine/nats/"
-                    "delivery.py _run buries it like a handler failure)"
-                ),
-            ),
-        ),
+        "nats",
     ],
 )
 async def test_a_run_outlives_appends_failing_for_a_few_seconds(

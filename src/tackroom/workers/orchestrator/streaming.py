@@ -28,6 +28,7 @@ from tackroom.engine.errors import (
     FunctionNotFound,
     InvalidPayload,
     InvocationTimeout,
+    unavailable_cause,
 )
 from tackroom.engine.jsonvalue import MAX_CONTENT_DEPTH, to_json_value
 from tackroom.engine.protocol import Channel, Engine
@@ -213,6 +214,8 @@ class ModelCaller:
         except InvocationTimeout:
             return "transient", f"the model call timed out after {self._timeout:g}s"
         except EngineError as exc:
+            if unavailable_cause(exc) is not None:
+                raise  # the bus is away, not the model: the step is retried once it is back
             return "transient", f"the model call failed: {exc}"
         return None
 

@@ -62,7 +62,10 @@ class OrchestratorConfig(WorkerConfig):
     coalesce_chars: int = 4096
     cwd: str | None = None
     step_visibility_timeout: float = 60.0
-    max_deliveries: int = 5
+    max_deliveries: int = 50
+    """Only an engine that is away fails a ``turn-step`` delivery (anything else fails the turn
+    with its reason), so a step is retried through an outage of minutes (backoff to 10 s)
+    before it is dead-lettered."""
 
 
 class Orchestrator:
