@@ -30,7 +30,7 @@ bench: setup
 # The fault-injection suite's long mode: many more trials; prints its figures (bench/faults.py).
 .PHONY: soak
 soak: setup
-	$(PY) bench/faults.py --soak
+	@$(PY) bench/faults.py --soak
 
 demo: setup
 	$(VENV)/bin/tackroom demo
