@@ -97,17 +97,7 @@ class Tally:
         return {name: getattr(self, name) for name in self.MUST_BE_ZERO if getattr(self, name)}
 
 
-KNOWN_BUGS = {
-    "dead_lettered": (
-        "on NATS a step the engine failed five times (a stream electing a leader) is "
-        "dead-lettered and the run never ends (reproduced by "
-        "tests/faults/test_stream_leader_election.py)"
-    ),
-    "ended_by_outage": (
-        "a model call cut by a dropped NATS connection ends the run stopped/error "
-        "(reproduced by tests/faults/test_model_call_outage.py)"
-    ),
-}
+KNOWN_BUGS: dict[str, str] = {}
 """Faults a trial may find that are known bugs with a deterministic reproduction of their own."""
 
 
