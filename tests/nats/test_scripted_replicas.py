@@ -58,5 +58,9 @@ async def test_two_runs_and_a_replica_share_the_script_cursors(
         (end,) = [e for e in events if e.get("type") == "agent_end"]
         assert "loop_detected" not in json.dumps(end), end
         calls = [e["data"] for e in events if e.get("type") == "function_execution_start"]
-        assert [c["arguments"] for c in calls] == [{"a": n, "b": n} for n in range(1, 5)]
+        seen = [e.get("type") for e in events if e.get("type") != "message_update"]
+        assert [c["arguments"] for c in calls] == [{"a": n, "b": n} for n in range(1, 5)], (
+            seen,
+            run.stderr[-2000:],
+        )
         assert "All added." in run.stdout
