@@ -16,13 +16,6 @@ import pytest
 from tackroom.runtime import ConfigError, load_config
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason=(
-        "load_config resolves a path holding a lone surrogate (runtime/config.py "
-        "HarnessConfig.resolved → Path.resolve) and raises UnicodeEncodeError"
-    ),
-)
 @pytest.mark.parametrize(
     "text",
     [

@@ -9,6 +9,7 @@ error is a ``ConfigError`` naming the file, the dotted field and, when known, th
 from __future__ import annotations
 
 import difflib
+import os
 from pathlib import Path
 from typing import Any, Literal, TypeVar
 
@@ -170,9 +171,17 @@ PathT = TypeVar("PathT", str, Path)
 
 
 def _no_nul(value: PathT) -> PathT:
-    """A path (or a URL naming one) the file system can take: no NUL character."""
-    if "\0" in str(value):
+    """A path (or a URL naming one) the file system can take: no NUL character, and text the
+    file system's encoding can hold (a lone surrogate such as ``\\ud800`` cannot be)."""
+    text = str(value)
+    if "\0" in text:
         raise ValueError("a path cannot hold a NUL character")
+    try:
+        os.fsencode(text)
+    except UnicodeEncodeError as exc:
+        raise ValueError(
+            f"a path cannot hold {text[exc.start]!a} (a lone surrogate, not a character)"
+        ) from None
     return value
 
 
