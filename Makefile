@@ -2,9 +2,25 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: setup test check bench demo clean
+.PHONY: setup system-deps test check bench demo clean
 
-setup: $(STAMP)
+# The sandbox needs bubblewrap; the MCP bridge's tests run reference servers from the npm registry.
+MCP_SERVERS := tests/fixtures/mcp_servers
+NPM_STAMP := $(MCP_SERVERS)/node_modules/.installed
+
+setup: $(STAMP) system-deps $(NPM_STAMP)
+
+# bubblewrap from Debian's packages when it is missing and we may install it (root, apt-get).
+system-deps:
+	@command -v bwrap >/dev/null 2>&1 || { \
+	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+	    (apt-get install -y -q bubblewrap >/dev/null 2>&1 || \
+	     (apt-get update -q >/dev/null && apt-get install -y -q bubblewrap >/dev/null)); \
+	  else echo "make setup: bubblewrap (bwrap) is missing: install it for the sandbox tests"; fi; }
+
+$(NPM_STAMP): $(MCP_SERVERS)/package-lock.json
+	cd $(MCP_SERVERS) && npm ci --no-audit --no-fund --loglevel=error
+	touch $(NPM_STAMP)
 
 $(STAMP): pyproject.toml
 	test -x $(PY) || python3 -m venv $(VENV)
