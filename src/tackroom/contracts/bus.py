@@ -141,10 +141,12 @@ class Function(Generic[Req, Resp]):
 
 class Tool(Function[Req, Resp]):
     """A function offered to models as a tool: the traits the orchestrator reads from the catalog
-    travel with the descriptor (``idempotent`` calls are retried after a crash, ``parallel`` ones
-    run concurrently in a batch)."""
+    travel with the descriptor (``idempotent`` calls are retried after a crash and on a transient
+    error, ``parallel`` ones run concurrently in a batch, ``read_only`` ones may run in plan mode;
+    ``timeout`` is the call's default limit in seconds, ``required_permission`` what the run's
+    principal must hold; see :class:`~tackroom.contracts.tools.ToolTraits`)."""
 
-    __slots__ = ("idempotent", "parallel")
+    __slots__ = ("idempotent", "parallel", "read_only", "required_permission", "timeout")
 
     def __init__(
         self,
@@ -155,10 +157,16 @@ class Tool(Function[Req, Resp]):
         description: str = "",
         idempotent: bool,
         parallel: bool = True,
+        read_only: bool = False,
+        timeout: float | None = None,
+        required_permission: str | None = None,
     ) -> None:
         super().__init__(id, request, response, description=description)
         self.idempotent = idempotent
         self.parallel = parallel
+        self.read_only = read_only
+        self.timeout = timeout
+        self.required_permission = required_permission
 
     def _clone(self, function_id: str) -> Tool[Req, Resp]:
         twin = Tool[Req, Resp](
@@ -168,6 +176,9 @@ class Tool(Function[Req, Resp]):
             description=self.description,
             idempotent=self.idempotent,
             parallel=self.parallel,
+            read_only=self.read_only,
+            timeout=self.timeout,
+            required_permission=self.required_permission,
         )
         twin._response = self._response
         return twin

@@ -137,6 +137,7 @@ FS_READ: Tool[ReadRequest, ReadResponse] = Tool(
         "and '..' are refused."
     ),
     idempotent=True,
+    read_only=True,
 )
 """The worker adds its size limit to the description it publishes."""
 FS_WRITE: Tool[WriteRequest, WriteResponse] = Tool(
@@ -160,6 +161,7 @@ FS_LIST: Tool[ListRequest, ListResponse] = Tool(
         "type (file, directory, symlink, other) and size in bytes, sorted by name."
     ),
     idempotent=True,
+    read_only=True,
 )
 
 

@@ -20,6 +20,7 @@ from tackroom.contracts.versions import renamed_before
 __all__ = [
     "CALL_CONTEXT_KEY",
     "NEVER_OFFERED",
+    "TRANSIENT_ERROR_CODES",
     "TRAITS_KEY",
     "CallContext",
     "ToolTraits",
@@ -55,6 +56,13 @@ run's patterns say: the harness's own machinery, credentials, approvals, policy,
 subscribers, catalog reconciliation and skill registration."""
 
 
+TRANSIENT_ERROR_CODES: frozenset[str] = frozenset(
+    {"timeout", "unavailable", "connection_failed", "rate_limited", "server_busy"}
+)
+"""``FunctionError`` codes that say "try again later": the orchestrator retries an idempotent
+tool's call that failed with one (bounded, with backoff), and never a non-idempotent one."""
+
+
 class CallContext(BaseModel):
     """What a tool call serves. Version 2 renamed ``message_id`` (the run's id) to ``run_id``; a
     version 1 context is upgraded as it is read."""
@@ -84,6 +92,12 @@ class ToolTraits(BaseModel):
     """Every call parks for a human decision, whatever the policy allows (a denial still wins)."""
     timeout: float | None = None
     """Seconds one call may take (default: the orchestrator's ``call_timeout``)."""
+    read_only: bool = False
+    """The call changes nothing (no file written, no command run, no request with effects):
+    ``--mode plan`` runs only these, and the default policy allows them without asking."""
+    required_permission: str | None = None
+    """A permission the run's principal must hold (one of its ``roles`` or ``permissions``); the
+    gate denies the call otherwise, before any policy rule."""
 
 
 def with_traits(schema: dict[str, Any], traits: ToolTraits) -> dict[str, Any]:

@@ -75,6 +75,7 @@ CALC_ADD: Tool[AddRequest, NumberResult] = Tool(
     NumberResult,
     description="Add two numbers a and b exactly and return the sum as result.",
     idempotent=True,
+    read_only=True,
 )
 CALC_EVALUATE: Tool[EvaluateRequest, NumberResult] = Tool(
     "calc::evaluate",
@@ -86,6 +87,7 @@ CALC_EVALUATE: Tool[EvaluateRequest, NumberResult] = Tool(
         "minus and parentheses; no variables or functions. Use it instead of mental math."
     ),
     idempotent=True,
+    read_only=True,
 )
 CLOCK_NOW: Tool[ClockRequest, ClockResponse] = Tool(
     "clock::now",
@@ -93,4 +95,5 @@ CLOCK_NOW: Tool[ClockRequest, ClockResponse] = Tool(
     ClockResponse,
     description="The current date and time in UTC: ISO 8601 text and seconds since the epoch.",
     idempotent=True,
+    read_only=True,
 )

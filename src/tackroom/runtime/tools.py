@@ -15,7 +15,7 @@ from typing import Any, TypeVar
 from pydantic import BaseModel, ValidationError
 
 from tackroom.contracts.bus import Tool
-from tackroom.contracts.tools import CallContext, model_schema, split_call
+from tackroom.contracts.tools import CallContext, ToolTraits, model_schema, split_call
 from tackroom.engine.errors import FunctionError
 from tackroom.engine.protocol import LazySchema, Registration
 from tackroom.runtime.typed import describe_validation_error
@@ -48,6 +48,13 @@ async def serve_tool(
         description=tool.description if description is None else description,
         idempotent=tool.idempotent,
         parallel=tool.parallel,
+        traits=ToolTraits(
+            idempotent=tool.idempotent,
+            parallel=tool.parallel,
+            read_only=tool.read_only,
+            timeout=tool.timeout,
+            required_permission=tool.required_permission,
+        ),
     )
 
 
@@ -61,6 +68,7 @@ async def register_tool(
     description: str,
     idempotent: bool,
     parallel: bool,
+    traits: ToolTraits | None = None,
 ) -> Registration:
     async def run(payload: Any) -> Any:
         arguments, call = split_call({} if payload is None else payload)
@@ -75,7 +83,9 @@ async def register_tool(
         run,
         description=description,
         request_schema=LazySchema(
-            lambda: model_schema(request_model, idempotent=idempotent, parallel=parallel)
+            lambda: model_schema(
+                request_model, idempotent=idempotent, parallel=parallel, traits=traits
+            )
         ),
         response_schema=LazySchema(response_model.model_json_schema),
     )
