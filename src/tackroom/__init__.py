@@ -44,6 +44,7 @@ if TYPE_CHECKING:
         ToolSpec,
         UsageError,
     )
+    from tackroom.contracts.principal import Principal
     from tackroom.runtime.config import HarnessConfig
 
 __all__ = [
@@ -62,6 +63,7 @@ __all__ = [
     "MessageUpdate",
     "OutputInvalid",
     "PendingApproval",
+    "Principal",
     "RunResult",
     "RunStream",
     "SessionBusy",
@@ -76,6 +78,7 @@ __all__ = [
 
 _HOMES = {
     "HarnessConfig": "tackroom.runtime.config",
+    "Principal": "tackroom.contracts.principal",
     **dict.fromkeys(
         (
             "AgentEnd",

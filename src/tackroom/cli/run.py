@@ -15,18 +15,23 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import getpass
 import json
 import sys
 from pathlib import Path
 
+from pydantic import ValidationError
+
 from tackroom.cli import _startup
 from tackroom.contracts.events import AgentEnd, AgentEvent, ApprovalRequested, ApprovalResolved
+from tackroom.contracts.principal import Principal
 from tackroom.engine.errors import EngineError
 from tackroom.harness import Harness, PendingApproval, RunStream, SessionBusy
 from tackroom.harness.errors import UsageError
 from tackroom.harness.terminal import TerminalView
 from tackroom.runtime.config import load_config
 from tackroom.runtime.errors import HarnessError
+from tackroom.runtime.typed import describe_validation_error
 
 __all__ = ["add_parsers", "read_line", "run_agent"]
 
@@ -41,7 +46,30 @@ def add_parsers(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -
     run.add_argument(
         "--resume", metavar="SESSION", help="finish the interrupted run of SESSION (no prompt)"
     )
-    run.add_argument("--mode", choices=["plan", "ask", "agent"], help="default: agent.mode")
+    run.add_argument(
+        "--mode",
+        choices=["plan", "ask", "agent"],
+        help="default: agent.mode; plan and ask run read-only tools only",
+    )
+    run.add_argument(
+        "--yes",
+        action="store_true",
+        help="answer yes to every call the policy would ask about (its denials still hold)",
+    )
+    run.add_argument(
+        "--as",
+        dest="principal",
+        metavar="ID",
+        help="who the run acts for (default: agent.principal, else local:<OS user>)",
+    )
+    run.add_argument(
+        "--role",
+        dest="roles",
+        action="append",
+        default=[],
+        metavar="ROLE",
+        help="a role of --as (repeatable): tools' required permissions are checked against them",
+    )
     run.add_argument("--max-turns", type=int, help="model calls at most (default 8)")
     run.add_argument("--tools", help="comma-separated function ids or globs offered as tools")
     run.add_argument("--script", type=Path, help="script for the scripted provider (YAML/JSONL)")
@@ -80,6 +108,10 @@ def _run(args: argparse.Namespace) -> int:
         )
     attach: bool | Path = Path(args.attach) if isinstance(args.attach, str) else args.attach
     try:
+        principal = _principal(args.principal, args.roles, config.agent.principal)
+    except ValueError as exc:
+        return _usage(f"--as/--role: {exc}")
+    try:
         harness = Harness(
             model,
             config=config,
@@ -91,10 +123,22 @@ def _run(args: argparse.Namespace) -> int:
             serve_endpoint=True,  # another terminal can approve: tackroom approve SESSION CALL
             attach=attach,
             check_model=not args.no_model_check,
+            principal=principal,
+            auto_approve=True if args.yes else None,
         )
     except UsageError as exc:
         return _usage(str(exc))
     return asyncio.run(run_agent(harness, args.prompt, session=session, json_lines=args.json))
+
+
+def _principal(given: str | None, roles: list[str], configured: Principal | None) -> Principal:
+    """``--as ID --role R``, else the config's principal, else the OS user (``local:NAME``)."""
+    if given is None and not roles and configured is not None:
+        return configured
+    try:
+        return Principal(id=given or f"local:{getpass.getuser()}", roles=tuple(roles))
+    except ValidationError as exc:
+        raise ValueError(describe_validation_error(exc)) from None
 
 
 def _usage(message: str) -> int:
@@ -184,7 +228,10 @@ async def _ask_approval(harness: Harness, pending: PendingApproval, view: Termin
     """Ask on the terminal: y (allow), n (deny, the default), a (allow for the whole session)."""
     call_id, function_id = pending.function_call_id, pending.function_id
     if not sys.stdin.isatty():
-        view.note(f"waiting for approval of {function_id} (call {call_id})")
+        view.note(
+            f"{function_id} waits for approval (no terminal to ask on): run `tackroom approve"
+            f" {pending.session_id} {call_id}` (or deny) in another terminal, or rerun with --yes"
+        )
         return
     answer = await read_line(
         f"allow {function_id} {json.dumps(pending.arguments, ensure_ascii=False)}? [y/N/a=always] "

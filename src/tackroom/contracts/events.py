@@ -176,6 +176,8 @@ class GateDecidedData(_Data):
     """The policy's deciding constraint as a JSON object, e.g. ``{"arg": "path", "op": "under",
     "value": "notes"}``."""
     reason: str = ""
+    principal: str | None = None
+    """The id of the principal the run acts for, when the run named one."""
 
 
 class GateDecided(_Frame):

@@ -117,6 +117,13 @@ class CheckRequest(_Model):
     principal: str | None = Field(
         default=None, description="Who the call acts for (a user or service id), when known."
     )
+    roles: list[str] = Field(
+        default_factory=list, description="The principal's roles, when a principal is known."
+    )
+    required_permission: str | None = Field(
+        default=None,
+        description="The tool's required permission (the gate has checked the roles hold it).",
+    )
 
 
 class MatchedConstraint(_Model):

@@ -20,8 +20,8 @@ from tackroom.contracts.versions import renamed_before
 __all__ = [
     "CALL_CONTEXT_KEY",
     "NEVER_OFFERED",
-    "TRANSIENT_ERROR_CODES",
     "TRAITS_KEY",
+    "TRANSIENT_ERROR_CODES",
     "CallContext",
     "ToolTraits",
     "model_schema",

@@ -12,6 +12,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from tackroom.contracts.bus import Function
 from tackroom.contracts.messages import AgentMessage, Usage
+from tackroom.contracts.principal import Principal
 from tackroom.contracts.versions import renamed_before
 
 __all__ = [
@@ -91,6 +92,10 @@ class RunStartRequest(_Model):
     if_busy: Literal["refuse", "queue"] = Field(
         default="refuse",
         description="when a run is in flight: refuse, or queue the messages as a follow-up",
+    )
+    principal: Principal | None = Field(
+        default=None,
+        description="who the run acts for: checked by the gate and the policy, named in the audit",
     )
 
     @model_validator(mode="before")

@@ -62,6 +62,9 @@ async def run_agent_demo(*, out: TextIO | None = None, err: TextIO | None = None
             home=root,
             script=script_path,
             tools=TOOLS,
+            # Nobody is at a prompt during the demo: the write it makes is approved for you
+            # (`tackroom run` asks before a write; --yes does what this does).
+            auto_approve=True,
         )
         async with harness:
             view = TerminalView(stdout, stderr, json_lines=False)

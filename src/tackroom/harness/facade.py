@@ -28,6 +28,7 @@ from pydantic import ValidationError
 
 from tackroom.contracts.events import EVENTS
 from tackroom.contracts.messages import UserMessage
+from tackroom.contracts.principal import Principal
 from tackroom.contracts.provider import ProviderCheckRequest, check_function
 from tackroom.contracts.turn import (
     RUN_ABORT,
@@ -85,6 +86,13 @@ class Harness:
     ``nats://…``), or is an engine object not started yet (one a test wrapped or instrumented);
     the harness starts and closes it. ``home`` puts every file the harness keeps (engine,
     workspaces, vault, socket) under one directory.
+
+    Safe by default: the built-in policy lets read-only tools and the program's own tools run,
+    and asks (``on_approval``, or ``tackroom approve``) before writes, shell, code, HTTP and MCP
+    tools; ``auto_approve=True`` answers yes for you (denials still hold), ``mode="plan"`` runs
+    read-only tools only. ``principal`` (an id, or ``Principal(id=, roles=)``) is who the runs act
+    for: the policy sees it, tools' ``required_permission`` is checked against its roles, and
+    every gate decision names it.
     """
 
     def __init__(
@@ -107,8 +115,13 @@ class Harness:
         workers: Sequence[str | WorkerSpec[Any]] = (),
         attach: bool | str | Path = False,
         check_model: bool = True,
+        principal: Principal | str | None = None,
+        auto_approve: bool | None = None,
     ) -> None:
         base = resolve_config(config)
+        if auto_approve is not None:
+            agent = base.agent.model_copy(update={"auto_approve": auto_approve})
+            base = base.model_copy(update={"agent": agent})
         url = engine if isinstance(engine, str) else None
         if home is not None:
             base = with_home(base, Path(home), engine=url)
@@ -120,6 +133,9 @@ class Harness:
         self.instructions = instructions
         self.max_turns = max_turns or base.agent.max_turns
         self.mode: Mode = mode or base.agent.mode
+        self.principal = (
+            Principal(id=principal) if isinstance(principal, str) else principal
+        ) or base.agent.principal
         self.output_retries = output_retries
         self.on_approval = on_approval
         self._output_type = output_type
@@ -526,6 +542,7 @@ class Harness:
             provider=self.provider,
             model=self.model,
             mode=self.mode,
+            principal=self.principal,
             messages=[message],
             max_turns=max_turns or self.max_turns,
             tools=self._offered(),

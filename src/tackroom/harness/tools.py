@@ -53,6 +53,8 @@ class ToolOptions(TypedDict, total=False):
     requires_approval: bool
     timeout: float | None
     parallel: bool
+    read_only: bool
+    required_permission: str | None
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -69,6 +71,10 @@ class ToolSpec:
     requires_approval: bool = False
     timeout: float | None = None
     parallel: bool = False
+    read_only: bool = False
+    """Changes nothing: runs in plan and ask mode."""
+    required_permission: str | None = None
+    """A role the run's principal must hold for the call to run."""
 
     @property
     def function_id(self) -> str:
@@ -89,6 +95,8 @@ class ToolSpec:
         requires_approval: bool = False,
         timeout: float | None = None,
         parallel: bool = False,
+        read_only: bool = False,
+        required_permission: str | None = None,
     ) -> ToolSpec:
         name = name or str(getattr(function, "__name__", ""))
         if not _NAME.match(name):
@@ -109,6 +117,8 @@ class ToolSpec:
             requires_approval=requires_approval,
             timeout=timeout,
             parallel=parallel,
+            read_only=read_only,
+            required_permission=required_permission,
         )
 
     @property
@@ -119,6 +129,8 @@ class ToolSpec:
             name=self.name,
             requires_approval=self.requires_approval,
             timeout=self.timeout,
+            read_only=self.read_only,
+            required_permission=self.required_permission,
         )
 
     async def invoke(self, payload: Any) -> Any:
@@ -141,8 +153,18 @@ class ToolSpec:
         except FunctionError:
             raise
         except Exception as exc:
-            raise FunctionError("tool_error", f"{type(exc).__name__}: {exc}") from exc
+            raise FunctionError(_error_code(exc), f"{type(exc).__name__}: {exc}") from exc
         return _jsonable(value)
+
+
+def _error_code(exc: Exception) -> str:
+    """A transient code for what is worth another try (an idempotent tool gets one), else
+    ``tool_error``."""
+    if isinstance(exc, TimeoutError):
+        return "timeout"
+    if isinstance(exc, ConnectionError):
+        return "connection_failed"
+    return "tool_error"
 
 
 def _jsonable(value: Any) -> Any:

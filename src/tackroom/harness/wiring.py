@@ -12,6 +12,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from tackroom.contracts.approvals import REQUEST as APPROVAL_REQUEST
+from tackroom.contracts.policy import CHECK_PERMISSIONS
 from tackroom.harness.errors import UsageError
 from tackroom.harness.models import StreamingModel
 from tackroom.kit.providers.routing import provider_worker
@@ -161,7 +163,26 @@ def agent_host_config(
         section.setdefault("name", provider)
         sections["scripted"] = section
     workers = agent_workers(config, provider_worker_name=worker, sessions=sessions)
+    _gate_on(sections, workers, auto_approve=config.agent.auto_approve)
     return config.model_copy(update={"workers": workers, "worker_config": sections})
+
+
+def _gate_on(
+    sections: dict[str, dict[str, Any] | None], workers: list[str], *, auto_approve: bool
+) -> None:
+    """Safe by default: with a policy and an approvals worker booted, the orchestrator asks them
+    (a config that names other functions, or ``null``, keeps its choice); ``auto_approve``
+    makes the approvals worker answer yes to what the policy would ask a person about."""
+    orchestrator = dict(sections.get("orchestrator") or {})
+    if "policy" in workers or "policy-cedar" in workers:
+        orchestrator.setdefault("policy_function", CHECK_PERMISSIONS.id)
+    if "approvals" in workers:
+        orchestrator.setdefault("approvals_function", APPROVAL_REQUEST.id)
+        if auto_approve:
+            approvals = dict(sections.get("approvals") or {})
+            approvals.setdefault("default_mode", "full")
+            sections["approvals"] = approvals
+    sections["orchestrator"] = orchestrator
 
 
 def serves_elsewhere(config: HarnessConfig, provider: str) -> bool:

@@ -16,6 +16,7 @@ from typing import Any, Literal, TypeVar
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, field_validator
 
+from tackroom.contracts.principal import Principal
 from tackroom.engine.factory import parse_embedded_url
 from tackroom.engine.tracing import TracingConfig
 from tackroom.runtime.errors import ConfigError
@@ -76,6 +77,11 @@ class AgentSettings(_Section):
     mode: Literal["plan", "ask", "agent"] = "agent"
     tools: list[str] = Field(default_factory=lambda: ["fs::*", "calc::*", "clock::*"])
     max_turns: int = Field(default=8, ge=1)
+    auto_approve: bool = False
+    """Answer yes to every call the policy would ask a person about (``tackroom run --yes``);
+    the policy's denials, plan mode and required permissions still hold."""
+    principal: Principal | None = None
+    """Who runs act for (``{id, roles}``); ``tackroom run`` uses the OS user when unset."""
     workers: list[str] = Field(
         default_factory=lambda: [
             "engine",
@@ -86,10 +92,12 @@ class AgentSettings(_Section):
             "orchestrator",
             "files",
             "utilities",
+            "policy",
             "approvals",
         ]
     )
-    """The workers an agent run needs besides its provider."""
+    """The workers an agent run needs besides its provider. With ``policy`` and ``approvals``
+    among them the gate is on (the orchestrator asks both unless its config names others)."""
 
 
 class HarnessConfig(_Section):

@@ -64,6 +64,21 @@ def test_the_builtin_defaults_parse() -> None:
     assert evaluate(ruleset, "fs::write", {}, default="needs_approval").decision == (
         "needs_approval"
     )
+    for asks in ("shell::run", "code::python", "http::fetch", "mcp::time::get_current_time"):
+        assert evaluate(ruleset, asks, {}, default="needs_approval").decision == "needs_approval"
+    assert evaluate(ruleset, "tool::mine", {}, default="deny").decision == "allow"
+
+
+def test_the_trusted_hosts_example_of_the_defaults_parses() -> None:
+    """The commented rule in defaults.yaml, uncommented, is a working host allowlist."""
+    lines = builtin_text().splitlines()
+    start = next(i for i, line in enumerate(lines) if "- id: trusted-hosts" in line)
+    example = [line.replace("  # ", "  ", 1) for line in lines[start:] if line.startswith("  #")]
+    ruleset = parse_rules("schema_version: 1\nrules:\n" + "\n".join(example) + "\n", "x")
+    allowed = {"url": "https://docs.python.org/3/"}
+    assert evaluate(ruleset, "http::fetch", allowed, default="deny").decision == "allow"
+    other = {"url": "https://evil.example.org/"}
+    assert evaluate(ruleset, "http::fetch", other, default="deny").decision == "deny"
 
 
 def test_scalars_are_read_the_yaml_1_2_way() -> None:

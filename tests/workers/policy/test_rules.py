@@ -18,6 +18,7 @@ from tackroom.workers.policy.rules import (
     Ruleset,
     equals,
     evaluate,
+    host_in,
     in_range,
     is_under,
     json_equal,
@@ -296,3 +297,38 @@ def test_a_catch_all_allow_cannot_unlock_protected_functions() -> None:
 )
 def test_protected_by(function_id: str, pattern: str | None) -> None:
     assert protected_by(function_id) == pattern
+
+
+HOSTS = ["docs.python.org", "*.example.com", "127.0.0.1:8080", "[::1]"]
+
+
+@pytest.mark.parametrize(
+    ("url", "expected"),
+    [
+        ("https://docs.python.org/3/", True),
+        ("https://DOCS.Python.org./x", True),
+        ("http://docs.python.org:8443/", True),  # no port in the pattern: any port
+        ("http://a.example.com/x", True),
+        ("http://a.b.example.com/x", True),
+        ("https://example.com/", False),  # *.example.com is subdomains only
+        ("https://notexample.com/", False),
+        ("https://docs.python.org@evil.com/", False),  # userinfo cannot fake the host
+        ("https://evil.com/?docs.python.org", False),
+        ("http://127.0.0.1:8080/", True),
+        ("http://127.0.0.1/", False),  # the pattern names port 8080; this is port 80
+        ("http://[::1]:5000/", True),
+        ("ftp://docs.python.org/", False),
+        ("docs.python.org", False),
+        ("http://[::1/", False),
+        (5, False),
+        (None, False),
+    ],
+)
+def test_host_in_matches_the_url_host(url: Any, expected: bool) -> None:
+    assert host_in("url", HOSTS).test(url) is expected
+
+
+@pytest.mark.parametrize("hosts", [[], "docs.python.org", [5], ["a/b"], ["x@y"], ["h:port"]])
+def test_host_in_rejects_what_is_not_a_list_of_hosts(hosts: Any) -> None:
+    with pytest.raises(ValueError, match="host_in"):
+        host_in("url", hosts)

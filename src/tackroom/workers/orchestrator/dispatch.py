@@ -14,13 +14,14 @@ import asyncio
 import json
 import time
 import uuid
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from pydantic import ValidationError
 
 from tackroom.contracts.events import FunctionExecutionEndData, FunctionExecutionStartData
 from tackroom.contracts.messages import FunctionResultMessage, TextBlock
-from tackroom.contracts.tools import CALL_CONTEXT_KEY, CallContext
+from tackroom.contracts.tools import CALL_CONTEXT_KEY, TRANSIENT_ERROR_CODES, CallContext
 from tackroom.engine.errors import (
     EngineUnavailable,
     FunctionNotFound,
@@ -44,6 +45,9 @@ MAX_RESULT_BYTES = MAX_VALUE_BYTES // 4
 stored value may take ``MAX_VALUE_BYTES``."""
 _WRITE_RETRIES = (0.05, 0.25, None)
 """Pauses between the attempts of a ledger write the engine failed (``None``: give up)."""
+TOOL_RETRY_PAUSES = (0.2, 1.0)
+"""Pauses before the second and third attempt of an idempotent tool's call that failed with a
+transient error (a code in ``TRANSIENT_ERROR_CODES``, or a timeout); other calls run once."""
 
 
 class Dispatcher:
@@ -135,18 +139,14 @@ class Dispatcher:
         """
         token = uuid.uuid4().hex
         started = {"status": "started", "token": token}
-        for pause in _WRITE_RETRIES:
-            try:
-                await self._engine.set_state(LEDGER_SCOPE, key, started, expected_revision=0)
-                return True
-            except RevisionConflict:
-                entry = await self._engine.get_state(LEDGER_SCOPE, key)
-                return entry is not None and entry.value.get("token") == token
-            except EngineUnavailable:
-                if pause is None:
-                    raise
-                await asyncio.sleep(pause)
-        return False
+        try:
+            await _retrying_write(
+                lambda: self._engine.set_state(LEDGER_SCOPE, key, started, expected_revision=0)
+            )
+            return True
+        except RevisionConflict:
+            entry = await self._engine.get_state(LEDGER_SCOPE, key)
+            return entry is not None and entry.value.get("token") == token
 
     async def _invoke_and_record(
         self, record: TurnRecord, call: CallState, tool: ToolOffer, key: str, emit: Emit
@@ -162,14 +162,7 @@ class Dispatcher:
             "duration_ms": duration_ms,
         }
         # The call ran: its result is worth a short wait for the engine to come back.
-        for pause in _WRITE_RETRIES:
-            try:
-                await self._engine.set_state(LEDGER_SCOPE, key, done)
-                break
-            except EngineUnavailable:
-                if pause is None:
-                    raise
-                await asyncio.sleep(pause)
+        await _retrying_write(lambda: self._engine.set_state(LEDGER_SCOPE, key, done))
         await _emit_end(emit, call, tool, result, duration_ms=duration_ms)
         return result
 
@@ -180,21 +173,52 @@ class Dispatcher:
             session_id=record.session_id, function_call_id=call.id, run_id=record.run_id
         )
         payload = {**call.arguments, CALL_CONTEXT_KEY: context.model_dump()}
+        pauses = TOOL_RETRY_PAUSES if tool.traits.idempotent else ()
+        attempt = 1
+        result, transient = await self._attempt(call, tool, payload, attempt)
+        while transient and attempt <= len(pauses):
+            await asyncio.sleep(pauses[attempt - 1])
+            attempt += 1
+            result, transient = await self._attempt(call, tool, payload, attempt)
+        return result
+
+    async def _attempt(
+        self, call: CallState, tool: ToolOffer, payload: dict[str, Any], attempt: int
+    ) -> tuple[FunctionResultMessage, bool]:
+        """One try of the call: its result, and whether it failed in a way worth another try."""
         try:
             value = await self._engine.trigger(
                 tool.function_id, payload, timeout=tool.traits.timeout or self._call_timeout
             )
         except FunctionNotFound as exc:
-            return error_result(call, str(exc), details={"error": "function_not_found"})
+            return error_result(call, str(exc), details={"error": "function_not_found"}), False
         except InvocationTimeout as exc:
-            return error_result(call, str(exc), details={"error": "timeout"})
+            details = _failure("timeout", attempt)
+            return error_result(call, str(exc), details=details), True
         except InvocationError as exc:
+            message = f"{tool.function_id} failed [{exc.remote_code}]: {exc.message}"
+            transient = exc.remote_code in TRANSIENT_ERROR_CODES
             return error_result(
-                call,
-                f"{tool.function_id} failed [{exc.remote_code}]: {exc.message}",
-                details={"error": exc.remote_code},
-            )
-        return _as_result(call, tool, value)
+                call, message, details=_failure(exc.remote_code, attempt)
+            ), transient
+        return _as_result(call, tool, value), False
+
+
+def _failure(code: str, attempt: int) -> dict[str, Any]:
+    """A failed call's ``details``; ``attempts`` when it was tried more than once."""
+    return {"error": code} if attempt == 1 else {"error": code, "attempts": attempt}
+
+
+async def _retrying_write(write: Callable[[], Awaitable[object]]) -> None:
+    """``write()``, again after a short pause while the engine is unavailable (then raise)."""
+    for pause in _WRITE_RETRIES:
+        try:
+            await write()
+            return
+        except EngineUnavailable:
+            if pause is None:
+                raise
+            await asyncio.sleep(pause)
 
 
 def _ledger_key(record: TurnRecord, call: CallState) -> str:

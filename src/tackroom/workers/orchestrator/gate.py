@@ -1,11 +1,13 @@
 """The gate every function call passes: hooks, policy, approvals — each optional, each closed.
 
-``before_function_call`` hooks may block; then the policy function (5 s by default) decides, and
-fails closed: no answer, an error or a reply it cannot read is a denial with ``denied_by:
-gate_unavailable``. A ``needs_approval`` goes to the approvals worker, whose session mode may
-allow at once; otherwise the call parks. With no policy and no approvals configured the harness
-runs "thin" and allows. Every decision is an event and a span attribute. ``after_function_call``
-hooks may rewrite a result; one that fails withholds it.
+``before_function_call`` hooks may block; then two checks no configuration turns off: in ``plan``
+and ``ask`` mode only a tool declared ``read_only`` runs, and a tool's ``required_permission``
+must be one of the roles of the principal the run acts for. Then the policy function (5 s by
+default) decides, and fails closed: no answer, an error or a reply it cannot read is a denial
+with ``denied_by: gate_unavailable``. A ``needs_approval`` goes to the approvals worker, whose
+session mode may allow at once; otherwise the call parks. With no policy and no approvals
+configured the harness runs "thin" and allows. Every decision is an event and a span attribute.
+``after_function_call`` hooks may rewrite a result; one that fails withholds it.
 """
 
 from __future__ import annotations
@@ -28,7 +30,7 @@ from tackroom.engine.protocol import Engine
 from tackroom.hooks import AFTER_FUNCTION_CALL, BEFORE_FUNCTION_CALL, HookSubscriptions
 from tackroom.runtime.typed import describe_validation_error
 from tackroom.workers.orchestrator.planning import error_result
-from tackroom.workers.orchestrator.record import CallState, TurnRecord
+from tackroom.workers.orchestrator.record import CallState, ToolOffer, TurnRecord
 
 __all__ = ["Emit", "Gate", "GateDecision", "denial"]
 
@@ -36,8 +38,18 @@ Emit = Callable[[str, EventData], Awaitable[None]]
 """``emit(event_key, data)``: the event ``<run_id>:<event_key>`` carrying ``data``."""
 
 DecidedBy = Literal[
-    "thin", "policy", "gate_unavailable", "approval_mode", "default", "hook", "tool"
+    "thin",
+    "policy",
+    "gate_unavailable",
+    "approval_mode",
+    "default",
+    "hook",
+    "tool",
+    "mode",
+    "permission",
 ]
+_LOOKING_MODES = ("plan", "ask")
+"""Modes in which the run only looks: a call that is not ``read_only`` is denied."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -71,6 +83,8 @@ class Gate:
         blocked = await self._before_hooks(record, call)
         tool = record.tool(call.tool_name)
         asks = tool is not None and tool.traits.requires_approval
+        if blocked is None:
+            blocked = _builtin_denial(record, tool)
         if blocked is not None:
             decision = blocked
         elif self._policy is None and self._approvals is None and not asks:
@@ -95,6 +109,7 @@ class Gate:
                 rule_id=decision.rule_id,
                 matched_constraint=decision.matched_constraint,
                 reason=decision.reason,
+                principal=None if record.principal is None else record.principal.id,
             ),
         )
         span = trace.get_current_span()
@@ -197,9 +212,16 @@ class Gate:
     async def _policy_check(self, record: TurnRecord, call: CallState) -> GateDecision:
         if self._policy is None:
             return GateDecision("needs_approval", "default", "no policy: every call asks")
+        principal = record.principal
+        tool = record.tool(call.tool_name)
         try:
             request = CheckRequest(
-                function_id=call.function_id, args=call.arguments, session_id=record.session_id
+                function_id=call.function_id,
+                args=call.arguments,
+                session_id=record.session_id,
+                principal=None if principal is None else principal.id,
+                roles=[] if principal is None else list(principal.roles),
+                required_permission=None if tool is None else tool.traits.required_permission,
             )
         except ValidationError as exc:
             return _unavailable(f"invalid request: {describe_validation_error(exc)}")
@@ -217,6 +239,38 @@ class Gate:
             rule_id=reply.rule_id,
             matched_constraint=None if constraint is None else constraint.model_dump(mode="json"),
         )
+
+
+def _builtin_denial(record: TurnRecord, tool: ToolOffer | None) -> GateDecision | None:
+    """The checks no configuration turns off: the run's mode, and the tool's permission."""
+    if tool is None:
+        return None
+    if record.mode in _LOOKING_MODES and not tool.traits.read_only:
+        return GateDecision(
+            "deny",
+            "mode",
+            f"{record.mode} mode: {tool.function_id} may change something, and in {record.mode}"
+            " mode only read-only tools run (start the run in agent mode to let it act)",
+        )
+    needed = tool.traits.required_permission
+    if needed is None:
+        return None
+    principal = record.principal
+    if principal is None:
+        return GateDecision(
+            "deny",
+            "permission",
+            f"{tool.function_id} requires the permission {needed!r}, and this run names no"
+            " principal to hold it (start the run with a principal that has that role)",
+        )
+    if not principal.holds(needed):
+        return GateDecision(
+            "deny",
+            "permission",
+            f"{tool.function_id} requires the permission {needed!r}, which {principal.id!r}"
+            " does not hold",
+        )
+    return None
 
 
 def _no_approval(why: str) -> GateDecision:

@@ -14,6 +14,7 @@ from tackroom.contracts.messages import (
     FunctionResultMessage,
     Usage,
 )
+from tackroom.contracts.principal import Principal
 from tackroom.contracts.tools import ToolTraits
 from tackroom.contracts.turn import (
     Mode,
@@ -105,6 +106,7 @@ class TurnRecord(_Model):
     provider: str
     model: str
     mode: Mode = "agent"
+    principal: Principal | None = None
     system_prompt_override: str | None = None
     instructions: str | None = None
     system_prompt: str = ""

@@ -134,6 +134,7 @@ class Orchestrator:
             provider=request.provider,
             model=request.model,
             mode=request.mode,
+            principal=request.principal,
             max_turns=request.max_turns,
             system_prompt_override=request.system_prompt,
             instructions=request.instructions,

@@ -26,6 +26,7 @@ from tackroom.workers.policy.rules import (
     Rule,
     Ruleset,
     equals,
+    host_in,
     in_range,
     matches,
     one_of,
@@ -293,6 +294,8 @@ class _Walker:
                 return matches(arg, self.string(operand, field))
             if op == "under":
                 return under(arg, self.string(operand, field))
+            if op == "host_in":
+                return host_in(arg, self.value(operand, field))
             bounds: dict[str, Any] = {}
             for key, key_node, bound_node in self.mapping(operand, field, "{min: ..., max: ...}"):
                 if key not in ("min", "max"):

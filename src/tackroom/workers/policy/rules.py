@@ -21,6 +21,7 @@ import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
+from urllib.parse import urlsplit
 
 from tackroom.contracts.policy import (
     DEFAULT_RULE_ID,
@@ -40,6 +41,7 @@ __all__ = [
     "Ruleset",
     "equals",
     "evaluate",
+    "host_in",
     "in_range",
     "is_under",
     "json_equal",
@@ -49,8 +51,8 @@ __all__ = [
     "under",
 ]
 
-Operator = Literal["equals", "one_of", "matches", "under", "range"]
-OPERATORS: tuple[Operator, ...] = ("equals", "one_of", "matches", "under", "range")
+Operator = Literal["equals", "one_of", "matches", "under", "range", "host_in"]
+OPERATORS: tuple[Operator, ...] = ("equals", "one_of", "matches", "under", "range", "host_in")
 DECISIONS: tuple[Decision, ...] = ("allow", "deny", "needs_approval")
 
 
@@ -248,3 +250,53 @@ def in_range(arg: str, minimum: float | None = None, maximum: float | None = Non
 
     shown = {k: v for k, v in (("min", minimum), ("max", maximum)) if v is not None}
     return Constraint(arg, "range", shown, test)
+
+
+def host_in(arg: str, hosts: list[Any]) -> Constraint:
+    """The argument must be an ``http``/``https`` URL whose host matches one of ``hosts``: an
+    exact name (``docs.python.org``), ``*.example.com`` (any subdomain, not the name itself), or
+    either with ``:port`` (without one, any port). Case-insensitive; userinfo cannot fake a host
+    (``https://good.com@evil.com`` is ``evil.com``)."""
+    if not isinstance(hosts, list) or not hosts or not all(isinstance(h, str) for h in hosts):
+        raise ValueError("host_in takes a non-empty list of host names")
+    patterns = [_host_pattern(host) for host in hosts]
+
+    def test(actual: Any) -> bool:
+        target = _url_host(actual)
+        return target is not None and any(_host_matches(p, *target) for p in patterns)
+
+    return Constraint(arg, "host_in", list(hosts), test)
+
+
+def _host_pattern(text: str) -> tuple[str, int | None]:
+    host, colon, port = text.strip().lower().rpartition(":")
+    if not colon or "]" in port:
+        host, port = text.strip().lower(), ""
+    if not host or any(c in host for c in "/@ ?#"):
+        raise ValueError(f"host_in: {text!r} is not a host name (write docs.python.org or *.x.io)")
+    if port and not port.isdigit():
+        raise ValueError(f"host_in: {text!r} has a port that is not a number")
+    return host.strip("[]"), int(port) if port else None
+
+
+def _url_host(url: Any) -> tuple[str, int] | None:
+    if not isinstance(url, str):
+        return None
+    try:
+        parts = urlsplit(url.strip())
+        port = parts.port
+    except ValueError:
+        return None
+    if parts.scheme.lower() not in ("http", "https") or not parts.hostname:
+        return None
+    default = 443 if parts.scheme.lower() == "https" else 80
+    return parts.hostname.lower().rstrip("."), port or default
+
+
+def _host_matches(pattern: tuple[str, int | None], host: str, port: int) -> bool:
+    name, wanted = pattern
+    if wanted is not None and wanted != port:
+        return False
+    if name.startswith("*."):
+        return host.endswith(name[1:]) and host != name[2:]
+    return host == name
