@@ -12,6 +12,7 @@ anthropic     ``anthropic``                                    the ``anthropic``
 nats          ``nats-py``                                      the NATS engine (``nats://…``)
 otel          ``opentelemetry-sdk``, the OTLP/HTTP exporter    exporting traces (``tracing:``)
 cedar         ``cedarpy``                                      the ``policy-cedar`` worker
+http          ``httpx2``                                       the ``http`` worker (``http::fetch``)
 testing       ``pytest``, ``pytest-asyncio``,                  running the worker contract suites
               ``opentelemetry-sdk``                            (``tackroom.testing.contracts``)
 all           all of the above but ``testing``
@@ -36,6 +37,8 @@ EXTRA_OF_MODULE: dict[str, str] = {
     "opentelemetry.sdk": "otel",
     "opentelemetry.exporter": "otel",
     "cedarpy": "cedar",
+    "httpx2": "http",
+    "httpcore2": "http",
     "pytest": "testing",
     "pytest_asyncio": "testing",
 }

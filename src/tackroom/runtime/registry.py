@@ -45,6 +45,7 @@ BUILTIN_WORKERS: dict[str, str] = {
     "hooks": "tackroom.workers.hooks.worker:WORKER",
     "budget": "tackroom.workers.budget.worker:WORKER",
     "redactor": "tackroom.workers.redactor.worker:WORKER",
+    "http": "tackroom.workers.http.worker:WORKER",
 }
 
 

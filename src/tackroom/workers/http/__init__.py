@@ -1,0 +1,1 @@
+"""The ``http`` worker: ``http::fetch`` behind an egress policy of its own."""
