@@ -6,6 +6,7 @@ from __future__ import annotations
 import gzip
 import ipaddress
 import socket
+import sys
 from collections.abc import AsyncIterator, Sequence
 from pathlib import Path
 from typing import Any
@@ -16,6 +17,8 @@ from pydantic import ValidationError
 from tackroom.contracts.http import FetchRequest, FetchResponse
 from tackroom.engine.errors import FunctionError
 from tackroom.extras import extra_of
+from tackroom.runtime.errors import WorkerLoadError
+from tackroom.runtime.registry import load_worker
 from tackroom.testing.http_server import LocalHTTPServer, Reply, redirect, self_signed
 from tackroom.workers.http.egress import IPAddress
 from tackroom.workers.http.fetch import Fetcher
@@ -217,6 +220,15 @@ def test_bad_config_is_refused_at_load(config: dict[str, Any], fragment: str) ->
         HttpConfig(**config)
 
 
-def test_httpx2_is_the_http_extra() -> None:
+def test_httpx2_is_the_http_extra(monkeypatch: pytest.MonkeyPatch) -> None:
     assert extra_of("httpx2") == "http"
     assert extra_of("httpcore2._async") == "http"
+    monkeypatch.setitem(sys.modules, "httpx2", None)  # as if it were not installed
+    for name in [m for m in sys.modules if m.startswith("tackroom.workers.http")]:
+        monkeypatch.delitem(sys.modules, name)
+    with pytest.raises(WorkerLoadError) as caught:
+        load_worker("http")
+    assert str(caught.value) == (
+        "the 'http' worker needs the 'http' extra, which is not installed (no module 'httpx2'):"
+        " pip install 'tackroom[http]'"
+    )
