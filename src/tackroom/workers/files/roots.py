@@ -31,8 +31,8 @@ from tackroom.contracts.files import (
 )
 from tackroom.engine.errors import FunctionError, RevisionConflict
 from tackroom.engine.protocol import Engine
+from tackroom.kit.workspace import check_session_name
 from tackroom.runtime.errors import HarnessError
-from tackroom.workers.files.workspace import check_session_name
 
 __all__ = ["SessionRoots", "WorkspaceRootError", "WorkspaceRootMismatch", "claim_root", "identify"]
 

@@ -1,10 +1,11 @@
 """A per-session workspace directory that paths cannot escape (private to the ``files`` worker).
 
-A path is checked twice. First lexically and by resolution: absolute paths and ``..`` are
-refused, and the path is resolved (symlinks inside the workspace are followed) and must stay under
-the session directory. Then it is opened component by component from the session directory with
-``O_NOFOLLOW``, so a symlink swapped in between the check and the open is refused too (``ELOOP``)
-instead of followed. Blocking calls; the worker runs them in a thread.
+A path is checked twice. First lexically and by resolution (:mod:`tackroom.kit.workspace`, shared
+with the ``sandbox`` worker): absolute paths and ``..`` are refused, and the path is resolved
+(symlinks inside the workspace are followed) and must stay under the session directory. Then it
+is opened component by component from the session directory with ``O_NOFOLLOW``, so a symlink
+swapped in between the check and the open is refused too (``ELOOP``) instead of followed.
+Blocking calls; the worker runs them in a thread.
 """
 
 from __future__ import annotations
@@ -15,33 +16,32 @@ import os
 import stat
 import uuid
 from dataclasses import dataclass
-from pathlib import Path, PurePosixPath
+from pathlib import Path
 
 from tackroom.contracts.files import (
     IO_ERROR,
     IS_A_DIRECTORY,
-    NO_CALL_CONTEXT,
     NOT_A_DIRECTORY,
     NOT_A_FILE,
     NOT_FOUND,
     NOT_TEXT,
-    PATH_OUTSIDE_WORKSPACE,
-    ROOT_MARKER,
     TOO_LARGE,
     ListEntry,
 )
 from tackroom.engine.errors import FunctionError
+from tackroom.kit.workspace import (
+    checked_relative,
+    outside,
+    resolve_inside,
+    session_dir,
+)
 
-__all__ = ["Workspaces", "check_session_name"]
+__all__ = ["Workspaces"]
 
 _CLOEXEC = getattr(os, "O_CLOEXEC", 0)
 _DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | _CLOEXEC
 _READ_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | _CLOEXEC
 _WRITE_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | _CLOEXEC
-
-
-def _outside(raw: str, why: str) -> FunctionError:
-    return FunctionError(PATH_OUTSIDE_WORKSPACE, f"{raw!r}: {why}; paths stay inside the workspace")
 
 
 def _os_error(exc: OSError, raw: str) -> FunctionError:
@@ -52,7 +52,7 @@ def _os_error(exc: OSError, raw: str) -> FunctionError:
     if exc.errno == errno.EISDIR:
         return FunctionError(IS_A_DIRECTORY, f"{raw!r} is a folder")
     if exc.errno == errno.ELOOP:
-        return _outside(raw, "a symlink appeared on the path")
+        return outside(raw, "a symlink appeared on the path")
     return FunctionError(IO_ERROR, f"{raw!r}: {exc.strerror or exc}")
 
 
@@ -79,21 +79,6 @@ def _open_dir(base: Path, parts: tuple[str, ...], *, create: bool) -> int:
     return fd
 
 
-def check_session_name(session_id: str) -> None:
-    """Refuse a session id that cannot name a folder of its own under the root."""
-    if (
-        not session_id
-        or session_id in {".", "..", ROOT_MARKER}
-        or "/" in session_id
-        or "\\" in session_id
-        or "\0" in session_id
-        or len(session_id.encode()) > 200
-    ):
-        raise FunctionError(
-            NO_CALL_CONTEXT, f"session id {session_id!r} cannot name a workspace directory"
-        )
-
-
 class Workspaces:
     """The workspaces under ``root``: one directory per session, created ``0700``."""
 
@@ -102,32 +87,12 @@ class Workspaces:
 
     def session_dir(self, session_id: str) -> Path:
         """The session's directory (created if missing), fully resolved."""
-        check_session_name(session_id)
-        self.root.mkdir(mode=0o700, parents=True, exist_ok=True)
-        root = self.root.resolve()
-        path = root / session_id
-        with contextlib.suppress(FileExistsError):
-            os.mkdir(path, 0o700)
-        info = os.lstat(path)
-        if not stat.S_ISDIR(info.st_mode):
-            raise FunctionError(
-                PATH_OUTSIDE_WORKSPACE, f"the workspace of session {session_id!r} is not a folder"
-            )
-        return path
+        return session_dir(self.root, session_id)
 
     def locate(self, session_id: str, raw: str) -> _Located:
-        if "\0" in raw:
-            raise FunctionError("invalid_request", "a path cannot contain a NUL character")
-        pure = PurePosixPath(raw)
-        if pure.is_absolute():
-            raise _outside(raw, "absolute paths are not allowed")
-        if ".." in pure.parts:
-            raise _outside(raw, "'..' is not allowed")
+        pure = checked_relative(raw)
         base = self.session_dir(session_id)
-        resolved = (base / pure).resolve()
-        if not resolved.is_relative_to(base):
-            raise _outside(raw, "it resolves outside the workspace through a symlink")
-        return _Located(base, resolved.relative_to(base).parts)
+        return _Located(base, resolve_inside(base, pure, raw))
 
     # -- operations --------------------------------------------------------------------------
     def read(self, session_id: str, raw: str, *, max_bytes: int) -> str:
