@@ -1,0 +1,59 @@
+"""The ``sandbox`` worker: ``sandbox::run`` and ``sandbox::status`` (docs/workers/sandbox.md).
+
+```yaml
+worker_config:
+  sandbox:
+    workspace_root: .tackroom/workspaces   # the files worker's: <root>/<session_id>/
+    level: bwrap                           # or process: opt-in, NOT isolated (host files, network)
+    network: false
+    memory_mb: 1024                        # address space of each process
+    cpu_seconds: 60                        # CPU time of each process
+    max_processes: 128                     # processes of one call at once
+    max_file_bytes: 67108864
+    max_open_files: 256
+    max_output_bytes: 65536                # kept of stdout, and of stderr
+    tmp_mb: 256                            # each call's /tmp and /dev/shm
+    default_timeout: 30
+```
+
+Replaceable by id: another worker serving ``sandbox::run`` and ``sandbox::status`` (a container
+runtime, a remote machine) serves the ``shell`` tools unchanged; it proves it fits with
+``tackroom.testing.contracts.SandboxContract``.
+"""
+
+from __future__ import annotations
+
+from tackroom.contracts.sandbox import (
+    SANDBOX_RUN,
+    SANDBOX_STATUS,
+    RunRequest,
+    RunResult,
+    StatusRequest,
+    StatusResponse,
+)
+from tackroom.runtime.worker import WorkerContext, WorkerSpec
+from tackroom.workers.sandbox.config import SandboxConfig
+from tackroom.workers.sandbox.sandbox import Sandbox
+
+__all__ = ["WORKER", "SandboxConfig"]
+
+
+async def _start(ctx: WorkerContext[SandboxConfig]) -> None:
+    sandbox = await Sandbox.prepare(ctx.config)
+
+    async def run(request: RunRequest) -> RunResult:
+        return await sandbox.run(request)
+
+    async def status(request: StatusRequest) -> StatusResponse:
+        return sandbox.status()
+
+    await ctx.serve(SANDBOX_RUN, run)
+    await ctx.serve(SANDBOX_STATUS, status)
+
+
+WORKER = WorkerSpec(
+    name="sandbox",
+    description="Run commands isolated by bubblewrap in a session's workspace, within limits.",
+    config_model=SandboxConfig,
+    start=_start,
+)

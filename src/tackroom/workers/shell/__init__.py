@@ -1,0 +1,1 @@
+"""The ``shell`` worker: ``shell::run`` and ``code::python``, tools run by ``sandbox::run``."""

@@ -1,0 +1,117 @@
+"""The ``shell`` worker: the ``shell::run`` and ``code::python`` tools, run by ``sandbox::run``.
+
+```yaml
+worker_config:
+  shell:
+    sandbox_function: sandbox::run   # who runs the commands (another sandbox worker's id)
+    python: python3                  # the interpreter inside the sandbox (the system one)
+```
+
+A command's exit code, output and timeout are its result (``timed_out: true`` rather than an
+error, so a model sees what it printed before it was killed); a sandbox that cannot run it is an
+error (``sandbox_unavailable``), as is a working directory outside the workspace
+(``path_outside_workspace``). Isolation, limits and defaults are the sandbox's
+(docs/workers/sandbox.md).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import Field, ValidationError
+
+from tackroom.contracts.bus import Tool
+from tackroom.contracts.sandbox import (
+    CODE_PYTHON,
+    MAX_TIMEOUT,
+    NO_CALL_CONTEXT,
+    SANDBOX_RUN,
+    SANDBOX_UNAVAILABLE,
+    SHELL_RUN,
+    CommandResult,
+    PythonRequest,
+    RunRequest,
+    ShellRequest,
+)
+from tackroom.contracts.tools import CallContext
+from tackroom.engine.errors import FunctionError, FunctionNotFound, InvocationError
+from tackroom.kit.workspace import check_session_name
+from tackroom.runtime.tools import serve_tool
+from tackroom.runtime.worker import WorkerConfig, WorkerContext, WorkerSpec
+
+__all__ = ["WORKER", "ShellConfig"]
+
+_BUS_GRACE = 15.0
+"""Beyond the command's timeout, how long the sandbox may take to kill it and answer."""
+
+
+class ShellConfig(WorkerConfig):
+    sandbox_function: str = Field(
+        default=SANDBOX_RUN.id, description="the function that runs commands (sandbox::run)"
+    )
+    python: str = Field(default="python3", description="the interpreter, found in the sandbox")
+
+
+def _session(call: CallContext | None, tool: Tool[Any, Any]) -> str:
+    if call is None:
+        raise FunctionError(
+            NO_CALL_CONTEXT,
+            f"{tool.id} needs the caller's _call context (session_id) to find the workspace",
+        )
+    check_session_name(call.session_id)
+    return call.session_id
+
+
+async def _start(ctx: WorkerContext[ShellConfig]) -> None:
+    sandbox_run = SANDBOX_RUN.at(ctx.config.sandbox_function)
+
+    async def run(request: RunRequest) -> CommandResult:
+        wait = (request.timeout_seconds or MAX_TIMEOUT) + _BUS_GRACE
+        try:
+            result = await sandbox_run.call(ctx.engine, request, timeout=wait)
+        except FunctionNotFound:
+            raise FunctionError(
+                SANDBOX_UNAVAILABLE,
+                f"no worker serves {sandbox_run.id}: add the sandbox worker to the workers",
+            ) from None
+        except InvocationError as exc:
+            raise FunctionError(exc.remote_code, exc.message) from None
+        except ValidationError as exc:
+            raise FunctionError(
+                "internal", f"{sandbox_run.id} answered with an invalid result: {exc}"
+            ) from None
+        return CommandResult.model_validate(result.model_dump(exclude={"schema_version", "level"}))
+
+    async def shell_run(request: ShellRequest, call: CallContext | None) -> CommandResult:
+        return await run(
+            RunRequest(
+                session_id=_session(call, SHELL_RUN),
+                argv=["/bin/sh", "-c", request.command],
+                cwd=request.cwd,
+                stdin=request.stdin,
+                timeout_seconds=request.timeout_seconds,
+            )
+        )
+
+    async def code_python(request: PythonRequest, call: CallContext | None) -> CommandResult:
+        # -E -s: no PYTHON* variables, no user site; the workspace (the current folder) stays
+        # on sys.path, so a snippet imports the modules written there.
+        return await run(
+            RunRequest(
+                session_id=_session(call, CODE_PYTHON),
+                argv=[ctx.config.python, "-E", "-s", "-c", request.code],
+                stdin=request.stdin,
+                timeout_seconds=request.timeout_seconds,
+            )
+        )
+
+    await serve_tool(ctx, SHELL_RUN, shell_run)
+    await serve_tool(ctx, CODE_PYTHON, code_python)
+
+
+WORKER = WorkerSpec(
+    name="shell",
+    description="The shell::run and code::python tools, run isolated by the sandbox worker.",
+    config_model=ShellConfig,
+    start=_start,
+)
