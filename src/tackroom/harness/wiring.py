@@ -111,6 +111,7 @@ def with_home(config: HarnessConfig, home: Path, *, engine: str | None) -> Harne
         sections[name] = merged
 
     section("files", workspace_root=str(home / "workspaces"))
+    section("sandbox", workspace_root=str(home / "workspaces"))
     section("credentials", vault_path=str(home / "credentials.json"))
     section("directory", user_dir=str(home / "skills"))
     endpoint = config.endpoint.model_copy(update={"socket": home / "tackroom.sock"})
