@@ -1,0 +1,1 @@
+"""The ``mcp`` bridge worker: MCP servers' tools, resources and prompts on the bus."""
