@@ -12,6 +12,7 @@ anthropic     ``anthropic``                                    the ``anthropic``
 nats          ``nats-py``                                      the NATS engine (``nats://…``)
 otel          ``opentelemetry-sdk``, the OTLP/HTTP exporter    exporting traces (``tracing:``)
 cedar         ``cedarpy``                                      the ``policy-cedar`` worker
+mcp           ``mcp``                                          the ``mcp`` bridge worker
 http          ``httpx2``                                       the ``http`` worker (``http::fetch``)
 testing       ``pytest``, ``pytest-asyncio``,                  running the worker contract suites
               ``opentelemetry-sdk``                            (``tackroom.testing.contracts``)
@@ -37,6 +38,8 @@ EXTRA_OF_MODULE: dict[str, str] = {
     "opentelemetry.sdk": "otel",
     "opentelemetry.exporter": "otel",
     "cedarpy": "cedar",
+    "mcp": "mcp",
+    "mcp_types": "mcp",
     "httpx2": "http",
     "httpcore2": "http",
     "pytest": "testing",
