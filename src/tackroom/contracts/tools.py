@@ -50,10 +50,13 @@ NEVER_OFFERED: tuple[str, ...] = (
     "hook::*",
     "models::reconcile",
     "directory::skills::register",
+    "sandbox::*",
 )
 """Function id globs (``fnmatch``) the orchestrator never hands a model as a tool, whatever a
 run's patterns say: the harness's own machinery, credentials, approvals, policy, budgets, hook
-subscribers, catalog reconciliation and skill registration."""
+subscribers, catalog reconciliation, skill registration, and the sandbox's raw
+``sandbox::run`` (models reach it through ``shell::run`` and ``code::python``, which the policy
+names)."""
 
 
 TRANSIENT_ERROR_CODES: frozenset[str] = frozenset(
