@@ -65,8 +65,8 @@ async def bridge(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[Brid
     (root / "notes.txt").write_text("buy milk\n")
     marker = tmp_path_factory.mktemp("slow") / "pid"
     servers = {
-        "time": time_server(),
-        "every": everything_server(),
+        "time": {**time_server(), "read_only_tools": ["get_*"]},
+        "every": {**everything_server(), "trust_read_only_hints": True},
         "fs": filesystem_server(root, deny_tools=["move_file", "edit_*"]),
         "slow": slow_server(marker),
         "hasty": slow_server(root / "hasty-pid", timeout=0.5),
@@ -87,9 +87,14 @@ async def test_each_allowed_tool_is_a_function_with_its_schema_and_traits(bridge
     time_tool = catalog["mcp::time::get_current_time"]
     assert time_tool.worker == "mcp"
     assert "timezone" in (time_tool.request_schema or {})["properties"]
-    read_only = traits_of(time_tool.request_schema)  # readOnlyHint: true
+    read_only = traits_of(time_tool.request_schema)  # read_only_tools: [get_*]
     assert (read_only.read_only, read_only.idempotent, read_only.parallel) == (True, True, True)
     assert read_only.timeout == 62.0  # the server's timeout (60) and a margin
+    # readOnlyHint and idempotentHint, but the server's own word for read-only is not enough
+    convert = traits_of(catalog["mcp::time::convert_time"].request_schema)
+    assert (convert.read_only, convert.idempotent, convert.parallel) == (False, True, False)
+    trusted = traits_of(catalog["mcp::every::get-sum"].request_schema)  # trust_read_only_hints
+    assert (trusted.read_only, trusted.parallel) == (True, True)
 
     write = traits_of(catalog["mcp::fs::write_file"].request_schema)  # idempotentHint only
     assert (write.read_only, write.idempotent, write.parallel) == (False, True, False)

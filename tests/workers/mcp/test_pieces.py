@@ -87,23 +87,19 @@ def tool(name: str = "t", **hints: bool) -> types.Tool:
 
 def test_traits_from_annotations_and_config() -> None:
     server = ServerConfig(command=["x"], timeout=10, read_only_tools=["list_*"])
-    read_only = tool(read_only_hint=True)
-    assert tool_traits(read_only, server).model_dump(exclude_defaults=True) == {
+    assert tool_traits(tool("list_files"), server).model_dump(exclude_defaults=True) == {
         "idempotent": True, "parallel": True, "read_only": True, "timeout": 12.0,
     }  # fmt: skip
-    idempotent = tool_traits(tool(idempotent_hint=True, read_only_hint=False), server)
-    assert (idempotent.idempotent, idempotent.read_only, idempotent.parallel) == (
-        True,
-        False,
-        False,
-    )
+    # the server's readOnlyHint alone does not make a tool read-only ...
+    claims = tool(read_only_hint=True)
+    assert not tool_traits(claims, server).read_only
+    # ... unless the operator trusts the server's hints
+    trusted = ServerConfig(command=["x"], trust_read_only_hints=True)
+    assert tool_traits(claims, trusted).read_only
+    written = tool_traits(tool(idempotent_hint=True, read_only_hint=False), server)
+    assert (written.idempotent, written.read_only, written.parallel) == (True, False, False)
     plain = tool_traits(tool(), server)
     assert (plain.idempotent, plain.read_only, plain.parallel) == (False, False, False)
-    assert tool_traits(tool("list_files"), server).read_only  # read_only_tools
-
-    distrust = ServerConfig(command=["x"], trust_annotations=False)
-    assert not tool_traits(read_only, distrust).read_only
-    assert not tool_traits(tool(idempotent_hint=True), distrust).idempotent
 
 
 def test_content_blocks_the_model_reads() -> None:

@@ -80,12 +80,13 @@ class ServerConfig(WorkerConfig):
     )
     read_only_tools: list[str] = Field(
         default_factory=list,
-        description="globs of tools to treat as read-only, whatever their annotations say",
+        description="globs of the tools that change nothing: plan mode may run them, and they "
+        "may run beside other calls",
     )
-    trust_annotations: bool = Field(
-        default=True,
-        description="read readOnlyHint / idempotentHint from the server's tool annotations; "
-        "false: only read_only_tools makes a tool read-only",
+    trust_read_only_hints: bool = Field(
+        default=False,
+        description="also take the server's readOnlyHint annotations for read_only_tools (only "
+        "for a server you trust: a server's annotations are its own claims)",
     )
     timeout: float = Field(default=60.0, gt=0, le=3600, description="seconds one call may take")
     connect_timeout: float = Field(

@@ -40,13 +40,15 @@ TIMEOUT_MARGIN = 2.0
 
 
 def tool_traits(tool: types.Tool, config: ServerConfig) -> ToolTraits:
-    """Traits from the tool's annotations (when trusted) and the server's ``read_only_tools``.
-
-    A read-only tool is idempotent too and may run beside other calls; anything else runs alone.
+    """The tool's traits: ``read_only`` when the operator says so (``read_only_tools``, or
+    ``trust_read_only_hints`` and the tool's ``readOnlyHint``), never on the server's word alone;
+    ``idempotent`` when read-only or annotated ``idempotentHint`` (it only lets the orchestrator
+    retry a call that failed with a transient error). A read-only tool may run beside other calls;
+    anything else runs alone.
     """
-    hints = tool.annotations if config.trust_annotations else None
+    hints = tool.annotations
     read_only = matches_any(tool.name, config.read_only_tools) or bool(
-        hints is not None and hints.read_only_hint
+        config.trust_read_only_hints and hints is not None and hints.read_only_hint
     )
     idempotent = read_only or bool(hints is not None and hints.idempotent_hint)
     return ToolTraits(

@@ -26,6 +26,7 @@ from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.message import SessionMessage
 
 from tackroom.workers.mcp.config import ServerConfig
+from tackroom.workers.mcp.errors import mask
 
 __all__ = ["StderrPump", "http_transport", "stdio_transport", "stop_task", "watched"]
 
@@ -136,7 +137,7 @@ class StderrPump:
         self.errlog = os.fdopen(write_fd, "w", encoding="utf-8")
         self._read = os.fdopen(read_fd, "rb", buffering=0)
         self._max_lines = max_lines
-        self._secrets = sorted((s for s in secrets if len(s) >= 4), key=len, reverse=True)
+        self._secrets = secrets
         self._logged = 0
         self.tail: deque[str] = deque(maxlen=5)
 
@@ -147,13 +148,8 @@ class StderrPump:
         self.errlog.close()
         self._read.close()
 
-    def _masked(self, line: str) -> str:
-        for secret in self._secrets:
-            line = line.replace(secret, "***")
-        return line
-
     def _emit(self, raw: bytes) -> None:
-        line = self._masked(raw.decode("utf-8", "replace").rstrip("\r\n"))[:MAX_LINE]
+        line = mask(raw.decode("utf-8", "replace").rstrip("\r\n"), self._secrets)[:MAX_LINE]
         if not line.strip():
             return
         self.tail.append(line)
