@@ -79,6 +79,8 @@ async def test_python_runs_in_the_workspace(bus: Engine) -> None:
     code = "import mathx, sys\nassert mathx.double(21) == 42\nprint(sys.stdin.read().upper())"
     result = await bus.trigger("code::python", call(code=code, stdin="quiet"))
     assert (result["exit_code"], result["stdout"]) == (0, "QUIET\n")
+    listed = await bus.trigger("fs::list", call())
+    assert [entry["name"] for entry in listed["entries"]] == ["mathx.py"]  # no __pycache__
     broken = await bus.trigger("code::python", call(code="1 / 0"))
     assert broken["exit_code"] == 1
     assert "ZeroDivisionError" in broken["stderr"]

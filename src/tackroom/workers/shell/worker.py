@@ -94,12 +94,12 @@ async def _start(ctx: WorkerContext[ShellConfig]) -> None:
         )
 
     async def code_python(request: PythonRequest, call: CallContext | None) -> CommandResult:
-        # -E -s: no PYTHON* variables, no user site; the workspace (the current folder) stays
-        # on sys.path, so a snippet imports the modules written there.
+        # -B: no __pycache__ left in the workspace; -E -s: no PYTHON* variables, no user site.
+        # The workspace (the current folder) stays on sys.path: a snippet imports its modules.
         return await run(
             RunRequest(
                 session_id=_session(call, CODE_PYTHON),
-                argv=[ctx.config.python, "-E", "-s", "-c", request.code],
+                argv=[ctx.config.python, "-B", "-E", "-s", "-c", request.code],
                 stdin=request.stdin,
                 timeout_seconds=request.timeout_seconds,
             )
