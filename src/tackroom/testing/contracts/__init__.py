@@ -21,7 +21,10 @@ from tackroom.extras import import_extra
 import_extra("pytest", needed_by="the contract suites (tackroom.testing.contracts)")
 import pytest  # noqa: E402
 
-_SUITES = "base approvals budget catalog credentials directory hooks http policy provider sessions"
+_SUITES = (
+    "base approvals budget catalog credentials directory hooks http policy provider sandbox"
+    " sessions"
+)
 # Before the suites are imported: their plain asserts get pytest's explanations.
 pytest.register_assert_rewrite(*(f"{__name__}.{suite}" for suite in _SUITES.split()))
 
@@ -39,6 +42,7 @@ from tackroom.testing.contracts.hooks import HooksContract  # noqa: E402
 from tackroom.testing.contracts.http import HttpContract  # noqa: E402
 from tackroom.testing.contracts.policy import PolicyContract  # noqa: E402
 from tackroom.testing.contracts.provider import ProviderContract, ProviderSubject  # noqa: E402
+from tackroom.testing.contracts.sandbox import SandboxContract  # noqa: E402
 from tackroom.testing.contracts.sessions import SessionsContract  # noqa: E402
 
 __all__ = [
@@ -54,6 +58,7 @@ __all__ = [
     "PolicyContract",
     "ProviderContract",
     "ProviderSubject",
+    "SandboxContract",
     "SessionsContract",
     "WorkerContract",
 ]
