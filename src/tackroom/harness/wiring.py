@@ -130,6 +130,9 @@ def agent_workers(
     """The boot list of an agent run: the config's agent workers, its own workers, the provider's
     worker last; ``sessions`` replaces the ``sessions`` worker (``Harness.use_memory``)."""
     names = [*config.agent.workers, *config.workers]
+    mcp = config.worker_config.get("mcp")
+    if isinstance(mcp, Mapping) and mcp.get("servers"):
+        names.append("mcp")
     if provider_worker_name:
         names.append(provider_worker_name)
     names = [sessions if name == "sessions" else name for name in names]

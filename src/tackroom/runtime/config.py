@@ -75,7 +75,19 @@ class AgentSettings(_Section):
     model: str | None = None
     """``PROVIDER:MODEL``, e.g. ``openai:gpt-4o-mini``; ``None``: pass ``--model``."""
     mode: Literal["plan", "ask", "agent"] = "agent"
-    tools: list[str] = Field(default_factory=lambda: ["fs::*", "calc::*", "clock::*"])
+    tools: list[str] = Field(
+        default_factory=lambda: [
+            "fs::*",
+            "calc::*",
+            "clock::*",
+            "shell::*",
+            "code::*",
+            "http::*",
+            "mcp::*",
+        ]
+    )
+    """What ``tackroom run`` offers the model; the default policy asks before anything but
+    reading files, arithmetic and the clock."""
     max_turns: int = Field(default=8, ge=1)
     auto_approve: bool = False
     """Answer yes to every call the policy would ask a person about (``tackroom run --yes``);
@@ -92,12 +104,16 @@ class AgentSettings(_Section):
             "orchestrator",
             "files",
             "utilities",
+            "sandbox",
+            "shell",
+            "http",
             "policy",
             "approvals",
         ]
     )
-    """The workers an agent run needs besides its provider. With ``policy`` and ``approvals``
-    among them the gate is on (the orchestrator asks both unless its config names others)."""
+    """The workers an agent run needs besides its provider (``mcp`` joins them when
+    ``worker_config.mcp`` lists servers). With ``policy`` and ``approvals`` among them the gate
+    is on (the orchestrator asks both unless its config names others)."""
 
 
 class HarnessConfig(_Section):
