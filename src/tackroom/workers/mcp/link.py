@@ -25,9 +25,15 @@ import mcp_types as types
 from mcp import Client
 from mcp.client.session import IncomingMessage
 from mcp.shared.exceptions import MCPError
-from mcp_types import CONNECTION_CLOSED, INTERNAL_ERROR, INVALID_REQUEST
+from mcp_types import CONNECTION_CLOSED, INTERNAL_ERROR, INVALID_REQUEST, REQUEST_TIMEOUT
 
-from tackroom.contracts.mcp import SERVER_UNAVAILABLE, ServerState, ServerStatus, ToolCallResult
+from tackroom.contracts.mcp import (
+    MCP_ERROR,
+    SERVER_UNAVAILABLE,
+    ServerState,
+    ServerStatus,
+    ToolCallResult,
+)
 from tackroom.engine.errors import FunctionError
 from tackroom.runtime.worker import WorkerContext
 from tackroom.workers.mcp.config import McpConfig, ServerConfig
@@ -283,25 +289,43 @@ class ServerLink:
     async def request(
         self, what: str, operation: Callable[[Client], Awaitable[T]], *, wait: bool = True
     ) -> T:
-        """``operation`` on the connected client, its failures as typed errors."""
+        """``operation`` on the connected client (within the server's ``timeout``, and a little
+        more: a tool call's own timeout comes first), its failures as typed errors."""
         connection = await self._connection(wait=wait)
         try:
-            return await operation(connection.client)
+            with anyio.fail_after(self.config.timeout + 1.0):
+                return await operation(connection.client)
+        except FunctionError:
+            raise
         except MCPError as exc:
-            if exc.code == CONNECTION_CLOSED or connection.ended.is_set():
-                self._mark_ended(connection.ended)
-                raise interrupted(self.name, what) from None
-            if exc.code in _SESSION_ERRORS and not await self._alive(connection):
-                self._mark_ended(connection.ended)
-                raise FunctionError(
-                    SERVER_UNAVAILABLE,
-                    f"MCP server {self.name!r} lost the session ({exc.message}) before {what} "
-                    "ran; the bridge is reconnecting, try again",
-                ) from None
-            raise request_error(self.name, what, exc, timeout=self.config.timeout) from None
+            raise await self._request_failed(connection, what, exc) from None
+        except TimeoutError:
+            raise request_error(
+                self.name, what, MCPError(REQUEST_TIMEOUT, "timed out"), timeout=self.config.timeout
+            ) from None
         except (anyio.ClosedResourceError, anyio.BrokenResourceError):
             self._mark_ended(connection.ended)
             raise interrupted(self.name, what) from None
+        except Exception as exc:
+            problem = describe(exc, secrets=self._secrets)
+            raise FunctionError(
+                MCP_ERROR, f"MCP server {self.name!r} failed {what}: {problem}"
+            ) from None
+
+    async def _request_failed(
+        self, connection: _Connection, what: str, exc: MCPError
+    ) -> FunctionError:
+        if exc.code == CONNECTION_CLOSED or connection.ended.is_set():
+            self._mark_ended(connection.ended)
+            return interrupted(self.name, what)
+        if exc.code in _SESSION_ERRORS and not await self._alive(connection):
+            self._mark_ended(connection.ended, cause=f"the session was lost ({exc.message})")
+            return FunctionError(
+                SERVER_UNAVAILABLE,
+                f"MCP server {self.name!r} lost the session ({exc.message}) before {what} ran; "
+                "the bridge is reconnecting, try again",
+            )
+        return request_error(self.name, what, exc, timeout=self.config.timeout)
 
     async def _alive(self, connection: _Connection) -> bool:
         """Whether the connection still answers (a tools/list within a few seconds): an HTTP
@@ -321,15 +345,7 @@ class ServerLink:
         async def call(client: Client) -> types.CallToolResult:
             return await client.call_tool(name, arguments, read_timeout_seconds=timeout)
 
-        try:
-            result = await self.request(f"the tool {name!r}", call)
-        except (FunctionError, asyncio.CancelledError):
-            raise
-        except Exception as exc:
-            raise FunctionError(
-                "mcp_error", f"MCP server {self.name!r}: {name!r}: {describe(exc, secrets=[])}"
-            ) from None
-        return tool_result(self.name, name, result)
+        return tool_result(self.name, name, await self.request(f"the tool {name!r}", call))
 
     def status(self) -> ServerStatus:
         info = self._info
