@@ -19,7 +19,7 @@ import mcp_types as types
 
 from tackroom.contracts.bus import dump
 from tackroom.contracts.mcp import ToolCallResult, tool_function_id
-from tackroom.contracts.tools import split_call
+from tackroom.contracts.tools import CALL_CONTEXT_KEY
 from tackroom.engine.errors import FunctionError
 from tackroom.engine.protocol import LazySchema, Registration
 from tackroom.runtime.worker import WorkerContext
@@ -100,7 +100,9 @@ class ServerTools:
                 raise FunctionError(
                     "invalid_request", f"the arguments of {name!r} must be a JSON object"
                 )
-            arguments, _ = split_call(payload or {})
+            # The call context is not the server's business (and not validated here: the bridge
+            # does not use it).
+            arguments = {k: v for k, v in (payload or {}).items() if k != CALL_CONTEXT_KEY}
             return dump(await call(name, arguments))
 
         return handle
