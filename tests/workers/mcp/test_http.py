@@ -29,6 +29,7 @@ async def engine(http_everything: HttpServer) -> AsyncIterator[Engine]:
                 "mcp": {
                     "servers": {"web": {"url": http_everything.url, "deny_tools": ["get-env"]}},
                     "backoff_initial": 0.2,
+                    "wait_for_connection": 1.0,
                 }
             },
         }
@@ -81,3 +82,9 @@ async def test_tools_over_http_and_a_server_restarted_under_the_bridge(
 
     await wait_until(answers, timeout=20, interval=0.2, message="a call after the restart")
     assert await connected(engine)
+
+    # gone while idle: the next call cannot reach it, and says so (nothing ran: try again)
+    await http_everything.kill()
+    with pytest.raises(InvocationError) as refused:
+        await echo(engine, "anyone?")
+    assert refused.value.remote_code == SERVER_UNAVAILABLE

@@ -11,9 +11,9 @@ from mcp.shared.exceptions import MCPError
 from tackroom.runtime.config import HarnessConfig
 from tackroom.runtime.errors import ConfigError
 from tackroom.workers.mcp.config import CredentialRef, EnvRef, ServerConfig
+from tackroom.workers.mcp.connection import backoff
 from tackroom.workers.mcp.convert import result_blocks, tool_traits
 from tackroom.workers.mcp.errors import describe, public_url
-from tackroom.workers.mcp.link import backoff
 from tackroom.workers.mcp.naming import safe_names
 from tackroom.workers.mcp.worker import WORKER
 

@@ -15,7 +15,6 @@ import asyncio
 import functools
 import logging
 import math
-import random
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any, TypeVar
@@ -37,6 +36,7 @@ from tackroom.contracts.mcp import (
 from tackroom.engine.errors import FunctionError
 from tackroom.runtime.worker import WorkerContext
 from tackroom.workers.mcp.config import McpConfig, ServerConfig
+from tackroom.workers.mcp.connection import Connection, backoff, first_of
 from tackroom.workers.mcp.convert import tool_result
 from tackroom.workers.mcp.errors import describe, interrupted, public_url, request_error
 from tackroom.workers.mcp.listing import Listing, list_server
@@ -45,12 +45,13 @@ from tackroom.workers.mcp.tools import ServerTools
 from tackroom.workers.mcp.transport import (
     StderrPump,
     http_transport,
+    nothing_sent,
     stdio_transport,
     stop_task,
     watched,
 )
 
-__all__ = ["ServerLink", "backoff"]
+__all__ = ["ServerLink"]
 
 _log = logging.getLogger("tackroom.workers.mcp")
 
@@ -68,12 +69,6 @@ _CHANGED = (
     types.ResourceListChangedNotification,
     types.PromptListChangedNotification,
 )
-
-
-@dataclass(slots=True)
-class _Connection:
-    client: Client
-    ended: asyncio.Event
 
 
 @dataclass(slots=True)
@@ -99,7 +94,7 @@ class ServerLink:
         self.attempts = _Attempts()
         self.started = asyncio.Event()
         """Set once the first attempt has connected or failed."""
-        self._conn: _Connection | None = None
+        self._conn: Connection | None = None
         self._up = asyncio.Event()
         self._relist = asyncio.Event()
         self._secrets: list[str] = []
@@ -199,29 +194,34 @@ class ServerLink:
         pump_task = asyncio.create_task(pump.pump()) if pump is not None else None
         on_end = functools.partial(self._mark_ended, ended)
         client = Client(watched(transport, on_end), cache=None, message_handler=self._on_message)
+        connection = Connection(client, ended)
         try:
-            await self._run(client, ended, pump)
+            await self._run(connection, pump)
+        except Exception as exc:
+            connection.refused = nothing_sent(exc)
+            raise
         finally:
+            connection.closed.set()
             await stop_task(pump_task)
             if pump is not None:
                 pump.close()
                 self._stderr_tail = pump.tail[-1] if pump.tail else None
 
-    async def _run(self, client: Client, ended: asyncio.Event, pump: StderrPump | None) -> None:
+    async def _run(self, connection: Connection, pump: StderrPump | None) -> None:
+        client = connection.client
         with anyio.fail_after(self.config.connect_timeout) as deadline:
             async with client:
                 if pump is not None:
                     pump.child_started()
                 await self._refresh(client)
                 deadline.deadline = math.inf
-                connection = _Connection(client, ended)
                 self._set_up(client, connection)
                 try:
                     await self._serve(client, connection)
                 finally:
                     self._set_down("reconnecting")
 
-    def _set_up(self, client: Client, connection: _Connection) -> None:
+    def _set_up(self, client: Client, connection: Connection) -> None:
         self._info = client.server_info
         self._protocol = client.protocol_version
         self.attempts.connects += 1
@@ -241,10 +241,10 @@ class ServerLink:
         self.listing = await list_server(client, server=self.name)
         await self.tools.sync(self.listing.tools)
 
-    async def _serve(self, client: Client, connection: _Connection) -> None:
+    async def _serve(self, client: Client, connection: Connection) -> None:
         """Wait until the connection ends; re-list when the server says its lists changed."""
         while not connection.ended.is_set():
-            await _first_of(connection.ended, self._relist)
+            await first_of(connection.ended, self._relist)
             if self._relist.is_set() and not connection.ended.is_set():
                 self._relist.clear()
                 try:
@@ -261,7 +261,7 @@ class ServerLink:
 
     # -- requests ----------------------------------------------------------------------------
 
-    async def _connection(self, *, wait: bool) -> _Connection:
+    async def _connection(self, *, wait: bool) -> Connection:
         connection = self._conn
         if connection is not None and connection.ended.is_set():
             self._mark_ended(connection.ended)
@@ -313,12 +313,19 @@ class ServerLink:
             ) from None
 
     async def _request_failed(
-        self, connection: _Connection, what: str, exc: MCPError
+        self, connection: Connection, what: str, exc: MCPError
     ) -> FunctionError:
         if exc.code == CONNECTION_CLOSED or connection.ended.is_set():
             self._mark_ended(connection.ended)
+            if await connection.refused_at_close():
+                return FunctionError(
+                    SERVER_UNAVAILABLE,
+                    f"MCP server {self.name!r} cannot be reached, so {what} did not run; the "
+                    "bridge is reconnecting, try again",
+                )
             return interrupted(self.name, what)
-        if exc.code in _SESSION_ERRORS and not await self._alive(connection):
+        probe = min(self.config.connect_timeout, 5.0)
+        if exc.code in _SESSION_ERRORS and not await connection.alive(timeout=probe):
             self._mark_ended(connection.ended, cause=f"the session was lost ({exc.message})")
             return FunctionError(
                 SERVER_UNAVAILABLE,
@@ -326,18 +333,6 @@ class ServerLink:
                 "the bridge is reconnecting, try again",
             )
         return request_error(self.name, what, exc, timeout=self.config.timeout)
-
-    async def _alive(self, connection: _Connection) -> bool:
-        """Whether the connection still answers (a tools/list within a few seconds): an HTTP
-        server that restarted forgets the session, and every request on it fails from then on."""
-        if connection.client.server_capabilities.tools is None:
-            return True
-        try:
-            with anyio.fail_after(min(self.config.connect_timeout, 5.0)):
-                await connection.client.list_tools()
-        except Exception:
-            return False
-        return True
 
     async def call_tool(self, name: str, arguments: dict[str, Any]) -> ToolCallResult:
         timeout = self.config.timeout
@@ -365,19 +360,3 @@ class ServerLink:
             failures=self.attempts.failures,
             last_error=self.last_error,
         )
-
-
-def backoff(streak: int, *, initial: float, limit: float) -> float:
-    """The delay before the next attempt after ``streak`` bad ones in a row: ``initial``
-    doubling up to ``limit``, give or take 10% so servers restarted together spread out."""
-    base = initial * 2.0 ** min(max(streak - 1, 0), 30)
-    return min(base, limit) * random.uniform(0.9, 1.1)
-
-
-async def _first_of(*events: asyncio.Event) -> None:
-    waiters = [asyncio.ensure_future(event.wait()) for event in events]
-    try:
-        await asyncio.wait(waiters, return_when=asyncio.FIRST_COMPLETED)
-    finally:
-        for waiter in waiters:
-            waiter.cancel()

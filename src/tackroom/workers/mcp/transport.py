@@ -28,7 +28,14 @@ from mcp.shared.message import SessionMessage
 from tackroom.workers.mcp.config import ServerConfig
 from tackroom.workers.mcp.errors import mask
 
-__all__ = ["StderrPump", "http_transport", "stdio_transport", "stop_task", "watched"]
+__all__ = [
+    "StderrPump",
+    "http_transport",
+    "nothing_sent",
+    "stdio_transport",
+    "stop_task",
+    "watched",
+]
 
 _log = logging.getLogger("tackroom.workers.mcp")
 
@@ -120,6 +127,14 @@ async def http_transport(url: str, headers: dict[str, str]) -> AsyncIterator[Tra
         streamable_http_client(url, http_client=client) as streams,
     ):
         yield streams
+
+
+def nothing_sent(exc: BaseException) -> bool:
+    """Whether ``exc`` (a transport's failure, maybe a group of them) is only HTTP connections
+    that could not be opened: the server was unreachable, no request reached it."""
+    if isinstance(exc, BaseExceptionGroup):
+        return bool(exc.exceptions) and all(nothing_sent(inner) for inner in exc.exceptions)
+    return isinstance(exc, httpx2.ConnectError)
 
 
 class StderrPump:
