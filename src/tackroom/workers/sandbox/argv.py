@@ -81,7 +81,7 @@ class RLimits:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class HostLayout:
-    """What of the host a sandbox is built from (found once at start, see ``host.py``)."""
+    """What of the host a sandbox is built from (found once, see ``host.py``)."""
 
     links: tuple[tuple[str, str], ...]
     """Top-level symlinks to recreate, ``("/bin", "usr/bin")`` (a merged-``/usr`` system)."""

@@ -31,7 +31,8 @@ _log = logging.getLogger("tackroom.workers.sandbox")
 
 BASE = "tackroom-sandbox"
 _STALE_AFTER = 300.0
-"""A call cgroup older than this with no process left is a crashed worker's; removed at start."""
+"""A call cgroup older than this with no process left is a crashed worker's; removed when
+the cgroups are first looked for."""
 
 
 @dataclass(frozen=True, slots=True)

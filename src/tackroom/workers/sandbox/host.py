@@ -1,5 +1,5 @@
-"""What the host offers a sandbox, found once at start: programs, the file layout, a process
-limit that holds. Blocking; the worker runs these in a thread."""
+"""What the host offers a sandbox, found once (by the worker's first call): programs, the file
+layout, a process limit that holds. Blocking; the worker runs these in a thread."""
 
 from __future__ import annotations
 

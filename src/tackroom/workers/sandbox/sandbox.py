@@ -1,4 +1,5 @@
-"""The sandbox: what this host allows (found and probed once at start), and running one call.
+"""The sandbox: what this host allows (found and probed once, on the first call), and running
+one call.
 
 At the ``bwrap`` level a call that cannot be isolated as configured is refused
 (``sandbox_unavailable``, saying why and what to do) — never run with less isolation. The
@@ -83,41 +84,71 @@ def _killed_reason(timed_out: bool, signal_number: int | None) -> KilledReason |
 
 
 class Sandbox:
-    """One worker's sandbox: its config, what the host offers, and whether it can run."""
+    """One worker's sandbox: its config, what the host offers, and whether it can run.
 
-    def __init__(self, config: SandboxConfig, setup: _Setup) -> None:
+    What the host offers is found (and, at the ``bwrap`` level, probed by running ``true``) by
+    :meth:`ready`, which :meth:`run` calls: the first call pays for it (~40 ms), not the boot.
+    It happens once — concurrent first calls wait for the same probe — and its outcome is kept,
+    a refusal too: every call is then refused with the same reason. A first caller cancelled
+    midway leaves nothing kept (the probe's process is killed), and the next call starts over.
+    """
+
+    def __init__(self, config: SandboxConfig) -> None:
         self.config = config
-        self._setup = setup
+        self._setup: _Setup | None = None
+        self._finding = asyncio.Lock()
         self._root = config.workspace_root.expanduser().absolute()
 
     @classmethod
     async def prepare(cls, config: SandboxConfig) -> Sandbox:
-        """Find what the host offers and, at the ``bwrap`` level, run ``true`` once."""
-        setup = await asyncio.to_thread(_discover, config)
-        sandbox = cls(config, setup)
-        if setup.available and config.level == "bwrap":
-            sandbox._setup = await sandbox._probe()
+        """A sandbox that is already :meth:`ready`."""
+        sandbox = cls(config)
+        await sandbox.ready()
         return sandbox
+
+    async def ready(self) -> None:
+        """Find what the host offers and probe it, unless that is done already."""
+        if self._setup is not None:
+            return
+        async with self._finding:
+            if self._setup is None:
+                self._setup = await self._find()
+
+    async def _find(self) -> _Setup:
+        setup = await asyncio.to_thread(_discover, self.config)
+        if setup.available and self.config.level == "bwrap":
+            return await self._probe(setup)
+        return setup
+
+    def _found(self) -> _Setup:
+        if self._setup is None:
+            raise RuntimeError("the sandbox is not ready: await Sandbox.ready() first")
+        return self._setup
 
     # -- status ------------------------------------------------------------------------------
     def status(self) -> StatusResponse:
+        """What :meth:`ready` found (it must have run)."""
+        setup = self._found()
         return StatusResponse(
             level=self.config.level,
-            available=self._setup.available,
-            reason=self._setup.reason,
+            available=setup.available,
+            reason=setup.reason,
             network=self.config.network or self.config.level == "process",
-            process_limit=self._setup.limiting.process_limit,
+            process_limit=setup.limiting.process_limit,
             limits=self.config.limits(),
         )
 
     # -- a call ------------------------------------------------------------------------------
     async def run(self, request: RunRequest) -> RunResult:
-        if not self._setup.available:
-            raise FunctionError(SANDBOX_UNAVAILABLE, self._setup.reason)
+        await self.ready()
+        setup = self._found()
+        if not setup.available:
+            raise FunctionError(SANDBOX_UNAVAILABLE, setup.reason)
         workspace, parts = await asyncio.to_thread(self._locate, request.session_id, request.cwd)
         cap = min(request.max_output_bytes or self.config.max_output_bytes,
                   self.config.max_output_bytes)  # fmt: skip
         execution = await self._launch(
+            setup,
             workspace,
             parts,
             request.argv,
@@ -151,6 +182,7 @@ class Sandbox:
 
     async def _launch(
         self,
+        setup: _Setup,
         workspace: Path,
         parts: Sequence[str],
         command: Sequence[str],
@@ -160,14 +192,14 @@ class Sandbox:
         timeout: float,
         max_output: int,
     ) -> Execution:
-        cgroup = self._new_cgroup()
+        cgroup = self._new_cgroup(setup)
         gate = Gate(cgroup, bwrap=self.config.level == "bwrap") if cgroup else None
         try:
             if self.config.level == "bwrap":
-                assert self._setup.layout is not None
+                assert setup.layout is not None
                 argv = bwrap_argv(
-                    bwrap=self._setup.bwrap,
-                    layout=self._setup.layout,
+                    bwrap=setup.bwrap,
+                    layout=setup.layout,
                     workspace=workspace,
                     cwd_parts=parts,
                     network=self.config.network,
@@ -180,7 +212,7 @@ class Sandbox:
                 )
                 cwd, spawn_env = Path("/"), {"PATH": PATH}
             else:
-                argv = [*rlimit_argv(self._prlimit(), self._limits()), *command]
+                argv = [*rlimit_argv(_prlimit(setup), self._limits()), *command]
                 if gate is not None:
                     argv = ["/bin/sh", "-c", RELEASE, "sh", *argv]
                     stdin = GO + (stdin or b"")
@@ -211,11 +243,8 @@ class Sandbox:
                 SANDBOX_UNAVAILABLE, f"cannot start {argv[0]}: {exc.strerror or exc}"
             ) from None
 
-    def _prlimit(self) -> str:
-        return self._setup.layout.prlimit if self._setup.layout else "prlimit"
-
-    def _new_cgroup(self) -> CallCgroup | None:
-        cgroups = self._setup.limiting.cgroups
+    def _new_cgroup(self, setup: _Setup) -> CallCgroup | None:
+        cgroups = setup.limiting.cgroups
         if cgroups is None:
             return None
         try:
@@ -228,11 +257,12 @@ class Sandbox:
                 SANDBOX_UNAVAILABLE, f"cannot make the call's pids cgroup: {exc.strerror or exc}"
             ) from None
 
-    async def _probe(self) -> _Setup:
-        setup = self._setup
+    async def _probe(self, setup: _Setup) -> _Setup:
+        """``setup``, or why it cannot run: ``true`` run once as every call will be."""
         with tempfile.TemporaryDirectory(prefix="tackroom-sandbox-probe-") as folder:
             try:
                 execution = await self._launch(
+                    setup,
                     Path(folder), (), ["true"], env={}, stdin=None,
                     timeout=_PROBE_TIMEOUT, max_output=4096,
                 )  # fmt: skip
@@ -248,6 +278,10 @@ class Sandbox:
             " sysctl kernel.unprivileged_userns_clone and AppArmor's"
             f" restrict_unprivileged_userns); {_WEAKER}",
         )
+
+
+def _prlimit(setup: _Setup) -> str:
+    return setup.layout.prlimit if setup.layout else "prlimit"
 
 
 def _unavailable(setup: _Setup, reason: str) -> _Setup:

@@ -23,6 +23,8 @@ runtime, a remote machine) serves the ``shell`` tools unchanged; it proves it fi
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from tackroom.contracts.sandbox import (
     SANDBOX_RUN,
     SANDBOX_STATUS,
@@ -33,19 +35,39 @@ from tackroom.contracts.sandbox import (
 )
 from tackroom.runtime.worker import WorkerContext, WorkerSpec
 from tackroom.workers.sandbox.config import SandboxConfig
-from tackroom.workers.sandbox.sandbox import Sandbox
+
+if TYPE_CHECKING:
+    from tackroom.workers.sandbox.sandbox import Sandbox
 
 __all__ = ["WORKER", "SandboxConfig"]
 
 
+class _OnFirstCall:
+    """The worker's :class:`Sandbox`, made by the first call: a run that never calls the sandbox
+    pays neither for its modules nor for finding and probing the host (``Sandbox.ready``)."""
+
+    def __init__(self, config: SandboxConfig) -> None:
+        self._config = config
+        self._sandbox: Sandbox | None = None
+
+    def get(self) -> Sandbox:
+        if self._sandbox is None:
+            from tackroom.workers.sandbox.sandbox import Sandbox
+
+            self._sandbox = Sandbox(self._config)
+        return self._sandbox
+
+
 async def _start(ctx: WorkerContext[SandboxConfig]) -> None:
-    sandbox = await Sandbox.prepare(ctx.config)
+    sandbox = _OnFirstCall(ctx.config)
 
     async def run(request: RunRequest) -> RunResult:
-        return await sandbox.run(request)
+        return await sandbox.get().run(request)
 
     async def status(request: StatusRequest) -> StatusResponse:
-        return sandbox.status()
+        ready = sandbox.get()
+        await ready.ready()  # the true level and availability: probing if no call has yet
+        return ready.status()
 
     await ctx.serve(SANDBOX_RUN, run)
     await ctx.serve(SANDBOX_STATUS, status)
