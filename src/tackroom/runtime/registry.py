@@ -46,6 +46,7 @@ BUILTIN_WORKERS: dict[str, str] = {
     "budget": "tackroom.workers.budget.worker:WORKER",
     "redactor": "tackroom.workers.redactor.worker:WORKER",
     "http": "tackroom.workers.http.worker:WORKER",
+    "mcp": "tackroom.workers.mcp.worker:WORKER",
 }
 
 
