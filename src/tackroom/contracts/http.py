@@ -29,6 +29,7 @@ __all__ = [
     "INVALID_RESPONSE",
     "INVALID_URL",
     "MAX_FETCH_SECONDS",
+    "MISSING_EXTRA",
     "TIMEOUT",
     "TLS_FAILED",
     "TOO_LARGE",
@@ -56,13 +57,17 @@ TOO_MANY_REDIRECTS = "too_many_redirects"
 HOST_NOT_FOUND = "host_not_found"
 """The host name does not resolve (not transient)."""
 TLS_FAILED = "tls_failed"
-"""The TLS handshake failed: an untrusted certificate, a name mismatch (not transient)."""
+"""The TLS handshake failed: an untrusted certificate, a name mismatch; or the worker's
+``ca_file`` does not load (not transient)."""
 TIMEOUT = "timeout"
 """The fetch took longer than its ``timeout_seconds`` (transient)."""
 CONNECTION_FAILED = "connection_failed"
 """The connection was refused, reset or closed before a whole response arrived (transient)."""
 UNAVAILABLE = "unavailable"
 """Name resolution failed for a reason worth retrying (transient)."""
+MISSING_EXTRA = "missing_extra"
+"""The worker runs without its HTTP client: the message names the extra to install,
+``pip install 'tackroom[http]'`` (not transient)."""
 
 MAX_FETCH_SECONDS = 100.0
 """The longest ``timeout_seconds`` a fetch may ask for; the tool's bus timeout is longer, so the

@@ -6,7 +6,6 @@ from __future__ import annotations
 import gzip
 import ipaddress
 import socket
-import sys
 from collections.abc import AsyncIterator, Sequence
 from pathlib import Path
 from typing import Any
@@ -16,9 +15,6 @@ from pydantic import ValidationError
 
 from tackroom.contracts.http import FetchRequest, FetchResponse
 from tackroom.engine.errors import FunctionError
-from tackroom.extras import extra_of
-from tackroom.runtime.errors import WorkerLoadError
-from tackroom.runtime.registry import load_worker
 from tackroom.testing.http_server import LocalHTTPServer, Reply, redirect, self_signed
 from tackroom.workers.http.egress import IPAddress
 from tackroom.workers.http.fetch import Fetcher
@@ -213,22 +209,9 @@ async def test_an_https_redirect_to_http_is_a_downgrade(tls: tuple[Any, Path]) -
         ({"allow_schemes": ["ftp"]}, "only http and https"),
         ({"default_timeout": 500}, "less than or equal"),
         ({"allow_host": ["x"]}, "Extra inputs"),
+        ({"ca_file": "/nonexistent/ca.pem"}, "is not a file"),
     ],
 )
 def test_bad_config_is_refused_at_load(config: dict[str, Any], fragment: str) -> None:
     with pytest.raises(ValidationError, match=fragment):
         HttpConfig(**config)
-
-
-def test_httpx2_is_the_http_extra(monkeypatch: pytest.MonkeyPatch) -> None:
-    assert extra_of("httpx2") == "http"
-    assert extra_of("httpcore2._async") == "http"
-    monkeypatch.setitem(sys.modules, "httpx2", None)  # as if it were not installed
-    for name in [m for m in sys.modules if m.startswith("tackroom.workers.http")]:
-        monkeypatch.delitem(sys.modules, name)
-    with pytest.raises(WorkerLoadError) as caught:
-        load_worker("http")
-    assert str(caught.value) == (
-        "the 'http' worker needs the 'http' extra, which is not installed (no module 'httpx2'):"
-        " pip install 'tackroom[http]'"
-    )

@@ -22,14 +22,14 @@ from __future__ import annotations
 import ipaddress
 import re
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
-from encodings import idna
 from fnmatch import fnmatchcase
-
-import httpx2
+from typing import TYPE_CHECKING, NamedTuple
 
 from tackroom.contracts.http import EGRESS_DENIED, INVALID_URL
 from tackroom.engine.errors import FunctionError
+
+if TYPE_CHECKING:
+    import httpx2
 
 __all__ = [
     "METADATA_ADDRESSES",
@@ -66,8 +66,11 @@ def _denied(message: str) -> FunctionError:
     return FunctionError(EGRESS_DENIED, f"egress denied: {message}")
 
 
-@dataclass(frozen=True, slots=True)
-class Target:
+# The value types here are NamedTuples, not frozen dataclasses: as immutable, and ~0.1 ms rather
+# than ~0.7 ms each to define. The worker's config imports this module at every boot.
+
+
+class Target(NamedTuple):
     """Where a URL goes: its scheme, its host as patterns see it, and its effective port."""
 
     scheme: str
@@ -87,6 +90,8 @@ class Target:
 
 def parse_url(text: str) -> tuple[httpx2.URL, Target]:
     """``text`` as a URL and its :class:`Target`; ``invalid_url`` when it is not a usable one."""
+    import httpx2  # here, not at the top: the worker's config uses this module at boot
+
     try:
         url = httpx2.URL(text)
     except httpx2.InvalidURL as exc:
@@ -122,8 +127,7 @@ def _literal(host: str) -> IPAddress | None:
         return None
 
 
-@dataclass(frozen=True, slots=True)
-class HostPattern:
+class HostPattern(NamedTuple):
     """A host glob with an optional port: ``example.com``, ``*.example.com:8443``, ``[::1]:80``."""
 
     glob: str
@@ -164,17 +168,20 @@ def _port(digits: str, text: str) -> int:
 def _ascii_glob(glob: str, text: str) -> str:
     if _literal(glob) is not None:
         return str(_literal(glob))
-    labels = [
-        label if label.isascii() else idna.ToASCII(label).decode() for label in glob.split(".")
-    ]
+    labels = [label if label.isascii() else _to_ascii(label) for label in glob.split(".")]
     result = ".".join(labels).lower()
     if not _GLOB_CHARS.match(result):
         raise ValueError(f"{text!r} is not a host pattern (letters, digits, '-', '.', '*', '?')")
     return result
 
 
-@dataclass(frozen=True, slots=True)
-class EgressRules:
+def _to_ascii(label: str) -> str:
+    from encodings import idna  # ~1 ms to import; few configs name an international host
+
+    return idna.ToASCII(label).decode()
+
+
+class EgressRules(NamedTuple):
     """``worker_config.http``'s egress settings, parsed (see the module's docstring)."""
 
     allow_hosts: tuple[HostPattern, ...] = (HostPattern("*"),)
