@@ -47,6 +47,8 @@ BUILTIN_WORKERS: dict[str, str] = {
     "redactor": "tackroom.workers.redactor.worker:WORKER",
     "http": "tackroom.workers.http.worker:WORKER",
     "mcp": "tackroom.workers.mcp.worker:WORKER",
+    "sandbox": "tackroom.workers.sandbox.worker:WORKER",
+    "shell": "tackroom.workers.shell.worker:WORKER",
 }
 
 
