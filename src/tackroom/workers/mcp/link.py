@@ -251,7 +251,8 @@ class ServerLink:
                     with anyio.fail_after(self.config.connect_timeout):
                         await self._refresh(client)
                 except Exception as exc:
-                    _log.warning("mcp: server %r: re-listing failed: %s", self.name, exc)
+                    why = describe(exc, secrets=self._secrets)
+                    _log.warning("mcp: server %r: re-listing failed: %s", self.name, why)
 
     async def _on_message(self, message: IncomingMessage) -> None:
         if isinstance(message, _CHANGED):
