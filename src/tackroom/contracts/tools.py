@@ -51,12 +51,14 @@ NEVER_OFFERED: tuple[str, ...] = (
     "models::reconcile",
     "directory::skills::register",
     "sandbox::*",
+    "mcp::servers",
+    "mcp::prompts::*",
 )
 """Function id globs (``fnmatch``) the orchestrator never hands a model as a tool, whatever a
 run's patterns say: the harness's own machinery, credentials, approvals, policy, budgets, hook
 subscribers, catalog reconciliation, skill registration, and the sandbox's raw
 ``sandbox::run`` (models reach it through ``shell::run`` and ``code::python``, which the policy
-names)."""
+names), the MCP bridge's operator status and its prompts (picked by a user, not a model)."""
 
 
 TRANSIENT_ERROR_CODES: frozenset[str] = frozenset(
