@@ -31,6 +31,7 @@ if TYPE_CHECKING:
         TurnEnd,
         TurnStateChanged,
     )
+    from tackroom.contracts.principal import Principal
     from tackroom.harness import (
         Harness,
         OutputInvalid,
@@ -44,7 +45,6 @@ if TYPE_CHECKING:
         ToolSpec,
         UsageError,
     )
-    from tackroom.contracts.principal import Principal
     from tackroom.runtime.config import HarnessConfig
 
 __all__ = [

@@ -160,8 +160,9 @@ async def test_approval_from_another_process(
     try:
         assert agent.stderr is not None
         await read_until(
-            agent.stderr, "fs::read waits for approval (no terminal to ask on): run `tackroom"
-            " approve appr-cli read-plan`"
+            agent.stderr,
+            "fs::read waits for approval (no terminal to ask on): run `tackroom"
+            " approve appr-cli read-plan`",
         )
 
         listed = await run_tackroom("approvals", "list", "--config", config, cwd=example)

@@ -71,7 +71,8 @@ async def test_auto_approve_runs_the_write_and_names_the_principal(tmp_path: Pat
     result, events = await _run(
         tmp_path, _script(WRITE), auto_approve=True, principal=Principal(id="alice")
     )
-    assert result.output == "done" and not result.pending
+    assert result.output == "done"
+    assert not result.pending
     assert (tmp_path / "home" / "workspaces" / "s1" / "a.txt").read_text() == "hi"
     decided = _gate(events)["fs::write"].data
     assert (decided.decision, decided.decided_by) == ("allow", "approval_mode")
@@ -83,7 +84,8 @@ async def test_a_looking_mode_refuses_a_write_even_with_auto_approve(
     tmp_path: Path, mode: Mode
 ) -> None:
     result, events = await _run(tmp_path, _script(READ, WRITE), mode=mode, auto_approve=True)
-    assert result.output == "done" and not result.pending
+    assert result.output == "done"
+    assert not result.pending
     assert not (tmp_path / "home" / "workspaces" / "s1" / "a.txt").exists()
     gate = _gate(events)
     assert gate["fs::write"].data.decided_by == "mode"
@@ -102,6 +104,7 @@ async def test_plan_mode_holds_without_any_policy(tmp_path: Path) -> None:
         update={"agent": config.agent.model_copy(update={"workers": workers})}
     )
     result, events = await _run(tmp_path, _script(WRITE), mode="plan", config=config)
+    assert result.output == "done"
     assert _gate(events)["fs::write"].data.decided_by == "mode"
     assert not (tmp_path / "home" / "workspaces" / "s1" / "a.txt").exists()
 
@@ -193,4 +196,5 @@ async def test_an_idempotent_tool_that_recovers_answers_the_model(tmp_path: Path
         result = await harness.run("go", session="s1")
     assert len(seen) == 2
     answer = _result(result, "r1")
-    assert not answer.is_error and "fine" in text_of(answer.content)
+    assert not answer.is_error
+    assert "fine" in text_of(answer.content)
