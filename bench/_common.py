@@ -7,6 +7,8 @@ import platform
 import sqlite3
 import statistics
 import sys
+import time
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
@@ -37,3 +39,16 @@ def machine() -> dict[str, Any]:
         "sqlite": sqlite3.sqlite_version,
         "loadavg_1m": round(os.getloadavg()[0], 2),
     }
+
+
+def summarize_ms(samples: list[float]) -> dict[str, float]:
+    """p50 and p99 of ``samples`` (seconds) in milliseconds, and how many there were."""
+    p50, p99 = p50_p99(samples)
+    return {"p50_ms": round(p50 * 1e3, 3), "p99_ms": round(p99 * 1e3, 3), "samples": len(samples)}
+
+
+async def timed(call: Callable[[], Awaitable[Any]]) -> float:
+    """Seconds ``await call()`` took."""
+    start = time.perf_counter()
+    await call()
+    return time.perf_counter() - start

@@ -23,13 +23,11 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-import time
-from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime
 from typing import Any
 
 import httpx2
-from _common import machine, p50_p99
+from _common import machine, summarize_ms, timed
 
 from tackroom.engine import open_engine
 from tackroom.runtime import Host
@@ -39,17 +37,6 @@ from tackroom.testing.http_server import LocalHTTPServer, Reply
 from tackroom.workers.http.worker import WORKER
 
 SCHEMA_VERSION = 1
-
-
-def summarize(samples: list[float]) -> dict[str, float]:
-    p50, p99 = p50_p99(samples)
-    return {"p50_ms": round(p50 * 1e3, 3), "p99_ms": round(p99 * 1e3, 3), "samples": len(samples)}
-
-
-async def timed(call: Callable[[], Awaitable[Any]]) -> float:
-    start = time.perf_counter()
-    await call()
-    return time.perf_counter() - start
 
 
 async def run(samples: int, body_bytes: int) -> dict[str, Any]:
@@ -87,7 +74,7 @@ async def run(samples: int, body_bytes: int) -> dict[str, Any]:
             for _ in range(samples):
                 for name, call in calls.items():
                     figures[name].append(await timed(call))
-    report = {name: summarize(values) for name, values in figures.items()}
+    report = {name: summarize_ms(values) for name, values in figures.items()}
     overhead = report["bus_fetch"]["p50_ms"] - report["direct_shared_client"]["p50_ms"]
     return {**report, "overhead_ms": round(overhead, 3)}
 

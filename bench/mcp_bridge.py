@@ -24,13 +24,11 @@ import argparse
 import asyncio
 import json
 import sys
-import time
-from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from _common import machine, p50_p99
+from _common import machine, summarize_ms, timed
 from mcp import Client, StdioServerParameters
 
 from tackroom.engine import open_engine
@@ -59,17 +57,6 @@ def servers() -> dict[str, tuple[list[str], str, dict[str, Any]]]:
     return found
 
 
-def summarize(samples: list[float]) -> dict[str, float]:
-    p50, p99 = p50_p99(samples)
-    return {"p50_ms": round(p50 * 1e3, 3), "p99_ms": round(p99 * 1e3, 3), "samples": len(samples)}
-
-
-async def timed(call: Callable[[], Awaitable[Any]]) -> float:
-    start = time.perf_counter()
-    await call()
-    return time.perf_counter() - start
-
-
 async def measure(
     host: Host, name: str, command: list[str], tool: str, arguments: dict[str, Any], samples: int
 ) -> dict[str, Any]:
@@ -93,7 +80,7 @@ async def measure(
         for _ in range(samples):
             for key, call in calls.items():
                 figures[key].append(await timed(call))
-    report: dict[str, Any] = {key: summarize(values) for key, values in figures.items()}
+    report: dict[str, Any] = {key: summarize_ms(values) for key, values in figures.items()}
     overhead = report["bridge_call"]["p50_ms"] - report["direct_sdk_call"]["p50_ms"]
     report["tool"] = tool
     report["overhead_ms"] = round(overhead, 3)
