@@ -10,13 +10,19 @@ NPM_STAMP := $(MCP_SERVERS)/node_modules/.installed
 
 setup: $(STAMP) system-deps $(NPM_STAMP)
 
-# bubblewrap from Debian's packages when it is missing and we may install it (root, apt-get).
+# Debian packages the tests need, installed when missing and we may (root, apt-get): bubblewrap
+# for the sandbox, chromium for the console's browser tests (Playwright drives it).
+SYSTEM_PACKAGES := bwrap:bubblewrap chromium:chromium
 system-deps:
-	@command -v bwrap >/dev/null 2>&1 || { \
+	@for pair in $(SYSTEM_PACKAGES); do \
+	  cmd=$${pair%%:*}; pkg=$${pair##*:}; \
+	  command -v $$cmd >/dev/null 2>&1 && continue; \
 	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
-	    (apt-get install -y -q bubblewrap >/dev/null 2>&1 || \
-	     (apt-get update -q >/dev/null && apt-get install -y -q bubblewrap >/dev/null)); \
-	  else echo "make setup: bubblewrap (bwrap) is missing: install it for the sandbox tests"; fi; }
+	    (apt-get install -y -q $$pkg >/dev/null 2>&1 || \
+	     (apt-get update -q >/dev/null && apt-get install -y -q $$pkg >/dev/null)) || \
+	    echo "make setup: could not install $$pkg"; \
+	  else echo "make setup: $$cmd is missing: install the Debian package $$pkg"; fi; \
+	done
 
 $(NPM_STAMP): $(MCP_SERVERS)/package-lock.json
 	cd $(MCP_SERVERS) && npm ci --no-audit --no-fund --loglevel=error
