@@ -1,0 +1,180 @@
+"""The HTTP API of the ``gateway`` worker (``/v1``): the bodies it reads and the shapes it answers.
+
+Most responses are the models of the bus functions a route calls (``SessionInfo``,
+``TurnStateView``, ``DecisionRecord``, ...), dumped with ``mode="json"``; this module holds only
+what the HTTP surface adds: request bodies, pages, and the one error shape every 4xx/5xx has::
+
+    {"error": {"code": "session_not_found", "message": "no session 'x'", "details": {...}}}
+
+``docs/gateway.md`` lists every route with its body, response and errors.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, StringConstraints
+
+from tackroom.contracts.budget import Budget, UsageResponse
+from tackroom.contracts.principal import Principal
+from tackroom.contracts.sessions import ID_PATTERN, PathMessage, SessionInfo
+from tackroom.contracts.turn import Mode
+
+__all__ = [
+    "RUN_ID_PATTERN",
+    "AbortBody",
+    "BudgetView",
+    "BudgetsPage",
+    "DecisionBody",
+    "ErrorBody",
+    "ErrorResponse",
+    "ForkBody",
+    "Health",
+    "MessageBody",
+    "Readiness",
+    "RunBody",
+    "RunResponse",
+    "SessionDetail",
+    "SessionPage",
+]
+
+RUN_ID_PATTERN = r"^[A-Za-z0-9_.:@-]{1,120}$"
+"""Session ids a run may name, and run ids (``run::start`` accepts these characters only)."""
+
+_RunSessionId = Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9_.:@-]{1,200}$")]
+_SessionId = Annotated[str, StringConstraints(pattern=ID_PATTERN)]
+_Glob = Annotated[str, StringConstraints(min_length=1, max_length=200)]
+
+
+class _Body(BaseModel):
+    """A request body: unknown fields are an error (a typo is not silently ignored)."""
+
+    model_config = ConfigDict(extra="forbid", defer_build=True)
+
+
+class _Reply(BaseModel):
+    model_config = ConfigDict(extra="ignore", defer_build=True)
+
+
+# -- errors ----------------------------------------------------------------------------------
+
+
+class ErrorBody(_Reply):
+    code: str = Field(description="snake_case, stable: what a client branches on")
+    message: str = Field(description="one readable line: what is wrong and what to do")
+    details: dict[str, Any] | None = None
+
+
+class ErrorResponse(_Reply):
+    error: ErrorBody
+
+
+# -- runs ------------------------------------------------------------------------------------
+
+
+class RunBody(_Body):
+    """``POST /v1/runs``: what is not given comes from the gateway's defaults (``agent.*``)."""
+
+    prompt: str = Field(min_length=1, max_length=1_000_000)
+    session_id: _RunSessionId | None = Field(default=None, description="default: a fresh id")
+    run_id: Annotated[str, StringConstraints(pattern=RUN_ID_PATTERN)] | None = Field(
+        default=None, description="default: a fresh id; a retried start with it is idempotent"
+    )
+    model: str | None = Field(
+        default=None,
+        max_length=200,
+        pattern=r"^[A-Za-z0-9_-]+:\S.*$",
+        description="PROVIDER:MODEL; default: agent.model",
+    )
+    tools: list[_Glob] | None = Field(
+        default=None, max_length=256, description="function ids or globs; default: agent.tools"
+    )
+    mode: Mode | None = None
+    instructions: str | None = Field(default=None, max_length=200_000)
+    max_turns: int | None = Field(default=None, ge=1, le=1000)
+    output_schema: dict[str, Any] | None = Field(
+        default=None,
+        description="a JSON schema the final answer must validate against (the model is told;"
+        " the client validates)",
+    )
+    principal: Principal | None = None
+    if_busy: Literal["refuse", "queue"] = Field(
+        default="refuse", description="a run in flight: refuse (409), or queue as a follow-up"
+    )
+
+
+class RunResponse(_Reply):
+    session_id: str
+    run_id: str | None
+    started: bool
+    queued: bool = False
+    resumed: bool = False
+    reason: str | None = None
+    events_url: str = Field(description="/v1/sessions/{session_id}/events")
+
+
+class AbortBody(_Body):
+    reason: str = Field(default="aborted by the user", min_length=1, max_length=2000)
+
+
+# -- sessions --------------------------------------------------------------------------------
+
+
+class SessionPage(_Reply):
+    sessions: list[SessionInfo]
+    next_cursor: str | None = Field(description="pass back as ?cursor=; null on the last page")
+
+
+class SessionDetail(_Reply):
+    session: SessionInfo
+    entries: list[PathMessage] = Field(description="the active path, root first, one page")
+    next_cursor: str | None = Field(description="pass back as ?cursor=; null on the last page")
+
+
+class ForkBody(_Body):
+    entry_id: _SessionId = Field(description="the entry the fork shares history up to")
+    new_session_id: _SessionId | None = Field(default=None, description="default: a fresh id")
+    display_name: str | None = Field(default=None, max_length=200)
+
+
+class MessageBody(_Body):
+    """A message into a session's inbox: ``steer`` reaches the run in flight at its next step,
+    ``follow_up`` starts the session's next run once this one ends."""
+
+    text: str = Field(min_length=1, max_length=1_000_000)
+    kind: Literal["steer", "follow_up"]
+
+
+# -- approvals -------------------------------------------------------------------------------
+
+
+class DecisionBody(_Body):
+    decision: Literal["allow", "deny"]
+    reason: str | None = Field(default=None, max_length=2000)
+    always: bool = Field(
+        default=False, description="allow: also allow this function for the rest of the session"
+    )
+    approver: str | None = Field(
+        default=None, min_length=1, max_length=200, description="default: 'gateway'"
+    )
+
+
+# -- budgets, health -------------------------------------------------------------------------
+
+
+class BudgetView(_Reply):
+    budget: Budget
+    usage: UsageResponse | None = Field(description="null when the usage could not be read")
+
+
+class BudgetsPage(_Reply):
+    budgets: list[BudgetView]
+
+
+class Health(_Reply):
+    status: Literal["ok"] = "ok"
+
+
+class Readiness(_Reply):
+    ready: bool
+    reason: str | None = None
