@@ -22,6 +22,7 @@ __all__ = [
     "CLONE",
     "CONTENTION_ERROR",
     "CREATE",
+    "DELETE",
     "ENSURE",
     "ENTRY_NOT_FOUND_ERROR",
     "FORK",
@@ -38,6 +39,7 @@ __all__ = [
     "SCHEMA_VERSION",
     "SESSION_EXISTS_ERROR",
     "SESSION_NOT_FOUND_ERROR",
+    "SESSION_SHARED_ERROR",
     "TREE",
     "AppendBatchRequest",
     "AppendBatchResponse",
@@ -46,6 +48,8 @@ __all__ = [
     "BatchItem",
     "CloneRequest",
     "CreateRequest",
+    "DeleteRequest",
+    "DeleteResponse",
     "EnsureRequest",
     "EnsureResponse",
     "EntryId",
@@ -87,6 +91,9 @@ BROKEN_HISTORY_ERROR = "broken_history"
 """Stored history points at an entry that is not stored (the state was edited by hand)."""
 CONTENTION_ERROR = "contention"
 """A write lost its compare-and-set too many times in a row; safe to retry (it wrote nothing)."""
+SESSION_SHARED_ERROR = "session_shared"
+"""``delete`` of a session whose history other sessions share (forks or clones of it, or the
+session holding their leaf): delete those first."""
 
 ID_PATTERN = r"^[!-.0-~]{1,200}$"
 """Session and entry ids: 1 to 200 printable ASCII characters but space and ``/`` (ids are parts
@@ -285,6 +292,20 @@ class ListResponse(_Model):
     next_cursor: str | None = Field(description="pass back as cursor; null on the last page")
 
 
+class DeleteRequest(_Model):
+    session_id: SessionId
+
+
+class DeleteResponse(_Model):
+    """What ``delete`` removed: the session, its list entry, ``entries`` of its own (shared
+    history stays with the session that holds it) and ``inboxes`` (steering, followup, ...)."""
+
+    schema_version: int = SCHEMA_VERSION
+    session_id: str
+    entries: int
+    inboxes: int
+
+
 # -- session-inbox::* ------------------------------------------------------------------------
 
 
@@ -376,6 +397,13 @@ LIST: Function[ListRequest, ListResponse] = Function(
     ListRequest,
     ListResponse,
     description="A page of sessions by creation time, with a cursor for the next page.",
+)
+DELETE: Function[DeleteRequest, DeleteResponse] = Function(
+    "session-tree::delete",
+    DeleteRequest,
+    DeleteResponse,
+    description="Delete a session: its metadata, own entries and inboxes (session_shared while"
+    " forks or clones share its history).",
 )
 INBOX_PUSH: Function[InboxPushRequest, InboxPushResponse] = Function(
     "session-inbox::push",

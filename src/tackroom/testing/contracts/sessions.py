@@ -289,6 +289,34 @@ class SessionsContract(WorkerContract):
         bad = {"cursor": "not-a-cursor"}
         assert await self.code_of(bus, "session-tree::list", bad) == "invalid_cursor"
 
+    async def test_delete_removes_a_session_unless_others_share_its_history(
+        self, bus: Engine
+    ) -> None:
+        sid = await self.new_session(bus, session_id="doomed")
+        for entry_id in "ab":
+            await self.append(bus, sid, entry_id, entry_id)
+        inbox = {"session_id": sid, "name": "steering", "item": user("s")}
+        await self.call(bus, "session-inbox::push", inbox)
+        fork = {"source_session_id": sid, "from_entry_id": "a", "session_id": "doomed-fork"}
+        await self.call(bus, "session-tree::fork", fork)
+        failure = await self.failure(bus, "session-tree::delete", {"session_id": sid})
+        assert failure.remote_code == "session_shared"
+        assert "doomed-fork" in failure.message
+        assert await self.path(bus, sid) == ["a", "b"]
+        fork_gone = await self.call(bus, "session-tree::delete", {"session_id": "doomed-fork"})
+        assert (fork_gone["entries"], fork_gone["inboxes"]) == (0, 0)
+        gone = await self.call(bus, "session-tree::delete", {"session_id": sid})
+        assert (gone["session_id"], gone["entries"], gone["inboxes"]) == (sid, 2, 1)
+        for function_id in ("session-tree::get", "session-tree::delete"):
+            assert await self.code_of(bus, function_id, {"session_id": sid}) == "session_not_found"
+        page = await self.call(bus, "session-tree::list", {"limit": 500})
+        assert sid not in [info["session_id"] for info in page["sessions"]]
+        steering = {"session_id": sid, "name": "steering"}
+        assert await self.call(bus, "session-inbox::peek", steering) == {"items": []}
+        again = await self.call(bus, "session-tree::ensure", {"session_id": sid})
+        assert (again["created"], again["session"]["entry_count"]) == (True, 0)
+        assert await self.path(bus, sid) == []
+
     # -- inbox ---------------------------------------------------------------------------------
     async def test_inbox_push_peek_and_drain(self, bus: Engine) -> None:
         sid = await self.new_session(bus)

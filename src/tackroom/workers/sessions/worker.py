@@ -8,6 +8,7 @@ from pydantic import Field
 from tackroom.contracts import sessions as c
 from tackroom.runtime.worker import WorkerConfig, WorkerContext, WorkerSpec
 from tackroom.workers.sessions.inbox import Inbox
+from tackroom.workers.sessions.removal import delete_session
 from tackroom.workers.sessions.store import SessionStore
 
 __all__ = ["WORKER", "SessionsConfig"]
@@ -84,6 +85,9 @@ async def _start(ctx: WorkerContext[SessionsConfig]) -> None:
         )
         return c.ListResponse(sessions=[meta.info() for meta in metas], next_cursor=cursor)
 
+    async def delete(request: c.DeleteRequest) -> c.DeleteResponse:
+        return await delete_session(ctx.engine, store.index, request.session_id)
+
     async def push(request: c.InboxPushRequest) -> c.InboxPushResponse:
         await store.load(request.session_id)  # session_not_found for a typo'd id
         count = await inbox.push(request.session_id, request.name, request.item)
@@ -109,6 +113,7 @@ async def _start(ctx: WorkerContext[SessionsConfig]) -> None:
     await ctx.serve(c.CLONE, clone)
     await ctx.serve(c.TREE, tree)
     await ctx.serve(c.LIST, list_sessions)
+    await ctx.serve(c.DELETE, delete)
     await ctx.serve(c.INBOX_PUSH, push)
     await ctx.serve(c.INBOX_PEEK, peek)
     await ctx.serve(c.INBOX_DRAIN, drain)
