@@ -10,7 +10,6 @@ does not validate :class:`OutputInvalid` is raised with the last result attached
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Awaitable, Callable
 from typing import Any, Generic, TypeVar
@@ -18,6 +17,7 @@ from typing import Any, Generic, TypeVar
 from pydantic import PydanticSchemaGenerationError, PydanticUserError, TypeAdapter, ValidationError
 
 from tackroom.harness.result import RunResult
+from tackroom.kit.output import answer_format
 from tackroom.runtime.errors import HarnessError
 from tackroom.runtime.typed import describe_validation_error
 
@@ -53,12 +53,7 @@ class OutputSchema(Generic[T]):
         self.name = getattr(output_type, "__name__", "output")
 
     def instructions(self) -> str:
-        schema = json.dumps(self.schema, ensure_ascii=False, separators=(",", ":"))
-        return (
-            f"When you give your final answer, reply with a single JSON value that validates"
-            f" against this JSON schema ({self.name}), and nothing else — no prose, no"
-            f" explanation:\n{schema}"
-        )
+        return answer_format(self.schema, name=self.name)
 
     def parse(self, text: str) -> T:
         """The validated value; raises ``ValueError`` whose message says what is wrong."""
