@@ -94,7 +94,7 @@ def test_unknown_nested_key_lists_the_known_ones(tmp_path: Path) -> None:
         load_config(path)
     assert (caught.value.field, caught.value.line) == ("tracing.exportr", 3)
     assert "did you mean 'exporter'?" in caught.value.reason
-    assert "known: exporter, endpoint, service_name" in caught.value.reason
+    assert "known: exporter, exporters, endpoint, service_name, bus, store" in caught.value.reason
 
 
 def test_a_bad_value_names_its_field_and_line(tmp_path: Path) -> None:
@@ -102,7 +102,7 @@ def test_a_bad_value_names_its_field_and_line(tmp_path: Path) -> None:
     with pytest.raises(ConfigError) as caught:
         load_config(path)
     assert (caught.value.field, caught.value.line) == ("tracing.exporter", 3)
-    assert "'none', 'console' or 'otlp'" in caught.value.reason
+    assert "'none', 'console', 'otlp' or 'bus'" in caught.value.reason
 
 
 def test_bad_yaml_is_a_typed_error_with_its_line(tmp_path: Path) -> None:

@@ -8,34 +8,47 @@ the W3C ``traceparent`` and ``baggage`` headers travel in between. Baggage keys 
 
 With tracing off the engine holds no ``EngineTracer`` at all, so the off path costs one ``None``
 check per call.
+
+Exporters (several at once): ``console``, ``otlp`` (OTLP/HTTP; ``endpoint`` may be a base URL,
+``/v1/traces`` is appended to an empty path) and ``bus``, which appends finished spans to the
+engine stream a trace store reads (:mod:`tackroom.engine.span_bus`; a host attaches it to its
+engine once that is started: :func:`span_bus`).
 """
 
 from __future__ import annotations
 
+import weakref
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
+from urllib.parse import urlsplit, urlunsplit
 
 from opentelemetry import baggage, context, trace
 from opentelemetry.baggage.propagation import W3CBaggagePropagator
 from opentelemetry.propagators.composite import CompositePropagator
-from opentelemetry.trace import Span, SpanKind, Status, StatusCode
+from opentelemetry.trace import Span, SpanKind, Status, StatusCode, Tracer
 from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
 from pydantic import BaseModel
 
 from tackroom.extras import missing_extra
 
 if TYPE_CHECKING:  # the SDK loads only when tracing is on (it costs ~45 ms to import)
-    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace import SpanProcessor, TracerProvider
     from opentelemetry.sdk.trace.export import SpanExporter
+
+    from tackroom.engine.span_bus import BusSpanProcessor
 
 __all__ = [
     "BAGGAGE_FROM_PAYLOAD",
     "EngineTracer",
+    "ExporterName",
     "Headers",
     "TracingConfig",
     "build_tracer_provider",
+    "current_tracer",
+    "otlp_traces_url",
+    "span_bus",
 ]
 
 Headers = dict[str, str]
@@ -49,52 +62,116 @@ BAGGAGE_FROM_PAYLOAD: Mapping[str, str] = {
 _PROPAGATOR = CompositePropagator([TraceContextTextMapPropagator(), W3CBaggagePropagator()])
 
 
+ExporterName = Literal["console", "otlp", "bus"]
+
+_TRACER_KEY = context.create_key("tackroom-tracer")
+_SPAN_BUSES: weakref.WeakKeyDictionary[TracerProvider, BusSpanProcessor] = (
+    weakref.WeakKeyDictionary()
+)
+
+
 @dataclass(frozen=True, slots=True)
 class TracingConfig:
-    """``exporter``: ``none`` (off, free), ``console``, or ``otlp`` (HTTP, to ``endpoint``)."""
+    """``exporter``: ``none`` (off, free), ``console``, ``otlp`` (HTTP, to ``endpoint``) or
+    ``bus``; ``exporters`` names several at once and wins over ``exporter``. ``bus_*`` bound the
+    bus exporter: spans queued at most (more are dropped and counted), spans per record, and
+    seconds between two records."""
 
-    exporter: Literal["none", "console", "otlp"] = "none"
+    exporter: Literal["none", "console", "otlp", "bus"] = "none"
     endpoint: str | None = None
     service_name: str = "tackroom"
+    exporters: tuple[ExporterName, ...] = ()
+    bus_queue_size: int = 4096
+    bus_batch_size: int = 256
+    bus_flush_interval: float = 1.0
+
+    def exporters_in_use(self) -> tuple[ExporterName, ...]:
+        """The exporters this config turns on, each once (empty: tracing is off)."""
+        chosen = self.exporters or (() if self.exporter == "none" else (self.exporter,))
+        return tuple(dict.fromkeys(chosen))
+
+
+def otlp_traces_url(endpoint: str) -> str:
+    """``endpoint`` with ``/v1/traces`` appended when its path is empty or ``/`` (a collector's
+    base URL, ``http://collector:4318``); a full path is kept as it is."""
+    parts = urlsplit(endpoint)
+    if parts.path not in ("", "/"):
+        return endpoint
+    return urlunsplit(parts._replace(path="/v1/traces"))
 
 
 def build_tracer_provider(
     config: TracingConfig, *, exporter: SpanExporter | None = None
 ) -> TracerProvider | None:
-    """A provider for ``config``, or ``None`` when tracing is off. ``exporter`` overrides it.
+    """A provider for ``config``, or ``None`` when tracing is off. ``exporter`` overrides the
+    configured exporters.
 
     The engine itself needs only ``opentelemetry-api``; a provider (the SDK) and the OTLP
     exporter come with the ``otel`` extra, and without it this raises
     :class:`~tackroom.extras.MissingExtra` saying ``pip install 'tackroom[otel]'``."""
-    if exporter is None and config.exporter == "none":
+    names = config.exporters_in_use()
+    if exporter is None and not names:
         return None
-    needed_by = f"exporting traces (tracing.exporter: {config.exporter})"
+    needed_by = f"exporting traces (tracing.exporters: {', '.join(names) or 'given'})"
     try:
         from opentelemetry.sdk.resources import Resource
         from opentelemetry.sdk.trace import TracerProvider
-        from opentelemetry.sdk.trace.export import BatchSpanProcessor, ConsoleSpanExporter
+        from opentelemetry.sdk.trace.export import BatchSpanProcessor
 
-        if exporter is None:
-            if config.exporter == "console":
-                exporter = ConsoleSpanExporter()
-            else:
-                from opentelemetry.exporter.otlp.proto.http.trace_exporter import (
-                    OTLPSpanExporter,
-                )
-
-                exporter = (
-                    OTLPSpanExporter(endpoint=config.endpoint)
-                    if config.endpoint
-                    else OTLPSpanExporter()
-                )
+        bus: BusSpanProcessor | None = None
+        processors: list[SpanProcessor] = []
+        if exporter is not None:
+            processors.append(BatchSpanProcessor(exporter))
+        else:
+            bus = _bus_processor(config) if "bus" in names else None
+            processors.extend(_exporting(name, config) for name in names if name != "bus")
     except ModuleNotFoundError as exc:
         problem = missing_extra(exc, needed_by=needed_by)
         if problem is None:
             raise
         raise problem from exc
     provider = TracerProvider(resource=Resource.create({"service.name": config.service_name}))
-    provider.add_span_processor(BatchSpanProcessor(exporter))
+    for processor in processors:
+        provider.add_span_processor(processor)
+    if bus is not None:
+        provider.add_span_processor(bus)
+        _SPAN_BUSES[provider] = bus
     return provider
+
+
+def _bus_processor(config: TracingConfig) -> BusSpanProcessor:
+    from tackroom.engine.span_bus import BusSpanProcessor
+
+    return BusSpanProcessor(
+        queue_size=config.bus_queue_size,
+        batch_size=config.bus_batch_size,
+        flush_interval=config.bus_flush_interval,
+    )
+
+
+def _exporting(name: ExporterName, config: TracingConfig) -> SpanProcessor:
+    """A batching processor for the ``console`` or ``otlp`` exporter."""
+    from opentelemetry.sdk.trace.export import BatchSpanProcessor, ConsoleSpanExporter
+
+    if name == "console":
+        return BatchSpanProcessor(ConsoleSpanExporter())
+    from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
+
+    endpoint = config.endpoint
+    otlp = OTLPSpanExporter(endpoint=otlp_traces_url(endpoint)) if endpoint else OTLPSpanExporter()
+    return BatchSpanProcessor(otlp)
+
+
+def span_bus(provider: TracerProvider | None) -> BusSpanProcessor | None:
+    """The bus exporter of a provider :func:`build_tracer_provider` built, if it has one."""
+    return None if provider is None else _SPAN_BUSES.get(provider)
+
+
+def current_tracer() -> Tracer | None:
+    """The tracer of the engine invocation in force (``None`` with tracing off): code inside a
+    handler opens child spans with it (a model call's GenAI span, say)."""
+    tracer = context.get_value(_TRACER_KEY)
+    return tracer if isinstance(tracer, Tracer) else None
 
 
 def _payload_baggage(payload: Any) -> list[tuple[str, str]]:
@@ -156,6 +233,7 @@ class EngineTracer:
         if attributes:
             for attr_key, attr_value in attributes.items():
                 span.set_attribute(attr_key, attr_value)
+        ctx = context.set_value(_TRACER_KEY, self._tracer, ctx)
         token = context.attach(trace.set_span_in_context(span, ctx))
         try:
             yield span

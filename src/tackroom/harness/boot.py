@@ -134,7 +134,8 @@ def build_host(
         workers=[*loaded, *own],
         config=config,
         endpoint=endpoint,
-        tracer_provider=owned_tracing,
+        tracer_provider=tracer_provider,
+        owns_tracer_provider=owned_tracing is not None,
     )
 
 

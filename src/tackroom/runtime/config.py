@@ -14,7 +14,15 @@ from pathlib import Path
 from typing import Any, Literal, TypeVar
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, field_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    PrivateAttr,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 
 from tackroom.contracts.principal import Principal
 from tackroom.engine.factory import parse_embedded_url
@@ -29,6 +37,7 @@ __all__ = [
     "DEFAULT_SOCKET_PATH",
     "SCHEMA_VERSION",
     "AgentSettings",
+    "BusExportSettings",
     "EndpointSettings",
     "HarnessConfig",
     "TracingSettings",
@@ -48,15 +57,47 @@ class _Section(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
 
+class BusExportSettings(_Section):
+    """The ``bus`` exporter's bounds: spans queued at most (more are dropped and counted), spans
+    per stream record, seconds between two records while spans wait."""
+
+    queue_size: int = Field(default=4096, ge=1)
+    batch_size: int = Field(default=256, ge=1, le=4096)
+    flush_interval: float = Field(default=1.0, gt=0, le=60)
+
+
 class TracingSettings(_Section):
-    exporter: Literal["none", "console", "otlp"] = "none"
+    """``exporter`` (one) or ``exporters`` (several: ``[bus, otlp]``); ``store``: the worker
+    booted with the agent workers to keep what the ``bus`` exporter ships (``null``: none here,
+    one runs elsewhere)."""
+
+    exporter: Literal["none", "console", "otlp", "bus"] = "none"
+    exporters: list[Literal["console", "otlp", "bus"]] | None = None
     endpoint: str | None = None
     service_name: str = "tackroom"
+    bus: BusExportSettings = Field(default_factory=BusExportSettings)
+    store: str | None = "traces"
+
+    @model_validator(mode="after")
+    def _one_way(self) -> TracingSettings:
+        if self.exporters is not None and self.exporter != "none":
+            raise ValueError("set exporter or exporters, not both")
+        return self
 
     def to_tracing_config(self) -> TracingConfig:
         return TracingConfig(
-            exporter=self.exporter, endpoint=self.endpoint, service_name=self.service_name
+            exporter=self.exporter,
+            endpoint=self.endpoint,
+            service_name=self.service_name,
+            exporters=tuple(self.exporters or ()),
+            bus_queue_size=self.bus.queue_size,
+            bus_batch_size=self.bus.batch_size,
+            bus_flush_interval=self.bus.flush_interval,
         )
+
+    @property
+    def exports_to_bus(self) -> bool:
+        return "bus" in self.to_tracing_config().exporters_in_use()
 
 
 class EndpointSettings(_Section):

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 from tackroom.engine.factory import open_engine
 from tackroom.engine.protocol import Engine
-from tackroom.engine.tracing import build_tracer_provider
+from tackroom.engine.tracing import build_tracer_provider, span_bus
 from tackroom.runtime.config import HarnessConfig
 from tackroom.runtime.endpoint import LocalEndpoint
 from tackroom.runtime.errors import ConfigError, WorkerCrashed, WorkerStartError
@@ -44,7 +44,10 @@ class Host:
         config: HarnessConfig | None = None,
         endpoint: LocalEndpoint | None = None,
         tracer_provider: TracerProvider | None = None,
+        owns_tracer_provider: bool = True,
     ) -> None:
+        """``tracer_provider``: the engine's, shut down at close when ``owns_tracer_provider``;
+        its ``bus`` exporter, if any, ships through the engine while the host runs."""
         config = config if config is not None else HarnessConfig.defaults()
         names = [spec.name for spec in workers]
         for name in names:
@@ -54,7 +57,8 @@ class Host:
         self.endpoint = endpoint
         self._plan = [(spec, config.worker_settings(spec)) for spec in workers]
         self._cleanup = contextlib.AsyncExitStack()
-        if tracer_provider is not None:
+        self._tracer_provider = tracer_provider
+        if tracer_provider is not None and owns_tracer_provider:
             self._cleanup.callback(tracer_provider.shutdown)
         self._stop = asyncio.Event()
         self._crash: WorkerCrashed | None = None
@@ -130,6 +134,10 @@ class Host:
                 self.endpoint.prepare_directory()
             await self.engine.start()
             stack.push_async_callback(self.engine.close)
+            shipper = span_bus(self._tracer_provider)
+            if shipper is not None:  # ships until every worker has closed
+                await shipper.attach(self.engine)
+                stack.push_async_callback(shipper.detach, self.engine)
             contexts: list[WorkerContext[Any]] = []
             for spec, settings in self._plan:
                 ctx = WorkerContext[Any](
