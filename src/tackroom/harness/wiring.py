@@ -100,7 +100,7 @@ def resolve_config(config: HarnessConfig | str | Path | None) -> HarnessConfig:
 
 def with_home(config: HarnessConfig, home: Path, *, engine: str | None) -> HarnessConfig:
     """Every file of the harness under ``home``: the engine database (unless ``engine`` names
-    another), the endpoint socket, workspaces, skills and the credentials vault."""
+    another), the endpoint socket, workspaces, skills, the credentials vault and the traces."""
     home = home.expanduser().absolute()
     sections: dict[str, dict[str, Any] | None] = dict(config.worker_config)
 
@@ -114,6 +114,7 @@ def with_home(config: HarnessConfig, home: Path, *, engine: str | None) -> Harne
     section("sandbox", workspace_root=str(home / "workspaces"))
     section("credentials", vault_path=str(home / "credentials.json"))
     section("directory", user_dir=str(home / "skills"))
+    section("traces", path=str(home / "traces.db"))
     endpoint = config.endpoint.model_copy(update={"socket": home / "tackroom.sock"})
     return config.model_copy(
         update={
@@ -128,13 +129,16 @@ def agent_workers(
     config: HarnessConfig, *, provider_worker_name: str | None, sessions: str = "sessions"
 ) -> list[str]:
     """The boot list of an agent run: the config's agent workers, its own workers, the provider's
-    worker last; ``sessions`` replaces the ``sessions`` worker (``Harness.use_memory``)."""
+    worker, the trace store when spans go to the bus; ``sessions`` replaces the ``sessions``
+    worker (``Harness.use_memory``)."""
     names = [*config.agent.workers, *config.workers]
     mcp = config.worker_config.get("mcp")
     if isinstance(mcp, Mapping) and mcp.get("servers"):
         names.append("mcp")
     if provider_worker_name:
         names.append(provider_worker_name)
+    if config.tracing.store and config.tracing.exports_to_bus:
+        names.append(config.tracing.store)
     names = [sessions if name == "sessions" else name for name in names]
     return list(dict.fromkeys(names))
 

@@ -49,6 +49,7 @@ BUILTIN_WORKERS: dict[str, str] = {
     "mcp": "tackroom.workers.mcp.worker:WORKER",
     "sandbox": "tackroom.workers.sandbox.worker:WORKER",
     "shell": "tackroom.workers.shell.worker:WORKER",
+    "traces": "tackroom.workers.traces.worker:WORKER",
 }
 
 

@@ -23,7 +23,7 @@ import pytest  # noqa: E402
 
 _SUITES = (
     "base approvals budget catalog credentials directory hooks http policy provider sandbox"
-    " sessions"
+    " sessions traces"
 )
 # Before the suites are imported: their plain asserts get pytest's explanations.
 pytest.register_assert_rewrite(*(f"{__name__}.{suite}" for suite in _SUITES.split()))
@@ -44,6 +44,7 @@ from tackroom.testing.contracts.policy import PolicyContract  # noqa: E402
 from tackroom.testing.contracts.provider import ProviderContract, ProviderSubject  # noqa: E402
 from tackroom.testing.contracts.sandbox import SandboxContract  # noqa: E402
 from tackroom.testing.contracts.sessions import SessionsContract  # noqa: E402
+from tackroom.testing.contracts.traces import TracesContract  # noqa: E402
 
 __all__ = [
     "CONTRACT_TIMEOUT",
@@ -60,5 +61,6 @@ __all__ = [
     "ProviderSubject",
     "SandboxContract",
     "SessionsContract",
+    "TracesContract",
     "WorkerContract",
 ]

@@ -1,0 +1,1 @@
+"""The ``traces`` worker: a trace store (see :mod:`tackroom.workers.traces.worker`)."""
