@@ -39,6 +39,7 @@ from tackroom.contracts.provider import (
 )
 from tackroom.engine.errors import ChannelClosed, FunctionError
 from tackroom.engine.protocol import ChannelRef, ChannelWriter, Engine
+from tackroom.kit.genai import ModelCallSpan, model_call_span
 from tackroom.kit.providers.catalog import CatalogClient, ModelInfo
 from tackroom.kit.providers.config import ProfileSettings, RateLimitSettings, RetrySettings
 from tackroom.kit.providers.errors import ProviderFailure, classify_exception
@@ -254,7 +255,26 @@ class ProviderService:
     async def answer(
         self, request: ProviderRequest, sink: StreamSink, provider: str
     ) -> AssistantMessage | ProviderFailure:
-        """Ask the model (retrying, then the fallback model): the message or the failure."""
+        """Ask the model (retrying, then the fallback model): the message or the failure, in
+        one GenAI span (:mod:`tackroom.kit.genai`)."""
+        with model_call_span(
+            provider=provider,
+            model=request.model,
+            max_tokens=request.max_output_tokens,
+            temperature=request.temperature,
+        ) as span:
+            outcome = await self._answer(request, sink, provider, span)
+            if isinstance(outcome, ProviderFailure):
+                span.failed(outcome.kind, outcome.message, status=outcome.status)
+            else:
+                span.answered(
+                    model=outcome.model, stop_reason=outcome.stop_reason, usage=outcome.usage
+                )
+            return outcome
+
+    async def _answer(
+        self, request: ProviderRequest, sink: StreamSink, provider: str, span: ModelCallSpan
+    ) -> AssistantMessage | ProviderFailure:
         if not request.model:
             return ProviderFailure("permanent", f"name a model: {provider}:MODEL")
         clock, started = self._runtime.clock, self._runtime.clock()
@@ -264,6 +284,8 @@ class ProviderService:
             models.append(fallback)
         failure = ProviderFailure("transient", "no attempt was made")
         for position, model in enumerate(models):
+            if position > 0:
+                span.falling_back(model)
             info = await self._catalog.model(model)
             retry = 0
             while True:
@@ -285,6 +307,7 @@ class ProviderService:
                     break
                 _log.warning("provider %s, model %s: %s: %s; retry %d in %.2fs", provider,
                              model, failure.kind, failure.message, retry, delay)  # fmt: skip
+                span.retrying(failure.kind, failure.message, delay=delay)
                 await self._runtime.sleep(delay)
             if not failure.retryable:
                 break

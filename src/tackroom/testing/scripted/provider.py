@@ -22,12 +22,13 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Awaitable, Callable, Iterable, Mapping
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
-from tackroom.contracts.messages import AssistantMessage
+from tackroom.contracts.messages import AssistantMessage, Usage
 from tackroom.contracts.provider import (
     SCHEMA_VERSION,
     ProviderRequest,
@@ -37,6 +38,7 @@ from tackroom.contracts.provider import (
 )
 from tackroom.engine.errors import FunctionError
 from tackroom.engine.protocol import ChannelRef, ChannelWriter, Engine, Registration
+from tackroom.kit.genai import ModelCallSpan, model_call_span
 from tackroom.kit.providers.streaming import send_stream
 from tackroom.runtime.typed import ByReference, describe_validation_error
 from tackroom.runtime.worker import WorkerConfig, WorkerContext, WorkerSpec
@@ -318,12 +320,15 @@ class ScriptedProvider:
         call = self.calls
 
         async def frames() -> None:
-            plan = await self._answer(payload, call)
-            if isinstance(plan, str):
-                await writer.send(start_frame(self.name, _model_of(payload)))
-                await writer.send(error_frame("permanent", plan))
-            else:
-                await self._play(writer, *plan)
+            with self._span(payload) as span:
+                plan = await self._answer(payload, call)
+                if isinstance(plan, str):
+                    span.failed("permanent", plan)
+                    await writer.send(start_frame(self.name, _model_of(payload)))
+                    await writer.send(error_frame("permanent", plan))
+                else:
+                    _tell(span, *plan)
+                    await self._play(writer, *plan)
 
         return await send_stream(writer, frames, who=f"scripted provider {self.name!r}")
 
@@ -349,10 +354,18 @@ class ScriptedProvider:
         else:
             await send(error_frame(failure.kind, failure.message, failure.retry_after))
 
+    def _span(self, payload: Any) -> AbstractContextManager[ModelCallSpan]:
+        return model_call_span(provider=self.name, model=_model_of(payload))
+
     async def handle_complete(self, payload: Any) -> dict[str, Any]:
         self.calls += 1
         call = self.calls
-        plan = await self._answer(payload, call)
+        with self._span(payload) as span:
+            plan = await self._answer(payload, call)
+            if isinstance(plan, str):
+                span.failed("permanent", plan)
+            else:
+                _tell(span, *plan)
         if isinstance(plan, str):
             return error_message(
                 provider=self.name, model=_model_of(payload), kind="permanent", message=plan
@@ -377,6 +390,16 @@ class ScriptedProvider:
             ],
             remaining=[{"session_id": k, "turns": n} for k, n in remaining.items()],
         ).model_dump(mode="json")
+
+
+def _tell(span: ModelCallSpan, compiled: CompiledTurn, model: str) -> None:
+    """What the scripted turn answers, on the call's GenAI span."""
+    failure = compiled.turn.error
+    if failure is not None:
+        span.failed(failure.kind, failure.message)
+    else:
+        stop_reason = str(compiled.message.get("stop_reason", "end"))
+        span.answered(model=model, stop_reason=stop_reason, usage=compiled.turn.usage or Usage())
 
 
 async def _stall() -> None:
