@@ -31,6 +31,7 @@ COMMAND_MODULES: dict[str, str] = {
     "deny": "approvals",
     "approvals": "approvals",
     "budget": "budget",
+    "traces": "traces",
 }
 """Which ``tackroom.cli`` module defines each command. Only the one being run is imported, so
 ``tackroom run`` does not pay for the approvals or budget commands' imports."""
