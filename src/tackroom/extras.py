@@ -14,6 +14,7 @@ otel          ``opentelemetry-sdk``, the OTLP/HTTP exporter    exporting traces 
 cedar         ``cedarpy``                                      the ``policy-cedar`` worker
 mcp           ``mcp``                                          the ``mcp`` bridge worker
 http          ``httpx2``                                       the ``http`` worker (``http::fetch``)
+gateway       ``starlette``, ``uvicorn``, ``sse-starlette``    the ``gateway`` worker (HTTP, SSE)
 testing       ``pytest``, ``pytest-asyncio``,                  running the worker contract suites
               ``opentelemetry-sdk``                            (``tackroom.testing.contracts``)
 all           all of the above but ``testing``
@@ -42,6 +43,9 @@ EXTRA_OF_MODULE: dict[str, str] = {
     "mcp_types": "mcp",
     "httpx2": "http",
     "httpcore2": "http",
+    "starlette": "gateway",
+    "uvicorn": "gateway",
+    "sse_starlette": "gateway",
     "pytest": "testing",
     "pytest_asyncio": "testing",
 }

@@ -2,20 +2,22 @@
 
 ``serve`` boots the ``workers:`` list of ``tackroom.yaml`` when the file has one; without one it
 boots what ``tackroom run`` boots — the agent workers and the worker of ``agent.model``'s
-provider — so runs can be started, followed, aborted and resumed through its endpoint.
-``--agent`` adds the agent workers to an explicit list.
+provider — so runs can be started, followed, aborted and resumed through its endpoint, and the
+``gateway`` (HTTP and the web console; ``worker_config.gateway.enabled: false`` leaves it out).
+``--agent`` adds the agent workers and the gateway to an explicit list.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import importlib.util
 import signal
 import sys
 from pathlib import Path
 
 from tackroom.cli import _startup
-from tackroom.harness.wiring import agent_workers, provider_worker_for
+from tackroom.harness.wiring import agent_workers, gateway_host_config, provider_worker_for
 from tackroom.runtime.config import HarnessConfig, load_config
 from tackroom.runtime.host import Host
 
@@ -50,9 +52,12 @@ def _host_options(parser: argparse.ArgumentParser) -> None:
 
 def _run_serve(args: argparse.Namespace) -> int:
     config = load_config(args.config)
+    workers = serve_workers(config, agent=args.agent)
+    if _GATEWAY in workers:
+        config = gateway_host_config(config)
     host = Host.from_config(
         config,
-        workers=serve_workers(config, agent=args.agent),
+        workers=workers,
         engine_url=args.engine,
         serve_endpoint=True,
     )
@@ -60,7 +65,8 @@ def _run_serve(args: argparse.Namespace) -> int:
 
 
 def serve_workers(config: HarnessConfig, *, agent: bool = False) -> list[str]:
-    """The config's own ``workers:`` list; without one (or with ``agent``), the agent's."""
+    """The config's own ``workers:`` list; without one (or with ``agent``), the agent's and the
+    gateway (unless ``worker_config.gateway.enabled`` is false)."""
     if "workers" in config.model_fields_set and not agent:
         return list(config.workers)
     provider: str | None = None
@@ -70,11 +76,36 @@ def serve_workers(config: HarnessConfig, *, agent: bool = False) -> list[str]:
         section = config.worker_config.get("scripted") or {}
         if name != "scripted" or section.get("script") or section.get("script_path"):
             provider = provider_worker_for(name, config.worker_config)
-    return agent_workers(config, provider_worker_name=provider)
+    workers = agent_workers(config, provider_worker_name=provider)
+    if _wants_gateway(config):
+        workers.append(_GATEWAY)
+    return list(dict.fromkeys(workers))
+
+
+_GATEWAY = "gateway"
+_GATEWAY_MODULES = ("starlette", "uvicorn", "sse_starlette")
+
+
+def _wants_gateway(config: HarnessConfig) -> bool:
+    """Unless ``enabled: false``; without the ``gateway`` extra, only when asked for by name."""
+    section = config.worker_config.get(_GATEWAY) or {}
+    enabled = section.get("enabled")
+    if enabled is False:
+        return False
+    if enabled is None and not all(importlib.util.find_spec(m) for m in _GATEWAY_MODULES):
+        print(
+            "tackroom serve: no gateway (pip install 'tackroom[gateway]' for HTTP and the web"
+            " console)",
+            file=sys.stderr,
+        )
+        return False
+    return True
 
 
 def _run_worker(args: argparse.Namespace) -> int:
     config = load_config(args.config)
+    if args.name == _GATEWAY:
+        config = gateway_host_config(config)
     host = Host.from_config(config, workers=[args.name], engine_url=args.engine)
     return asyncio.run(_host_until_signalled(host))
 
@@ -92,6 +123,8 @@ async def _host_until_signalled(host: Host) -> int:
                 ready.append(f"socket={host.endpoint.path}")
             ready.append(f"workers={','.join(host.worker_names)}")
             print(" ".join(ready), flush=True)
+            for line in host.announcements:
+                print(line, flush=True)
             await host.wait()
     finally:
         for signum in signals:

@@ -176,5 +176,8 @@ class Health(_Reply):
 
 
 class Readiness(_Reply):
+    """``503`` when not ready, with ``error`` too (every 5xx body has one)."""
+
     ready: bool
     reason: str | None = None
+    error: ErrorBody | None = None

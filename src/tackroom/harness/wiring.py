@@ -26,6 +26,7 @@ __all__ = [
     "agent_host_config",
     "agent_workers",
     "choose_model",
+    "gateway_host_config",
     "parse_model",
     "resolve_config",
     "serves_elsewhere",
@@ -200,3 +201,22 @@ def serves_elsewhere(config: HarnessConfig, provider: str) -> bool:
     profiles = section.get("profiles") if isinstance(section, Mapping) else None
     profile = profiles.get(provider) if isinstance(profiles, Mapping) else None
     return isinstance(profile, Mapping) and bool(profile.get("base_url"))
+
+
+def gateway_host_config(config: HarnessConfig) -> HarnessConfig:
+    """``config`` with the gateway's run defaults taken from ``agent.*`` (model, tools, mode,
+    max_turns, principal), under what its own ``defaults`` already say."""
+    agent = config.agent
+    sections = dict(config.worker_config)
+    gateway = dict(sections.get("gateway") or {})
+    defaults = dict(gateway.get("defaults") or {})
+    if agent.model is not None:
+        defaults.setdefault("model", agent.model)
+    defaults.setdefault("tools", list(agent.tools))
+    defaults.setdefault("mode", agent.mode)
+    defaults.setdefault("max_turns", agent.max_turns)
+    if agent.principal is not None:
+        defaults.setdefault("principal", agent.principal.model_dump(mode="json"))
+    gateway["defaults"] = defaults
+    sections["gateway"] = gateway
+    return config.model_copy(update={"worker_config": sections})

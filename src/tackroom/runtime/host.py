@@ -61,6 +61,8 @@ class Host:
         if tracer_provider is not None and owns_tracer_provider:
             self._cleanup.callback(tracer_provider.shutdown)
         self._stop = asyncio.Event()
+        self.announcements: list[str] = []
+        """What workers asked to tell the person who started the process (``announce``)."""
         self._crash: WorkerCrashed | None = None
         self._state = "new"
 
@@ -145,6 +147,7 @@ class Host:
                     name=spec.name,
                     config=settings,
                     on_task_error=functools.partial(self._task_failed, spec.name),
+                    announcements=self.announcements,
                 )
                 stack.push_async_callback(ctx.close)
                 try:

@@ -61,10 +61,12 @@ class WorkerContext(Generic[ConfigT]):
         name: str,
         config: ConfigT,
         on_task_error: TaskErrorHandler | None = None,
+        announcements: list[str] | None = None,
     ) -> None:
         self.engine = engine
         self.name = name
         self.config = config
+        self._announcements = announcements if announcements is not None else []
         self._registrations: list[Registration] = []
         self._tasks = TaskSet(owner=f"worker {name}", on_error=on_task_error)
         self._after_start: list[Callable[[], Awaitable[None]]] = []
@@ -150,6 +152,12 @@ class WorkerContext(Generic[ConfigT]):
         callbacks, self._after_start = self._after_start, []
         for callback in callbacks:
             await callback()
+
+    def announce(self, line: str) -> None:
+        """A line for the person who started the process: ``tackroom serve`` and ``tackroom
+        worker run`` print it once, to stdout, after their ready line. It is never logged, so it
+        may hold what a log must not (the gateway's console URL carries its token)."""
+        self._announcements.append(line)
 
     def spawn(self, coro: Coroutine[Any, Any, T], *, name: str | None = None) -> asyncio.Task[T]:
         """Run ``coro`` as a background task the host cancels and awaits at shutdown.

@@ -1,0 +1,103 @@
+"""Routes of approvals: the calls waiting for a person, and their decision."""
+
+from __future__ import annotations
+
+from pydantic import Field
+from starlette.requests import Request
+from starlette.responses import Response
+
+from tackroom.contracts import approvals
+from tackroom.contracts.gateway import DecisionBody
+from tackroom.workers.gateway.errors import ApiError
+from tackroom.workers.gateway.inputs import json_body, path_id, query
+from tackroom.workers.gateway.operations import Operation, PathParam, Query
+from tackroom.workers.gateway.runs import SESSION_PARAM
+from tackroom.workers.gateway.service import gateway_of, reply
+
+__all__ = ["OPERATIONS"]
+
+APPROVER = "gateway"
+
+
+class PendingQuery(Query):
+    session_id: str | None = Field(
+        default=None, pattern=approvals.ID_PATTERN, description="only this session's calls"
+    )
+
+
+async def list_pending(request: Request) -> Response:
+    gateway = gateway_of(request)
+    params = query(request, PendingQuery)
+    pending = await gateway.call(
+        approvals.LIST_PENDING, approvals.ListPendingRequest(session_id=params.session_id)
+    )
+    return reply(pending)
+
+
+async def decide(request: Request) -> Response:
+    """``always`` (with ``allow``) allows the call's function for the rest of the session first,
+    so the run, once woken, does not stop again at the next call of it."""
+    gateway = gateway_of(request)
+    session_id = path_id(request, "sid")
+    call_id = path_id(request, "call_id")
+    body = await json_body(request, DecisionBody, limit=gateway.config.max_body_bytes)
+    if body.always and body.decision != "allow":
+        raise ApiError(
+            422,
+            "invalid_request",
+            "body.always: only an allow can be for the rest of the session",
+            details={"field": "body.always"},
+        )
+    if body.always:
+        known = await gateway.call(
+            approvals.GET,
+            approvals.GetRequest(session_id=session_id, function_call_id=call_id),
+        )
+        if known.pending is not None:
+            await gateway.call(
+                approvals.ALLOW_FOR_SESSION,
+                approvals.AllowForSessionRequest(
+                    session_id=session_id, function_id=known.pending.function_id
+                ),
+            )
+    record = await gateway.call(
+        approvals.RESOLVE,
+        approvals.ResolveRequest(
+            session_id=session_id,
+            function_call_id=call_id,
+            decision=body.decision,
+            reason=body.reason,
+            approver=body.approver or APPROVER,
+        ),
+    )
+    return reply(record)
+
+
+OPERATIONS = (
+    Operation(
+        method="GET",
+        path="/v1/approvals",
+        endpoint=list_pending,
+        operation_id="listApprovals",
+        summary="The calls waiting for a person, oldest first (approval::list_pending)",
+        tag="approvals",
+        query=PendingQuery,
+        response=approvals.ListPendingResponse,
+        errors=(422,),
+    ),
+    Operation(
+        method="POST",
+        path="/v1/approvals/{sid}/{call_id}",
+        endpoint=decide,
+        operation_id="decideApproval",
+        summary="Allow or deny a waiting call (approval::resolve)",
+        tag="approvals",
+        body=DecisionBody,
+        path_params=(
+            SESSION_PARAM,
+            PathParam("call_id", "the function call id", approvals.ID_PATTERN),
+        ),
+        response=approvals.DecisionRecord,
+        errors=(400, 404, 409, 413, 422),
+    ),
+)

@@ -1,0 +1,211 @@
+"""Routes of a run: start one, abort it, read its state, steer it (the session's inbox)."""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any
+
+from jsonschema.exceptions import SchemaError
+from jsonschema.validators import validator_for
+from pydantic import ValidationError
+from starlette.requests import Request
+from starlette.responses import Response
+
+from tackroom.contracts.gateway import AbortBody, MessageBody, RunBody, RunResponse
+from tackroom.contracts.messages import UserMessage
+from tackroom.contracts.sessions import INBOX_PUSH, InboxPushRequest, InboxPushResponse
+from tackroom.contracts.turn import (
+    RUN_ABORT,
+    RUN_START,
+    TURN_GET_STATE,
+    RunAbortRequest,
+    RunAbortResponse,
+    RunStartRequest,
+    TurnStateRequest,
+    TurnStateView,
+)
+from tackroom.kit.output import answer_format
+from tackroom.workers.gateway.errors import ApiError, invalid
+from tackroom.workers.gateway.inputs import json_body, path_id
+from tackroom.workers.gateway.operations import Operation, PathParam
+from tackroom.workers.gateway.service import Gateway, gateway_of, reply
+
+__all__ = ["OPERATIONS", "SESSION_PARAM"]
+
+SESSION_PARAM = PathParam("sid", "a session id", r"^[!-.0-~]{1,200}$")
+_INBOX_OF = {"steer": "steering", "follow_up": "followup"}
+
+
+def _new_id(prefix: str) -> str:
+    return f"{prefix}-{uuid.uuid4().hex[:12]}"
+
+
+async def start_run(request: Request) -> Response:
+    gateway = gateway_of(request)
+    body = await json_body(request, RunBody, limit=gateway.config.max_body_bytes)
+    start = run_request(gateway, body)
+    answer = await gateway.call(RUN_START, start)
+    if not answer.started and not answer.queued:
+        raise ApiError(
+            409,
+            "session_busy",
+            answer.reason or f"session {start.session_id} has a run in flight",
+            details={"session_id": start.session_id},
+        )
+    return reply(
+        RunResponse(
+            session_id=answer.session_id,
+            run_id=answer.run_id,
+            started=answer.started,
+            queued=answer.queued,
+            resumed=answer.resumed,
+            reason=answer.reason,
+            events_url=f"/v1/sessions/{answer.session_id}/events",
+        ),
+        status=202,
+    )
+
+
+def run_request(gateway: Gateway, body: RunBody) -> RunStartRequest:
+    """``run::start``'s request: the body over the gateway's defaults."""
+    defaults = gateway.config.defaults
+    model = body.model or defaults.model
+    if model is None:
+        raise ApiError(
+            422,
+            "invalid_request",
+            "body.model: name a model (PROVIDER:MODEL); this gateway has no default",
+            details={"field": "body.model"},
+        )
+    provider, _, name = model.partition(":")
+    instructions = body.instructions
+    if body.output_schema is not None:
+        _check_schema(body.output_schema)
+        asked = answer_format(body.output_schema, name="output")
+        instructions = f"{instructions}\n\n{asked}" if instructions else asked
+    try:
+        return RunStartRequest(
+            session_id=body.session_id or _new_id("s"),
+            run_id=body.run_id or _new_id("run"),
+            provider=provider,
+            model=name,
+            mode=body.mode or defaults.mode,
+            messages=[UserMessage.text(body.prompt)],
+            max_turns=body.max_turns or defaults.max_turns,
+            instructions=instructions,
+            tools=list(defaults.tools if body.tools is None else body.tools),
+            if_busy=body.if_busy,
+            principal=body.principal or defaults.principal,
+        )
+    except ValidationError as exc:
+        raise invalid(exc, where="body") from None
+
+
+def _check_schema(schema: dict[str, Any]) -> None:
+    try:
+        validator_for(schema).check_schema(schema)
+    except SchemaError as exc:
+        where = "/".join(str(part) for part in exc.path) or "the top"
+        raise ApiError(
+            422,
+            "invalid_request",
+            f"body.output_schema is not a JSON schema: {exc.message} (at {where})",
+            details={"field": "body.output_schema"},
+        ) from None
+    except (RecursionError, TypeError, ValueError, LookupError):  # e.g. "$schema": []
+        raise ApiError(
+            422,
+            "invalid_request",
+            "body.output_schema is not a JSON schema",
+            details={"field": "body.output_schema"},
+        ) from None
+
+
+async def abort_run(request: Request) -> Response:
+    gateway = gateway_of(request)
+    session_id = path_id(request, "sid")
+    body = await json_body(request, AbortBody, limit=gateway.config.max_body_bytes)
+    answer = await gateway.call(
+        RUN_ABORT, RunAbortRequest(session_id=session_id, reason=body.reason)
+    )
+    if not answer.aborted and answer.state is None:
+        raise _no_run(session_id)
+    return reply(answer)
+
+
+async def run_state(request: Request) -> Response:
+    gateway = gateway_of(request)
+    session_id = path_id(request, "sid")
+    view = await gateway.call(TURN_GET_STATE, TurnStateRequest(session_id=session_id))
+    if view is None:
+        raise _no_run(session_id)
+    return reply(view)
+
+
+def _no_run(session_id: str) -> ApiError:
+    return ApiError(404, "not_found", f"session {session_id!r} has no run")
+
+
+async def push_message(request: Request) -> Response:
+    gateway = gateway_of(request)
+    session_id = path_id(request, "sid")
+    body = await json_body(request, MessageBody, limit=gateway.config.max_body_bytes)
+    pushed = await gateway.call(
+        INBOX_PUSH,
+        InboxPushRequest(
+            session_id=session_id, name=_INBOX_OF[body.kind], item=UserMessage.text(body.text)
+        ),
+    )
+    return reply(pushed, status=202)
+
+
+OPERATIONS = (
+    Operation(
+        method="POST",
+        path="/v1/runs",
+        endpoint=start_run,
+        operation_id="startRun",
+        summary="Start a run (run::start); follow it on events_url",
+        tag="runs",
+        body=RunBody,
+        response=RunResponse,
+        status=202,
+        errors=(400, 409, 413, 422),
+    ),
+    Operation(
+        method="POST",
+        path="/v1/sessions/{sid}/abort",
+        endpoint=abort_run,
+        operation_id="abortRun",
+        summary="Abort the run in flight on a session (run::abort)",
+        tag="runs",
+        body=AbortBody,
+        path_params=(SESSION_PARAM,),
+        response=RunAbortResponse,
+        errors=(400, 404, 413, 422),
+    ),
+    Operation(
+        method="GET",
+        path="/v1/sessions/{sid}/state",
+        endpoint=run_state,
+        operation_id="getRunState",
+        summary="The turn state of a session's current or last run (turn::get_state)",
+        tag="runs",
+        path_params=(SESSION_PARAM,),
+        response=TurnStateView,
+        errors=(404, 422),
+    ),
+    Operation(
+        method="POST",
+        path="/v1/sessions/{sid}/messages",
+        endpoint=push_message,
+        operation_id="pushMessage",
+        summary="A steering or follow-up message into a session's inbox (session-inbox::push)",
+        tag="runs",
+        body=MessageBody,
+        path_params=(SESSION_PARAM,),
+        response=InboxPushResponse,
+        status=202,
+        errors=(400, 404, 413, 422),
+    ),
+)

@@ -1,0 +1,77 @@
+"""Routes of traces: what a trace store (the ``traces`` worker) answers, passed through."""
+
+from __future__ import annotations
+
+from pydantic import Field
+from starlette.requests import Request
+from starlette.responses import Response
+
+from tackroom.contracts import traces
+from tackroom.workers.gateway.errors import ApiError
+from tackroom.workers.gateway.inputs import query
+from tackroom.workers.gateway.operations import Operation, PathParam, Query
+from tackroom.workers.gateway.service import gateway_of, reply
+
+__all__ = ["OPERATIONS"]
+
+_TRACE_ID = r"^[0-9a-f]{32}$"
+
+
+class TracesQuery(Query):
+    session_id: str | None = Field(default=None, max_length=200)
+    run_id: str | None = Field(default=None, max_length=200)
+    limit: int = Field(default=50, ge=1, le=1000)
+
+
+async def list_traces(request: Request) -> Response:
+    gateway = gateway_of(request)
+    params = query(request, TracesQuery)
+    found = await gateway.call(
+        traces.LIST,
+        traces.ListRequest(session_id=params.session_id, run_id=params.run_id, limit=params.limit),
+    )
+    return reply(found)
+
+
+async def get_trace(request: Request) -> Response:
+    gateway = gateway_of(request)
+    trace_id: str = request.path_params["trace_id"]
+    if not _is_trace_id(trace_id):
+        raise ApiError(
+            422,
+            "invalid_request",
+            "path.trace_id: 32 lowercase hexadecimal digits",
+            details={"field": "path.trace_id"},
+        )
+    detail = await gateway.call(traces.GET, traces.GetRequest(trace_id=trace_id))
+    return reply(detail)
+
+
+def _is_trace_id(value: str) -> bool:
+    return len(value) == 32 and all(c in "0123456789abcdef" for c in value)
+
+
+OPERATIONS = (
+    Operation(
+        method="GET",
+        path="/v1/traces",
+        endpoint=list_traces,
+        operation_id="listTraces",
+        summary="Recent traces, newest first (traces::list)",
+        tag="traces",
+        query=TracesQuery,
+        response=traces.TraceList,
+        errors=(422,),
+    ),
+    Operation(
+        method="GET",
+        path="/v1/traces/{trace_id}",
+        endpoint=get_trace,
+        operation_id="getTrace",
+        summary="Every span of one trace (traces::get)",
+        tag="traces",
+        path_params=(PathParam("trace_id", "32 lowercase hex digits", _TRACE_ID),),
+        response=traces.TraceDetail,
+        errors=(404, 422),
+    ),
+)
