@@ -208,7 +208,14 @@ def harness_config(
 ) -> HarnessConfig:
     sections: dict[str, dict[str, Any] | None] = {
         "files": {"workspace_root": str(workdir / "workspaces")},
-        "orchestrator": {"cwd": str(workdir), **(orchestrator or {})},
+        # Thin unless a test names a gate: these tests are about durability, and the test tools
+        # would otherwise ask a person under the default policy.
+        "orchestrator": {
+            "cwd": str(workdir),
+            "policy_function": None,
+            "approvals_function": None,
+            **(orchestrator or {}),
+        },
     }
     if scripted is not None:
         sections["scripted"] = scripted
