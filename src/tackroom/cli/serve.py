@@ -17,7 +17,12 @@ import sys
 from pathlib import Path
 
 from tackroom.cli import _startup
-from tackroom.harness.wiring import agent_workers, gateway_host_config, provider_worker_for
+from tackroom.harness.wiring import (
+    agent_workers,
+    gateway_host_config,
+    provider_worker_for,
+    served_config,
+)
 from tackroom.runtime.config import HarnessConfig, load_config
 from tackroom.runtime.host import Host
 
@@ -53,10 +58,8 @@ def _host_options(parser: argparse.ArgumentParser) -> None:
 def _run_serve(args: argparse.Namespace) -> int:
     config = load_config(args.config)
     workers = serve_workers(config, agent=args.agent)
-    if _GATEWAY in workers:
-        config = gateway_host_config(config)
     host = Host.from_config(
-        config,
+        served_config(config, workers),
         workers=workers,
         engine_url=args.engine,
         serve_endpoint=True,

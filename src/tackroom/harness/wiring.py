@@ -29,6 +29,7 @@ __all__ = [
     "gateway_host_config",
     "parse_model",
     "resolve_config",
+    "served_config",
     "serves_elsewhere",
     "with_home",
 ]
@@ -220,3 +221,12 @@ def gateway_host_config(config: HarnessConfig) -> HarnessConfig:
     gateway["defaults"] = defaults
     sections["gateway"] = gateway
     return config.model_copy(update={"worker_config": sections})
+
+
+def served_config(config: HarnessConfig, workers: Sequence[str]) -> HarnessConfig:
+    """What ``tackroom serve`` hosts ``workers`` with: the gate on when a policy and an approvals
+    worker are among them (as for ``tackroom run``), and the gateway's run defaults."""
+    sections = dict(config.worker_config)
+    _gate_on(sections, list(workers), auto_approve=config.agent.auto_approve)
+    config = config.model_copy(update={"worker_config": sections})
+    return gateway_host_config(config) if "gateway" in workers else config
