@@ -6,18 +6,15 @@ const RECONNECT_MS = 1000;
 export class ApiError extends Error {
   constructor(status, code, message) {
     super(message);
-    this.status = status;
-    this.code = code;
+    Object.assign(this, { status, code });
   }
 }
 
-/** Move a `#token=...` fragment into sessionStorage and out of the address bar. */
+/** Move a `#token=...` fragment into sessionStorage and out of the address bar (and history). */
 export function adoptTokenFromUrl() {
-  const match = /(?:^#|[#&])token=([^&]*)/.exec(location.hash);
-  if (!match) return;
-  setToken(decodeURIComponent(match[1]));
-  const rest = location.hash.replace(/[#&]?token=[^&]*/, "").replace(/^&/, "");
-  history.replaceState(null, "", location.pathname + location.search + (rest ? "#" + rest.replace(/^#/, "") : "#/sessions"));
+  if (!location.hash.startsWith("#token=")) return;
+  setToken(decodeURIComponent(location.hash.slice("#token=".length)));
+  history.replaceState(null, "", `${location.pathname}${location.search}#/sessions`);
 }
 
 export const getToken = () => sessionStorage.getItem(TOKEN_KEY);
@@ -26,22 +23,13 @@ export const forgetToken = () => sessionStorage.removeItem(TOKEN_KEY);
 
 /** Called with the error when the gateway refuses the token (the app asks for another). */
 let onUnauthorized = () => {};
-export function whenUnauthorized(handler) {
-  onUnauthorized = handler;
-}
+export const whenUnauthorized = (handler) => (onUnauthorized = handler);
 
-function headers(extra = {}) {
-  return { Authorization: `Bearer ${getToken() || ""}`, ...extra };
-}
+const headers = (extra = {}) => ({ Authorization: `Bearer ${getToken() || ""}`, ...extra });
 
 async function failure(response) {
-  let body = null;
-  try {
-    body = await response.json();
-  } catch {
-    // not JSON: the status says enough
-  }
-  const error = body && body.error ? body.error : {};
+  const body = await response.json().catch(() => null); // not JSON: the status says enough
+  const error = (body && body.error) || {};
   const failed = new ApiError(response.status, error.code || `http_${response.status}`, error.message || response.statusText);
   if (response.status === 401) onUnauthorized(failed);
   return failed;
@@ -123,13 +111,11 @@ export async function followEvents(sessionId, { signal, onEvent, onStatus = () =
         if (done) break;
         parser.push(value);
       }
+      onStatus("reconnecting (the stream ended)");
     } catch (error) {
       if (signal.aborted) return;
       onStatus(`reconnecting (${error.message})`);
     }
-    if (!signal.aborted) {
-      onStatus("reconnecting");
-      await new Promise((resolve) => setTimeout(resolve, RECONNECT_MS));
-    }
+    await new Promise((resolve) => setTimeout(resolve, RECONNECT_MS));
   }
 }

@@ -4,7 +4,8 @@ import { adoptTokenFromUrl, forgetToken, getToken, setToken, whenUnauthorized } 
 import { approvalsPage } from "./approvals.js";
 import { budgetsPage } from "./budgets.js";
 import { clear, h, showError } from "./dom.js";
-import { sessionPage, sessionsPage } from "./sessions.js";
+import { sessionPage } from "./session.js";
+import { sessionsPage } from "./sessions.js";
 import { tracePage } from "./traces.js";
 import { treePage } from "./tree.js";
 

@@ -1,7 +1,7 @@
 // One trace as a waterfall: a bar per span placed by start and duration; click for attributes.
 
 import { api } from "./api.js";
-import { clear, h, pretty } from "./dom.js";
+import { clear, h, link, pretty } from "./dom.js";
 
 /** Spans in tree order (children after their parent, by start), each with its depth. */
 export function ordered(spans) {
@@ -39,6 +39,7 @@ export async function tracePage(main, { signal }, traceId) {
   const spans = trace.spans || [];
   const start = Math.min(...spans.map((s) => s.start_ns));
   const total = Math.max(1, Math.max(...spans.map((s) => s.end_ns)) - start);
+  const session = spans.map((s) => s.attributes["session.id"]).find(Boolean);
   const panel = h("aside", { class: "card span-details", testid: "span-details" }, h("p", { class: "muted" }, "Click a span for its attributes."));
   const rows = ordered(spans).map(({ span, depth }) => {
     const bar = h("button", {
@@ -52,16 +53,17 @@ export async function tracePage(main, { signal }, traceId) {
     });
     bar.style.left = `${((span.start_ns - start) / total) * 100}%`;
     bar.style.width = `${Math.max(0.3, ((span.end_ns - span.start_ns) / total) * 100)}%`;
-    const name = h("span", { class: "span-name" }, span.name);
+    const name = h("span", { class: "span-name", title: span.name }, span.name);
     name.style.paddingLeft = `${depth}em`;
-    return h("div", { class: "span-row", testid: "span-row" }, name, h("div", { class: "lane" }, bar));
+    const ms = h("span", { class: "muted span-ms" }, `${((span.end_ns - span.start_ns) / 1e6).toFixed(1)} ms`);
+    return h("div", { class: "span-row", testid: "span-row" }, name, h("div", { class: "lane" }, bar), ms);
   });
   main.append(
     h(
       "section",
       { class: "card" },
       h("h2", {}, "Trace ", h("code", {}, traceId)),
-      h("p", { class: "muted" }, `${spans.length} spans · ${(total / 1e6).toFixed(1)} ms`),
+      h("p", { class: "muted" }, `${spans.length} spans · ${(total / 1e6).toFixed(1)} ms`, session ? [" · session ", link(session, ["sessions", session])] : null),
       h("div", { class: "waterfall", testid: "waterfall" }, rows),
     ),
     panel,

@@ -1,4 +1,4 @@
-// The session tree: runs of entries, forks indented under the entry they branch from.
+// The session tree: runs of entries, branches and forks indented under the entry they leave from.
 
 import { api } from "./api.js";
 import { blocksText, h, link } from "./dom.js";
@@ -16,10 +16,29 @@ async function forkAt(entry, note) {
   }
 }
 
-function entryItem(entry, tree, note) {
+/** Sessions forked from another, by `source session/entry` (the tree holds none of them). */
+async function forksByEntry(signal) {
+  const { sessions } = await api("/v1/sessions", { signal, query: { limit: 500 } });
+  const forks = new Map();
+  for (const s of sessions) {
+    if (!s.origin || !s.origin.from_entry_id) continue;
+    const key = `${s.origin.source_session_id}/${s.origin.from_entry_id}`;
+    if (!forks.has(key)) forks.set(key, []);
+    forks.get(key).push(s);
+  }
+  return forks;
+}
+
+function forkItem(s) {
+  const own = h("span", { class: "muted" }, ` ${s.entry_count} entries of its own`);
+  return h("li", { class: "fork", testid: "fork-branch", "data-session-id": s.session_id }, `${s.origin.kind} → `, link(s.session_id, ["sessions", s.session_id, "tree"]), own);
+}
+
+function entryItem(entry, tree, note, forks) {
   const m = entry.message;
   const preview = blocksText(m.content).slice(0, 160) || m.function_id || "";
   const active = entry.entry_id === tree.leaf_id;
+  const branches = (forks.get(`${entry.session_id}/${entry.entry_id}`) || []).filter((s) => s.session_id !== tree.session_id);
   return h(
     "li",
     { class: active ? "entry leaf" : "entry", testid: "tree-entry", "data-entry-id": entry.entry_id, "data-session-id": entry.session_id },
@@ -31,29 +50,21 @@ function entryItem(entry, tree, note) {
     active ? h("strong", { class: "badge" }, "leaf") : null,
     " ",
     h("button", { type: "button", class: "small", testid: "fork-here", onclick: () => forkAt(entry, note) }, "Fork here"),
+    branches.length ? h("ul", { class: "forks", "aria-label": "forks" }, branches.map(forkItem)) : null,
   );
 }
 
-function nodeView(node, tree, note) {
-  return h(
-    "li",
-    { class: "node" },
-    h("ol", { class: "run" }, node.entries.map((entry) => entryItem(entry, tree, note))),
-    node.children.length ? h("ul", { class: "forks", "aria-label": "forks" }, node.children.map((child) => nodeView(child, tree, note))) : null,
-  );
+function nodeView(node, tree, note, forks) {
+  const run = h("ol", { class: "run" }, node.entries.map((entry) => entryItem(entry, tree, note, forks)));
+  const branches = node.children.map((child) => nodeView(child, tree, note, forks));
+  return h("li", { class: "node" }, run, branches.length ? h("ul", { class: "branches", "aria-label": "branches" }, branches) : null);
 }
 
 export async function treePage(main, { signal }, sessionId) {
-  const tree = await api(`/v1/sessions/${enc(sessionId)}/tree`, { signal });
+  const [tree, forks] = await Promise.all([api(`/v1/sessions/${enc(sessionId)}/tree`, { signal }), forksByEntry(signal)]);
   const note = h("p", { class: "muted", testid: "fork-note", "aria-live": "polite" });
-  main.append(
-    h(
-      "section",
-      { class: "card" },
-      h("h2", {}, "Tree of ", link(sessionId, ["sessions", sessionId])),
-      h("p", { class: "muted" }, "Each fork branches off the entry above it. Fork here starts a new session sharing the history up to that entry."),
-      note,
-      tree.roots.length ? h("ul", { class: "tree", testid: "tree" }, tree.roots.map((node) => nodeView(node, tree, note))) : h("p", {}, "No entries yet."),
-    ),
-  );
+  const help = "Branches and forks are indented under the entry they leave from. Fork here starts a new session sharing the history up to that entry.";
+  const roots = tree.roots.map((node) => nodeView(node, tree, note, forks));
+  const body = roots.length ? h("ul", { class: "tree", testid: "tree" }, roots) : h("p", {}, "No entries yet.");
+  main.append(h("section", { class: "card" }, h("h2", {}, "Tree of ", link(sessionId, ["sessions", sessionId])), h("p", { class: "muted" }, help), note, body));
 }

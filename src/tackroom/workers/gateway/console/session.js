@@ -1,0 +1,81 @@
+// One session: its live run, a prompt form, the transcript of its active path, its runs' traces.
+
+import { api } from "./api.js";
+import { blocksText, h, link, when } from "./dom.js";
+import { livePanel } from "./live.js";
+import { runForm } from "./sessions.js";
+
+const REFRESH_MS = 300; // after a run ends (a replay of many runs refreshes once)
+
+function entryView({ entry_id, message: m }) {
+  const who = m.role === "function_result" ? `result of ${m.function_id}` : m.role;
+  return h(
+    "article",
+    { class: `msg ${m.role}`, testid: "entry", "data-entry-id": entry_id },
+    h("header", { class: "muted" }, who),
+    h("p", { testid: "entry-text" }, blocksText(m.content) || m.error_message || ""),
+  );
+}
+
+function traceItem(t) {
+  const text = `${t.root_name} — ${t.span_count} spans, ${Math.round(t.duration_ms)} ms`;
+  const props = { class: t.status === "error" ? "error" : null };
+  return h("li", props, link(text, ["traces", t.trace_id], { testid: "trace-link" }), h("span", { class: "muted" }, ` run ${t.run_id}`));
+}
+
+async function tracesOf(sessionId, signal) {
+  try {
+    const listed = await api("/v1/traces", { signal, query: { session_id: sessionId, limit: 50 } });
+    const traces = listed.traces.filter((t) => t.run_id); // its runs', not the reads of this page
+    return traces.length ? h("ul", {}, traces.map(traceItem)) : h("p", { class: "muted" }, "No traces of its runs yet.");
+  } catch (error) {
+    return h("p", { class: "muted" }, `Traces unavailable: ${error.message}`);
+  }
+}
+
+export async function sessionPage(main, { signal }, sessionId) {
+  const path = `/v1/sessions/${encodeURIComponent(sessionId)}`;
+  const title = h("h2", { testid: "session-title" }, sessionId);
+  const origin = h("p", { class: "muted", testid: "session-origin" });
+  const transcript = h("div", { class: "transcript", testid: "transcript" });
+  const traces = h("div", { testid: "session-traces" });
+  const more = h("button", { type: "button", testid: "entries-more", hidden: true }, "Load more");
+  let cursor = null;
+
+  const loadEntries = async (reset) => {
+    const page = await api(path, { signal, query: { cursor: reset ? null : cursor } });
+    const { display_name: name, origin: o, entry_count: count, updated_at: updated } = page.session;
+    title.textContent = name ? `${name} (${sessionId})` : sessionId;
+    const from = o ? `${o.kind} of ${o.source_session_id}${o.from_entry_id ? ` at ${o.from_entry_id}` : ""} · ` : "";
+    origin.textContent = `${from}${count} ${count === 1 ? "entry" : "entries"} of its own · updated ${when(updated)}`;
+    const views = page.entries.map(entryView);
+    if (reset) transcript.replaceChildren(...views);
+    else transcript.append(...views);
+    cursor = page.next_cursor || null;
+    more.hidden = !cursor;
+  };
+  const refresh = async () => {
+    await loadEntries(true).catch((error) => transcript.replaceChildren(h("p", { class: "muted" }, error.message)));
+    traces.replaceChildren(await tracesOf(sessionId, signal));
+  };
+  more.addEventListener("click", () => loadEntries(false));
+
+  let timer = null;
+  const live = livePanel(sessionId, {
+    signal,
+    onRunEnd: () => {
+      clearTimeout(timer);
+      timer = setTimeout(refresh, REFRESH_MS);
+    },
+  });
+  signal.addEventListener("abort", () => clearTimeout(timer));
+  const links = h("p", {}, link("Session tree", ["sessions", sessionId, "tree"], { testid: "open-tree" }), " · ", link("All sessions", ["sessions"]));
+  main.append(
+    h("section", { class: "card" }, title, origin, links),
+    live,
+    h("section", { class: "card" }, runForm({ sessionId })),
+    h("section", { class: "card" }, h("h3", {}, "Transcript"), transcript, more),
+    h("section", { class: "card" }, h("h3", {}, "Traces of its runs"), traces),
+  );
+  await refresh();
+}
