@@ -148,7 +148,7 @@ def test_a_trace_as_a_waterfall(page: Page, console: Console, artifacts: Path) -
     page.screenshot(path=artifacts / "06-trace.png")
 
 
-def test_sessions_newest_first_and_search(page: Page, console: Console) -> None:
+def test_sessions_newest_first_and_search(page: Page, console: Console, artifacts: Path) -> None:
     started = console.api("POST", "/v1/runs", {"prompt": "hi", "session_id": "searchable-one"})
     console.wait_for_run_end("searchable-one", started["run_id"])
     open_console(page, console)
@@ -156,6 +156,7 @@ def test_sessions_newest_first_and_search(page: Page, console: Console) -> None:
     rows = page.get_by_test_id("session-row")
     expect(rows.first).to_have_attribute("data-session-id", "searchable-one")
     assert rows.count() > 1
+    page.screenshot(path=artifacts / "07-sessions.png")
     page.get_by_test_id("session-search").fill("SEARCHABLE")
     expect(rows).to_have_count(1)
     expect(rows.first.get_by_test_id("session-link")).to_have_text("searchable-one")

@@ -10,12 +10,12 @@ import { tracePage } from "./traces.js";
 import { treePage } from "./tree.js";
 
 const ROUTES = [
-  [/^#\/sessions\/?$/, () => sessionsPage],
-  [/^#\/sessions\/([^/]+)\/tree$/, () => treePage],
-  [/^#\/sessions\/([^/]+)$/, () => sessionPage],
-  [/^#\/approvals$/, () => approvalsPage],
-  [/^#\/budgets$/, () => budgetsPage],
-  [/^#\/traces\/([^/]+)$/, () => tracePage],
+  [/^#\/sessions\/?$/, sessionsPage],
+  [/^#\/sessions\/([^/]+)\/tree$/, treePage],
+  [/^#\/sessions\/([^/]+)$/, sessionPage],
+  [/^#\/approvals$/, approvalsPage],
+  [/^#\/budgets$/, budgetsPage],
+  [/^#\/traces\/([^/]+)$/, tracePage],
 ];
 
 const main = document.getElementById("main");
@@ -29,16 +29,25 @@ function route() {
   for (const [pattern, page] of ROUTES) {
     const match = pattern.exec(hash);
     if (match) {
-      const args = match.slice(1).map(decodeURIComponent);
+      const args = match.slice(1).map(decoded);
       markNav(hash);
       clear(main);
-      page()(main, { signal: current.signal }, ...args).catch((error) => {
-        if (!current.signal.aborted && error.status !== 401) showError(main, error);
+      const { signal } = current;
+      page(main, { signal }, ...args).catch((error) => {
+        if (!signal.aborted && error.status !== 401) showError(main, error);
       });
       return;
     }
   }
   location.hash = "#/sessions";
+}
+
+function decoded(segment) {
+  try {
+    return decodeURIComponent(segment);
+  } catch {
+    return segment; // a malformed %-escape: the id as typed
+  }
 }
 
 function markNav(hash) {
