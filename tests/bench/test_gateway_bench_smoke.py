@@ -1,0 +1,30 @@
+"""``bench/gateway.py`` on a few samples prints a report of this shape (timings are not checked)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+BENCH = Path(__file__).resolve().parents[2] / "bench" / "gateway.py"
+
+
+def test_a_short_run_reports_every_figure_and_target() -> None:
+    args = ["--samples", "2", "--events", "50", "--rounds", "1", "--clients", "5", "--settle", "0"]
+    command = [sys.executable, str(BENCH), *args]
+    done = subprocess.run(command, capture_output=True, text=True, timeout=120, check=False)
+    assert done.returncode == 0, done.stderr
+    report = json.loads(done.stdout)
+    assert (report["schema_version"], report["benchmark"]) == (1, "gateway")
+    assert {"cores", "loadavg_1m"} <= set(report["machine"])
+    figures = report["figures"]
+    assert figures["first_token"]["samples"] == 2
+    assert figures["first_token"]["direct_p50_ms"] > 0
+    assert figures["per_event"]["events"] == 50
+    assert figures["idle_clients"]["clients"] == 5
+    assert set(report["targets"]) == {
+        "first_token_added_ms",
+        "per_event_added_us",
+        "idle_client_kib",
+    }
