@@ -10,7 +10,10 @@ from pathlib import Path
 
 import pytest
 
+from tackroom.cli.serve import serve_workers
+from tackroom.contracts.approvals import REQUEST as APPROVAL_REQUEST
 from tackroom.engine import open_engine
+from tackroom.harness.wiring import served_config
 from tackroom.runtime.config import HarnessConfig
 from tackroom.runtime.errors import WorkerStartError
 from tackroom.runtime.host import Host
@@ -99,3 +102,16 @@ async def test_the_console_line_the_signals_and_a_clean_stop_with_a_stream_open(
 def test_the_default_port_may_move_to_a_free_one_an_explicit_one_may_not() -> None:
     assert ports_to_try(GatewayConfig()) == range(8787, 8797)
     assert ports_to_try(GatewayConfig(port=8787)) == range(8787, 8788)
+
+
+def test_tackroom_serve_boots_the_gateway_with_the_agent_unless_disabled() -> None:
+    agent = HarnessConfig.defaults()
+    workers = serve_workers(agent)
+    assert workers[-1] == "gateway"
+    assert "gateway" not in serve_workers(agent.model_copy(update={"workers": ["engine"]}))
+    off = agent.model_copy(update={"worker_config": {"gateway": {"enabled": False}}})
+    assert "gateway" not in serve_workers(off)
+    sections = served_config(agent, workers).worker_config
+    orchestrator, gateway = sections["orchestrator"] or {}, sections["gateway"] or {}
+    assert orchestrator["approvals_function"] == APPROVAL_REQUEST.id
+    assert gateway["defaults"]["tools"] == agent.agent.tools
