@@ -172,5 +172,6 @@ SKILLS_GET_TOOL: Tool[ToolGetRequest, ToolSkill] = Tool(
     description="Fetch the full instructions of a skill named in the skills index (or the "
     "description of a function by its id). Read a skill before following it.",
     idempotent=True,
+    read_only=True,
 )
 """The same lookup as :data:`SKILLS_GET`, offered to models as a tool."""

@@ -38,6 +38,7 @@ FUNCTION_IDS = [
     contracts.INBOX_PEEK.id,
     contracts.INBOX_DRAIN.id,
     contracts.INBOX_REMOVE.id,
+    contracts.DELETE.id,
 ]
 
 
