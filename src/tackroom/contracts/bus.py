@@ -144,9 +144,17 @@ class Tool(Function[Req, Resp]):
     travel with the descriptor (``idempotent`` calls are retried after a crash and on a transient
     error, ``parallel`` ones run concurrently in a batch, ``read_only`` ones may run in plan mode;
     ``timeout`` is the call's default limit in seconds, ``required_permission`` what the run's
-    principal must hold; see :class:`~tackroom.contracts.tools.ToolTraits`)."""
+    principal must hold, ``max_result_chars`` how much of one result the model reads before it
+    is clipped; see :class:`~tackroom.contracts.tools.ToolTraits`)."""
 
-    __slots__ = ("idempotent", "parallel", "read_only", "required_permission", "timeout")
+    __slots__ = (
+        "idempotent",
+        "max_result_chars",
+        "parallel",
+        "read_only",
+        "required_permission",
+        "timeout",
+    )
 
     def __init__(
         self,
@@ -160,6 +168,7 @@ class Tool(Function[Req, Resp]):
         read_only: bool = False,
         timeout: float | None = None,
         required_permission: str | None = None,
+        max_result_chars: int | None = None,
     ) -> None:
         super().__init__(id, request, response, description=description)
         self.idempotent = idempotent
@@ -167,6 +176,7 @@ class Tool(Function[Req, Resp]):
         self.read_only = read_only
         self.timeout = timeout
         self.required_permission = required_permission
+        self.max_result_chars = max_result_chars
 
     def _clone(self, function_id: str) -> Tool[Req, Resp]:
         twin = Tool[Req, Resp](
@@ -179,6 +189,7 @@ class Tool(Function[Req, Resp]):
             read_only=self.read_only,
             timeout=self.timeout,
             required_permission=self.required_permission,
+            max_result_chars=self.max_result_chars,
         )
         twin._response = self._response
         return twin

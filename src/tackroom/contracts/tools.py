@@ -103,6 +103,10 @@ class ToolTraits(BaseModel):
     required_permission: str | None = None
     """A permission the run's principal must hold (one of its ``roles`` or ``permissions``); the
     gate denies the call otherwise, before any policy rule."""
+    max_result_chars: int | None = None
+    """Characters of one result the model reads whole (default: the orchestrator's
+    ``max_result_chars``); a larger result reaches it clipped, and whole through
+    ``results::read``."""
 
 
 def with_traits(schema: dict[str, Any], traits: ToolTraits) -> dict[str, Any]:

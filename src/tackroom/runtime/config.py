@@ -125,10 +125,11 @@ class AgentSettings(_Section):
             "code::*",
             "http::*",
             "mcp::*",
+            "results::read",
         ]
     )
     """What ``tackroom run`` offers the model; the default policy asks before anything but
-    reading files, arithmetic and the clock."""
+    reading files, arithmetic, the clock and the rest of a clipped result (``results::read``)."""
     max_turns: int = Field(default=8, ge=1)
     auto_approve: bool = False
     """Answer yes to every call the policy would ask a person about (``tackroom run --yes``);

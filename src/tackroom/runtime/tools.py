@@ -54,6 +54,7 @@ async def serve_tool(
             read_only=tool.read_only,
             timeout=tool.timeout,
             required_permission=tool.required_permission,
+            max_result_chars=tool.max_result_chars,
         ),
     )
 

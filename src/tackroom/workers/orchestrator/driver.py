@@ -32,6 +32,7 @@ from tackroom.engine.errors import (
 from tackroom.engine.protocol import Engine, current_invocation
 from tackroom.hooks import AFTER_MODEL_CALL, BEFORE_MODEL_CALL, TURN_END, HookSubscriptions
 from tackroom.kit.events import EventEmitter
+from tackroom.workers.orchestrator.clipping import DEFAULT_MAX_RESULT_CHARS, clip_for_run
 from tackroom.workers.orchestrator.dispatch import Dispatcher, Emit
 from tackroom.workers.orchestrator.outbox import with_outbox
 from tackroom.workers.orchestrator.provision import Provisioner
@@ -72,8 +73,10 @@ class Driver:
         budget: BudgetGuard,
         hooks: HookSubscriptions | None,
         visibility_extension: float,
+        max_result_chars: int = DEFAULT_MAX_RESULT_CHARS,
     ) -> None:
         self._hooks = hooks
+        self._max_result_chars = max_result_chars
         self._engine = engine
         self._sessions = sessions
         self._provisioner = provisioner
@@ -204,7 +207,12 @@ class Driver:
         raise TransitionError(f"no work in state {record.state}")
 
     async def _call_model(self, record: TurnRecord, emit: Emit, *, attempt: int) -> StepEvent:
-        messages = await self._sessions.messages(record.session_id)
+        # The session keeps every result whole; the model reads each up to its limit.
+        messages = clip_for_run(
+            await self._sessions.path(record.session_id),
+            record.tools,
+            default_limit=self._max_result_chars,
+        )
         reservation = await self._budget.reserve(record, messages)
         if self._budget.enabled:
             # A redelivered call reserves again and may be decided otherwise: its own event id.

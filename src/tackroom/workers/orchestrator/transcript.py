@@ -40,7 +40,7 @@ class SessionsClient:
         self._engine = engine
         self._timeout = timeout
         self._cache_size = cache_size
-        self._history: OrderedDict[str, tuple[str, list[AgentMessage]]] = OrderedDict()
+        self._history: OrderedDict[str, tuple[str, list[tuple[str, AgentMessage]]]] = OrderedDict()
 
     async def ensure(self, session_id: str) -> None:
         await ENSURE.send(self._engine, EnsureRequest(session_id=session_id), timeout=self._timeout)
@@ -60,21 +60,25 @@ class SessionsClient:
 
     async def messages(self, session_id: str) -> list[AgentMessage]:
         """The active path, oldest first."""
+        return [message for _, message in await self.path(session_id)]
+
+    async def path(self, session_id: str) -> list[tuple[str, AgentMessage]]:
+        """The active path as (entry id, message), oldest first."""
         cached = self._history.get(session_id)
         request = MessagesRequest(
             session_id=session_id, since_entry_id=None if cached is None else cached[0]
         )
         reply = await MESSAGES.call(self._engine, request, timeout=self._timeout)
-        fresh = [item.message for item in reply.messages]
-        messages = [*cached[1], *fresh] if cached is not None and reply.partial else fresh
+        fresh = [(item.entry_id, item.message) for item in reply.messages]
+        path = [*cached[1], *fresh] if cached is not None and reply.partial else fresh
         if reply.leaf_id is None:
             self._history.pop(session_id, None)
         else:
-            self._history[session_id] = (reply.leaf_id, messages)
+            self._history[session_id] = (reply.leaf_id, path)
             self._history.move_to_end(session_id)
             while len(self._history) > self._cache_size:
                 self._history.popitem(last=False)
-        return list(messages)
+        return list(path)
 
     async def peek(self, session_id: str, name: str) -> list[AgentMessage]:
         request = InboxRequest(session_id=session_id, name=name)

@@ -7,7 +7,10 @@ import os
 import uuid
 from typing import Any
 
+from pydantic import Field
+
 from tackroom.contracts.approvals import DECISIONS_SCOPE
+from tackroom.contracts.results import MAX_PAGE_CHARS, RESULTS_READ
 from tackroom.contracts.turn import (
     RUN_ABORT,
     RUN_START,
@@ -25,12 +28,15 @@ from tackroom.contracts.turn import (
 from tackroom.engine.errors import FunctionError, RevisionConflict
 from tackroom.engine.protocol import QueueConfig
 from tackroom.hooks import HookSubscriptions
+from tackroom.runtime.tools import serve_tool
 from tackroom.runtime.worker import WorkerConfig, WorkerContext, WorkerSpec
+from tackroom.workers.orchestrator.clipping import DEFAULT_MAX_RESULT_CHARS, MIN_RESULT_CHARS
 from tackroom.workers.orchestrator.dispatch import Dispatcher
 from tackroom.workers.orchestrator.driver import ABORT_SCOPE, Driver
 from tackroom.workers.orchestrator.gate import Gate
 from tackroom.workers.orchestrator.provision import Provisioner
 from tackroom.workers.orchestrator.record import TURNS_SCOPE, TurnRecord
+from tackroom.workers.orchestrator.results import ResultsReader
 from tackroom.workers.orchestrator.spend import BudgetGuard
 from tackroom.workers.orchestrator.streaming import ModelCaller
 from tackroom.workers.orchestrator.transcript import SessionsClient
@@ -62,6 +68,12 @@ class OrchestratorConfig(WorkerConfig):
     coalesce_chars: int = 4096
     cwd: str | None = None
     step_visibility_timeout: float = 60.0
+    max_result_chars: int = Field(
+        default=DEFAULT_MAX_RESULT_CHARS, ge=MIN_RESULT_CHARS, le=MAX_PAGE_CHARS
+    )
+    """Characters of one function result the model reads whole (a tool's ``max_result_chars``
+    trait overrides it); a larger one reaches it clipped, the rest through ``results::read``,
+    whose pages are this long by default. The session always keeps the whole result."""
     max_deliveries: int = 50
     """Only an engine that is away fails a ``turn-step`` delivery (anything else fails the turn
     with its reason), so a step is retried through an outage of minutes (backoff to 10 s)
@@ -75,6 +87,7 @@ class Orchestrator:
         config = ctx.config
         self._engine = ctx.engine
         self._sessions = SessionsClient(ctx.engine)
+        self.results = ResultsReader(self._sessions, page_chars=config.max_result_chars)
         gate = Gate(
             ctx.engine,
             policy_function=config.policy_function,
@@ -108,6 +121,7 @@ class Orchestrator:
                 },
             ),
             visibility_extension=config.step_visibility_timeout,
+            max_result_chars=config.max_result_chars,
         )
 
     async def run_start(self, request: RunStartRequest) -> RunStartResponse:
@@ -247,6 +261,7 @@ async def start(ctx: WorkerContext[OrchestratorConfig]) -> None:
     await ctx.serve(RUN_START, orchestrator.run_start)
     await ctx.serve(RUN_ABORT, orchestrator.run_abort)
     await ctx.serve(TURN_GET_STATE, orchestrator.get_state)
+    await serve_tool(ctx, RESULTS_READ, orchestrator.results.read)
     await ctx.register_function(
         TURN_ON_APPROVAL, orchestrator.on_approval, description="Wake a turn parked for approval."
     )
