@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -106,7 +107,9 @@ async def test_results_read_is_scoped_to_the_calling_session(tmp_path: Path) -> 
     workspace = tmp_path / "workspaces" / "mine"
     workspace.mkdir(parents=True)
     (workspace / "big.txt").write_text("x" * 50_000)
-    replies = iter([ToolCall("fs__read", {"path": "big.txt"}), "ok", "ok"])
+    replies: Iterator[str | ToolCall] = iter(
+        [ToolCall("fs__read", {"path": "big.txt"}), "ok", "ok"]
+    )
     model = FunctionModel(lambda messages, info: next(replies))
     async with Harness(model, home=tmp_path, tools=["fs::read", "results::read"]) as harness:
         await harness.run("read", session="mine")
