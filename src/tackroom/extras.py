@@ -15,6 +15,7 @@ cedar         ``cedarpy``                                      the ``policy-ceda
 mcp           ``mcp``                                          the ``mcp`` bridge worker
 http          ``httpx2``                                       the ``http`` worker (``http::fetch``)
 gateway       ``starlette``, ``uvicorn``, ``sse-starlette``    the ``gateway`` worker (HTTP, SSE)
+postgres      ``psycopg`` (binary)                             the ``memory-postgres`` worker
 testing       ``pytest``, ``pytest-asyncio``,                  running the worker contract suites
               ``opentelemetry-sdk``                            (``tackroom.testing.contracts``)
 all           all of the above but ``testing``
@@ -46,6 +47,7 @@ EXTRA_OF_MODULE: dict[str, str] = {
     "starlette": "gateway",
     "uvicorn": "gateway",
     "sse_starlette": "gateway",
+    "psycopg": "postgres",
     "pytest": "testing",
     "pytest_asyncio": "testing",
 }

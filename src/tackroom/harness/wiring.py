@@ -117,6 +117,7 @@ def with_home(config: HarnessConfig, home: Path, *, engine: str | None) -> Harne
     section("credentials", vault_path=str(home / "credentials.json"))
     section("directory", user_dir=str(home / "skills"))
     section("traces", path=str(home / "traces.db"))
+    section("memory", path=str(home / "memory.db"))
     endpoint = config.endpoint.model_copy(update={"socket": home / "tackroom.sock"})
     return config.model_copy(
         update={

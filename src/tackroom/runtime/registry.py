@@ -51,6 +51,8 @@ BUILTIN_WORKERS: dict[str, str] = {
     "sandbox": "tackroom.workers.sandbox.worker:WORKER",
     "shell": "tackroom.workers.shell.worker:WORKER",
     "traces": "tackroom.workers.traces.worker:WORKER",
+    "memory": "tackroom.workers.memory.worker:WORKER",
+    "memory-postgres": "tackroom.workers.memory_postgres.worker:WORKER",
 }
 
 

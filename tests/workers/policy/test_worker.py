@@ -78,7 +78,7 @@ async def test_without_a_file_the_builtin_defaults_apply(
         assert info["path"] == str(tmp_path / "permissions.yaml")
         assert info["default_decision"] == "needs_approval"
         assert info["generation"] == 1
-        assert info["rule_count"] == 2
+        assert info["rule_count"] == 3
         assert info["last_error"] is None
 
 

@@ -22,8 +22,8 @@ import_extra("pytest", needed_by="the contract suites (tackroom.testing.contract
 import pytest  # noqa: E402
 
 _SUITES = (
-    "base approvals budget catalog credentials directory hooks http policy provider sandbox"
-    " sessions traces"
+    "base approvals budget catalog credentials directory hooks http memory policy provider"
+    " sandbox sessions traces"
 )
 # Before the suites are imported: their plain asserts get pytest's explanations.
 pytest.register_assert_rewrite(*(f"{__name__}.{suite}" for suite in _SUITES.split()))
@@ -40,6 +40,7 @@ from tackroom.testing.contracts.credentials import CredentialsContract  # noqa: 
 from tackroom.testing.contracts.directory import DirectoryContract  # noqa: E402
 from tackroom.testing.contracts.hooks import HooksContract  # noqa: E402
 from tackroom.testing.contracts.http import HttpContract  # noqa: E402
+from tackroom.testing.contracts.memory import MemoryContract  # noqa: E402
 from tackroom.testing.contracts.policy import PolicyContract  # noqa: E402
 from tackroom.testing.contracts.provider import ProviderContract, ProviderSubject  # noqa: E402
 from tackroom.testing.contracts.sandbox import SandboxContract  # noqa: E402
@@ -55,6 +56,7 @@ __all__ = [
     "DirectoryContract",
     "HooksContract",
     "HttpContract",
+    "MemoryContract",
     "OnEveryBackend",
     "PolicyContract",
     "ProviderContract",

@@ -1,0 +1,177 @@
+"""Memory items in one SQLite file, found by FTS5 full-text search ranked with BM25.
+
+Synchronous: the worker calls it through ``asyncio.to_thread``, one call at a time. Tables:
+``meta`` (``schema_version``), ``items`` (one row per scope and id; metadata as JSON text) and
+``items_fts``, an external-content FTS5 index over ``items.text`` kept in step by triggers
+(Porter stemming over ``unicode61``, diacritics folded).
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from tackroom.contracts.memory import MemoryHit, MemoryItem, MemoryScope, ScalarValue
+from tackroom.kit.memory import score_of_rank
+
+__all__ = ["SCHEMA_VERSION", "SqliteMemoryStore", "match_expression"]
+
+SCHEMA_VERSION = 1
+
+_SCHEMA = """
+create table if not exists meta (key text primary key, value text not null);
+create table if not exists items (
+    rowid integer primary key,
+    scope text not null,
+    item_id text not null,
+    text text not null,
+    metadata text not null,
+    created_at real not null,
+    updated_at real not null,
+    unique (scope, item_id)
+);
+create index if not exists items_by_update on items (scope, updated_at desc);
+create virtual table if not exists items_fts using fts5(
+    text, content='items', content_rowid='rowid',
+    tokenize='porter unicode61 remove_diacritics 2'
+);
+create trigger if not exists items_ai after insert on items begin
+    insert into items_fts (rowid, text) values (new.rowid, new.text);
+end;
+create trigger if not exists items_ad after delete on items begin
+    insert into items_fts (items_fts, rowid, text) values ('delete', old.rowid, old.text);
+end;
+create trigger if not exists items_au after update of text on items begin
+    insert into items_fts (items_fts, rowid, text) values ('delete', old.rowid, old.text);
+    insert into items_fts (rowid, text) values (new.rowid, new.text);
+end;
+"""
+_COLUMNS = "i.scope, i.item_id, i.text, i.metadata, i.created_at, i.updated_at"
+
+
+def match_expression(terms: list[str]) -> str:
+    """An FTS5 query matching any of ``terms``, each a quoted string: no user text is ever read
+    as FTS5 syntax (a ``"`` inside a term is doubled, as FTS5 escapes it)."""
+    return " OR ".join('"' + term.replace('"', '""') + '"' for term in terms)
+
+
+def _filter_sql(filters: Mapping[str, ScalarValue]) -> tuple[str, list[Any]]:
+    # Keys are checked names (kit.memory), so they can sit inside the quoted JSON path.
+    sql = "".join(f" and json_extract(i.metadata, '$.\"{key}\"') = ?" for key in filters)
+    return sql, list(filters.values())
+
+
+def _item(row: sqlite3.Row) -> MemoryItem:
+    kind, _, scope_id = row["scope"].partition(":")
+    return MemoryItem(
+        id=row["item_id"],
+        scope=MemoryScope.model_validate({"kind": kind, "id": scope_id}),
+        text=row["text"],
+        metadata=json.loads(row["metadata"]),
+        created_at=row["created_at"],
+        updated_at=row["updated_at"],
+    )
+
+
+class SqliteMemoryStore:
+    def __init__(self, db: sqlite3.Connection) -> None:
+        self._db = db
+
+    @classmethod
+    def open(cls, path: Path) -> SqliteMemoryStore:
+        """The store in ``path`` (``:memory:`` for none), created and migrated as needed."""
+        if str(path) != ":memory:":
+            path.parent.mkdir(parents=True, exist_ok=True)
+        db = sqlite3.connect(str(path), check_same_thread=False, isolation_level=None)
+        db.row_factory = sqlite3.Row
+        db.execute("pragma journal_mode = wal")
+        db.execute("pragma busy_timeout = 5000")
+        with db:
+            db.executescript(_SCHEMA)
+            found = db.execute("select value from meta where key = 'schema_version'").fetchone()
+            if found is None:
+                db.execute("insert into meta values ('schema_version', ?)", (str(SCHEMA_VERSION),))
+            elif int(found["value"]) > SCHEMA_VERSION:
+                db.close()
+                raise RuntimeError(
+                    f"{path} has memory schema {found['value']}; this tackroom reads up to"
+                    f" {SCHEMA_VERSION}: upgrade tackroom"
+                )
+        return cls(db)
+
+    def save(
+        self, scope: MemoryScope, item_id: str, text: str, metadata: str, now: float
+    ) -> tuple[MemoryItem, bool]:
+        key = str(scope)
+        with self._db:
+            self._db.execute("begin immediate")
+            old = self._db.execute(
+                "select created_at from items where scope = ? and item_id = ?", (key, item_id)
+            ).fetchone()
+            self._db.execute(
+                "insert into items (scope, item_id, text, metadata, created_at, updated_at)"
+                " values (?, ?, ?, ?, ?, ?) on conflict (scope, item_id) do update set"
+                " text = excluded.text, metadata = excluded.metadata,"
+                " updated_at = excluded.updated_at",
+                (key, item_id, text, metadata, now, now),
+            )
+        created_at = now if old is None else old["created_at"]
+        item = MemoryItem(
+            id=item_id,
+            scope=scope,
+            text=text,
+            metadata=json.loads(metadata),
+            created_at=created_at,
+            updated_at=now,
+        )
+        return item, old is None
+
+    def get(self, scope: MemoryScope, item_id: str) -> MemoryItem | None:
+        row = self._db.execute(
+            f"select {_COLUMNS} from items i where i.scope = ? and i.item_id = ?",
+            (str(scope), item_id),
+        ).fetchone()
+        return None if row is None else _item(row)
+
+    def delete(self, scope: MemoryScope, item_id: str) -> bool:
+        with self._db:
+            gone = self._db.execute(
+                "delete from items where scope = ? and item_id = ?", (str(scope), item_id)
+            )
+        return gone.rowcount > 0
+
+    def list_items(
+        self, scope: MemoryScope, *, limit: int, offset: int, filters: Mapping[str, ScalarValue]
+    ) -> tuple[list[MemoryItem], bool]:
+        where, values = _filter_sql(filters)
+        rows = self._db.execute(
+            f"select {_COLUMNS} from items i where i.scope = ?{where}"
+            " order by i.updated_at desc, i.rowid desc limit ? offset ?",
+            (str(scope), *values, limit + 1, offset),
+        ).fetchall()
+        return [_item(row) for row in rows[:limit]], len(rows) > limit
+
+    def search(
+        self,
+        scope: MemoryScope,
+        terms: list[str],
+        *,
+        limit: int,
+        filters: Mapping[str, ScalarValue],
+    ) -> list[MemoryHit]:
+        where, values = _filter_sql(filters)
+        rows = self._db.execute(
+            f"select {_COLUMNS}, bm25(items_fts) as rank from items_fts"
+            " join items i on i.rowid = items_fts.rowid"
+            f" where items_fts match ? and i.scope = ?{where}"
+            " order by rank, i.updated_at desc limit ?",
+            (match_expression(terms), str(scope), *values, limit),
+        ).fetchall()
+        # FTS5's bm25() is negative, lower is better.
+        return [MemoryHit(item=_item(row), score=score_of_rank(-row["rank"])) for row in rows]
+
+    def close(self) -> None:
+        self._db.close()

@@ -1,0 +1,1 @@
+"""The ``memory-postgres`` worker: long-term memory on PostgreSQL full-text search."""
