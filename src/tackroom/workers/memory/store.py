@@ -89,6 +89,7 @@ class SqliteMemoryStore:
         db.row_factory = sqlite3.Row
         db.execute("pragma journal_mode = wal")
         db.execute("pragma busy_timeout = 5000")
+        db.execute("pragma synchronous = normal")  # WAL: durable at checkpoints, never torn
         with db:
             db.executescript(_SCHEMA)
             found = db.execute("select value from meta where key = 'schema_version'").fetchone()
