@@ -168,7 +168,7 @@ async def main() -> None:
             )
     report = {
         "schema_version": SCHEMA_VERSION,
-        "bench": "memory",
+        "benchmark": "memory",
         "at": datetime.now(UTC).isoformat(timespec="seconds"),
         "items": args.items,
         "queries": args.queries,
