@@ -109,7 +109,8 @@ class MemoryStore(Protocol):
         limit: int,
         filters: Mapping[str, ScalarValue],
     ) -> list[MemoryHit]:
-        """Items matching any of ``terms`` (lowercase words), best first."""
+        """Items with all of ``terms`` (lowercase words) best first; when fewer than ``limit``,
+        then items with any of them, best first, without repeats (docs/workers/memory.md)."""
         ...
 
     def close(self) -> None: ...

@@ -49,13 +49,16 @@ create trigger if not exists items_au after update of text on items begin
     insert into items_fts (rowid, text) values (new.rowid, new.text);
 end;
 """
+_OVER_FETCH = 4
+_WIDEN = 8
 _COLUMNS = "i.scope, i.item_id, i.text, i.metadata, i.created_at, i.updated_at"
 
 
-def match_expression(terms: list[str]) -> str:
-    """An FTS5 query matching any of ``terms``, each a quoted string: no user text is ever read
-    as FTS5 syntax (a ``"`` inside a term is doubled, as FTS5 escapes it)."""
-    return " OR ".join('"' + term.replace('"', '""') + '"' for term in terms)
+def match_expression(terms: list[str], *, every: bool = False) -> str:
+    """An FTS5 query matching all (``every``) or any of ``terms``, each a quoted string: no user
+    text is ever read as FTS5 syntax (a ``"`` inside a term is doubled, as FTS5 escapes it)."""
+    joiner = " AND " if every else " OR "
+    return joiner.join('"' + term.replace('"', '""') + '"' for term in terms)
 
 
 def _filter_sql(filters: Mapping[str, ScalarValue]) -> tuple[str, list[Any]]:
@@ -163,16 +166,46 @@ class SqliteMemoryStore:
         limit: int,
         filters: Mapping[str, ScalarValue],
     ) -> list[MemoryHit]:
+        """Items with all of ``terms`` by BM25; when fewer than ``limit``, then items with any
+        of them (again by BM25), without repeats."""
+        rows = self._ranked(scope, match_expression(terms, every=True), limit, filters)
+        if len(rows) < limit and len(terms) > 1:
+            seen = {row["rowid"] for row, _ in rows}
+            more = self._ranked(scope, match_expression(terms), limit, filters)
+            rows += [(row, rank) for row, rank in more if row["rowid"] not in seen]
+        # FTS5's bm25() is negative, lower is better; an any-word hit never outscores the hit
+        # before it (its BM25 comes from another query).
+        hits, floor = [], 1.0
+        for row, rank in rows[:limit]:
+            floor = min(floor, score_of_rank(-rank))
+            hits.append(MemoryHit(item=_item(row), score=floor))
+        return hits
+
+    def _ranked(
+        self, scope: MemoryScope, match: str, limit: int, filters: Mapping[str, ScalarValue]
+    ) -> list[tuple[sqlite3.Row, float]]:
+        """The best ``limit`` items of ``scope`` matching ``match``: FTS5 ranks alone (``order
+        by rank``: its own sorter, no join), over-fetching ``limit`` x 4 rows, and ``items`` is
+        read for those only, keeping the scope and the filters. Too few kept while FTS5 had
+        more: fetch 8 times as many, until FTS5 runs dry."""
         where, values = _filter_sql(filters)
-        rows = self._db.execute(
-            f"select {_COLUMNS}, bm25(items_fts) as rank from items_fts"
-            " join items i on i.rowid = items_fts.rowid"
-            f" where items_fts match ? and i.scope = ?{where}"
-            " order by rank, i.updated_at desc limit ?",
-            (match_expression(terms), str(scope), *values, limit),
-        ).fetchall()
-        # FTS5's bm25() is negative, lower is better.
-        return [MemoryHit(item=_item(row), score=score_of_rank(-row["rank"])) for row in rows]
+        fetch = limit * _OVER_FETCH
+        while True:
+            ranked = self._db.execute(
+                "select rowid, bm25(items_fts) as rank from items_fts where items_fts match ?"
+                " order by rank limit ?",
+                (match, fetch),
+            ).fetchall()
+            rank_of = {row["rowid"]: row["rank"] for row in ranked}
+            rows = self._db.execute(
+                f"select i.rowid, {_COLUMNS} from items i"
+                f" where i.rowid in (select value from json_each(?)) and i.scope = ?{where}",
+                (json.dumps(list(rank_of)), str(scope), *values),
+            ).fetchall()
+            if len(rows) >= limit or len(ranked) < fetch:
+                rows.sort(key=lambda row: (rank_of[row["rowid"]], -row["updated_at"]))
+                return [(row, rank_of[row["rowid"]]) for row in rows[:limit]]
+            fetch *= _WIDEN
 
     def close(self) -> None:
         self._db.close()

@@ -3,7 +3,8 @@
 Synchronous (psycopg 3): the worker calls it through ``asyncio.to_thread``, one call at a time.
 The table holds one row per scope and id, metadata as ``jsonb`` and a stored generated
 ``tsvector`` under a GIN index; ``<table>_meta`` holds ``schema_version``. A query's words reach
-PostgreSQL as ``websearch_to_tsquery`` input joined by ``or`` — that parser never raises on user
+PostgreSQL as ``plainto_tsquery`` input (all of them) and then, if needed, as
+``websearch_to_tsquery`` input joined by ``or`` (any of them) — neither parser raises on user
 text — and every identifier is quoted by ``psycopg.sql``.
 """
 
@@ -165,22 +166,38 @@ class PostgresMemoryStore:
         limit: int,
         filters: Mapping[str, ScalarValue],
     ) -> list[MemoryHit]:
+        """Items with all of ``terms`` by ``ts_rank``; when fewer than ``limit``, then items with
+        any of them (again by ``ts_rank``), without repeats."""
+        words = " ".join(terms)
+        rows = self._ranked("plainto_tsquery", words, scope, limit, filters)
+        if len(rows) < limit and len(terms) > 1:
+            seen = {row[1] for row in rows}
+            more = self._ranked("websearch_to_tsquery", " or ".join(terms), scope, limit, filters)
+            rows += [row for row in more if row[1] not in seen]
+        hits, floor = [], 1.0
+        for row in rows[:limit]:  # an any-word hit never outscores the hit before it
+            floor = min(floor, score_of_rank(float(row[6])))
+            hits.append(MemoryHit(item=_item(row), score=floor))
+        return hits
+
+    def _ranked(
+        self,
+        parser: str,
+        query: str,
+        scope: MemoryScope,
+        limit: int,
+        filters: Mapping[str, ScalarValue],
+    ) -> list[tuple[Any, ...]]:
         rows = self._conn.execute(
             self._query(
                 f"select {_COLUMNS}, ts_rank(tsv, q) as rank"
-                " from {table}, websearch_to_tsquery(%s::regconfig, %s) as q"
+                f" from {{table}}, {parser}(%s::regconfig, %s) as q"
                 " where scope = %s and tsv @@ q and metadata @> %s::jsonb"
                 " order by rank desc, updated_at desc limit %s"
             ),
-            (
-                self._text_search_config,
-                " or ".join(terms),
-                str(scope),
-                json.dumps(dict(filters)),
-                limit,
-            ),
+            (self._text_search_config, query, str(scope), json.dumps(dict(filters)), limit),
         ).fetchall()
-        return [MemoryHit(item=_item(row), score=score_of_rank(float(row[6]))) for row in rows]
+        return list(rows)
 
     def close(self) -> None:
         self._conn.close()
