@@ -10,6 +10,8 @@ import subprocess
 import time
 from pathlib import Path
 
+import pytest
+
 from tackroom.testing.cli import tackroom_argv
 
 SCRIPT = """\
@@ -125,3 +127,16 @@ def test_yes_runs_the_write_without_asking(tmp_path: Path) -> None:
     assert "allow fs::write" not in term.seen
     [written] = _written(tmp_path)
     assert written.read_text() == "hi"
+
+
+def test_a_user_without_an_account_name_is_named_by_uid(monkeypatch: pytest.MonkeyPatch) -> None:
+    import getpass
+
+    from tackroom.cli import run
+
+    def nameless() -> str:
+        raise KeyError("getpwuid(): uid not found: 4242")
+
+    monkeypatch.setattr(getpass, "getuser", nameless)
+    assert run._principal(None, [], None).id == f"local:uid{os.getuid()}"
+    assert run._principal("alice", ["ops"], None).roles == ("ops",)

@@ -17,6 +17,7 @@ import argparse
 import asyncio
 import getpass
 import json
+import os
 import sys
 from pathlib import Path
 
@@ -136,9 +137,17 @@ def _principal(given: str | None, roles: list[str], configured: Principal | None
     if given is None and not roles and configured is not None:
         return configured
     try:
-        return Principal(id=given or f"local:{getpass.getuser()}", roles=tuple(roles))
+        return Principal(id=given or f"local:{_os_user()}", roles=tuple(roles))
     except ValidationError as exc:
         raise ValueError(describe_validation_error(exc)) from None
+
+
+def _os_user() -> str:
+    """The OS user's name, or ``uid<N>`` where the account has no name (a container's uid)."""
+    try:
+        return getpass.getuser()
+    except (KeyError, OSError):
+        return f"uid{os.getuid()}"
 
 
 def _usage(message: str) -> int:
