@@ -12,7 +12,7 @@ import json
 import re
 import time
 import uuid
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Hashable, Iterable, Mapping
 from typing import Any, Protocol, TypeVar
 
 from pydantic import Field, JsonValue, field_validator
@@ -51,6 +51,8 @@ __all__ = [
     "MAX_QUERY_TERMS",
     "MemoryConfig",
     "MemoryStore",
+    "all_words_first",
+    "falling_hits",
     "new_item_id",
     "query_terms",
     "score_of_rank",
@@ -129,6 +131,33 @@ def score_of_rank(rank: float) -> float:
     """A non-negative rank (higher is better) squeezed into ``(0, 1)``."""
     rank = max(rank, 1e-9)
     return rank / (1.0 + rank)
+
+
+def all_words_first(
+    terms: list[str],
+    limit: int,
+    ranked: Callable[[bool], list[T]],
+    key: Callable[[T], Hashable],
+) -> list[T]:
+    """The search rule every backend follows: ``ranked(True)`` (items with all of ``terms``,
+    best first), then — when that found fewer than ``limit`` — ``ranked(False)`` (items with
+    any of them), leaving out what came already (same ``key``); ``limit`` at most."""
+    rows = ranked(True)
+    if len(rows) < limit and len(terms) > 1:
+        seen = {key(row) for row in rows}
+        rows += [row for row in ranked(False) if key(row) not in seen]
+    return rows[:limit]
+
+
+def falling_hits(scored: Iterable[tuple[MemoryItem, float]]) -> list[MemoryHit]:
+    """Hits in the given order, each score (a non-negative rank, see :func:`score_of_rank`)
+    capped at the one before: an any-word hit, ranked by another query, never outscores the
+    all-words hit ahead of it."""
+    hits, floor = [], 1.0
+    for item, rank in scored:
+        floor = min(floor, score_of_rank(rank))
+        hits.append(MemoryHit(item=item, score=floor))
+    return hits
 
 
 def new_item_id() -> str:

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from tackroom.contracts.memory import MemoryHit, MemoryItem, MemoryScope, ScalarValue
-from tackroom.kit.memory import score_of_rank
+from tackroom.kit.memory import all_words_first, falling_hits
 
 __all__ = ["SCHEMA_VERSION", "SqliteMemoryStore", "match_expression"]
 
@@ -168,18 +168,14 @@ class SqliteMemoryStore:
     ) -> list[MemoryHit]:
         """Items with all of ``terms`` by BM25; when fewer than ``limit``, then items with any
         of them (again by BM25), without repeats."""
-        rows = self._ranked(scope, match_expression(terms, every=True), limit, filters)
-        if len(rows) < limit and len(terms) > 1:
-            seen = {row["rowid"] for row, _ in rows}
-            more = self._ranked(scope, match_expression(terms), limit, filters)
-            rows += [(row, rank) for row, rank in more if row["rowid"] not in seen]
-        # FTS5's bm25() is negative, lower is better; an any-word hit never outscores the hit
-        # before it (its BM25 comes from another query).
-        hits, floor = [], 1.0
-        for row, rank in rows[:limit]:
-            floor = min(floor, score_of_rank(-rank))
-            hits.append(MemoryHit(item=_item(row), score=floor))
-        return hits
+        rows = all_words_first(
+            terms,
+            limit,
+            lambda every: self._ranked(scope, match_expression(terms, every=every), limit, filters),
+            key=lambda ranked: ranked[0]["rowid"],
+        )
+        # FTS5's bm25() is negative, lower is better.
+        return falling_hits((_item(row), -rank) for row, rank in rows)
 
     def _ranked(
         self, scope: MemoryScope, match: str, limit: int, filters: Mapping[str, ScalarValue]

@@ -16,7 +16,7 @@ from typing import Any
 
 from tackroom.contracts.memory import MemoryHit, MemoryItem, MemoryScope, ScalarValue
 from tackroom.extras import import_extra
-from tackroom.kit.memory import score_of_rank
+from tackroom.kit.memory import all_words_first, falling_hits
 
 __all__ = ["SCHEMA_VERSION", "PostgresMemoryStore"]
 
@@ -168,17 +168,14 @@ class PostgresMemoryStore:
     ) -> list[MemoryHit]:
         """Items with all of ``terms`` by ``ts_rank``; when fewer than ``limit``, then items with
         any of them (again by ``ts_rank``), without repeats."""
-        words = " ".join(terms)
-        rows = self._ranked("plainto_tsquery", words, scope, limit, filters)
-        if len(rows) < limit and len(terms) > 1:
-            seen = {row[1] for row in rows}
-            more = self._ranked("websearch_to_tsquery", " or ".join(terms), scope, limit, filters)
-            rows += [row for row in more if row[1] not in seen]
-        hits, floor = [], 1.0
-        for row in rows[:limit]:  # an any-word hit never outscores the hit before it
-            floor = min(floor, score_of_rank(float(row[6])))
-            hits.append(MemoryHit(item=_item(row), score=floor))
-        return hits
+
+        def ranked(every: bool) -> list[tuple[Any, ...]]:
+            if every:
+                return self._ranked("plainto_tsquery", " ".join(terms), scope, limit, filters)
+            return self._ranked("websearch_to_tsquery", " or ".join(terms), scope, limit, filters)
+
+        rows = all_words_first(terms, limit, ranked, key=lambda row: row[1])
+        return falling_hits((_item(row), float(row[6])) for row in rows)
 
     def _ranked(
         self,
