@@ -2,20 +2,12 @@
 
 from __future__ import annotations
 
-import json
-import subprocess
-import sys
-from pathlib import Path
-
-BENCH = Path(__file__).resolve().parents[2] / "bench" / "gateway.py"
+from .running import bench_report
 
 
 def test_a_short_run_reports_every_figure_and_target() -> None:
     args = ["--samples", "2", "--events", "50", "--rounds", "1", "--clients", "5", "--settle", "0"]
-    command = [sys.executable, str(BENCH), *args]
-    done = subprocess.run(command, capture_output=True, text=True, timeout=120, check=False)
-    assert done.returncode == 0, done.stderr
-    report = json.loads(done.stdout)
+    report = bench_report("gateway.py", *args)
     assert (report["schema_version"], report["benchmark"]) == (1, "gateway")
     assert {"cores", "loadavg_1m"} <= set(report["machine"])
     figures = report["figures"]

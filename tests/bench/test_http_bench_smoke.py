@@ -2,24 +2,11 @@
 
 from __future__ import annotations
 
-import json
-import subprocess
-import sys
-from pathlib import Path
-
-BENCH = Path(__file__).resolve().parents[2] / "bench" / "http_fetch.py"
+from .running import bench_report
 
 
 def test_a_short_run_reports_every_figure() -> None:
-    done = subprocess.run(
-        [sys.executable, str(BENCH), "--samples", "3"],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
-    assert done.returncode == 0, done.stderr
-    report = json.loads(done.stdout)
+    report = bench_report("http_fetch.py", "--samples", "3")
     assert (report["schema_version"], report["benchmark"]) == (1, "http")
     assert {"cores", "loadavg_1m"} <= set(report["machine"])
     figures = report["figures"]

@@ -3,24 +3,11 @@
 
 from __future__ import annotations
 
-import json
-import subprocess
-import sys
-from pathlib import Path
-
-BENCH = Path(__file__).resolve().parents[2] / "bench" / "memory.py"
+from .running import bench_report
 
 
 def test_a_short_run_reports_every_figure() -> None:
-    done = subprocess.run(
-        [sys.executable, str(BENCH), "--items", "200", "--queries", "5", "--no-postgres"],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
-    assert done.returncode == 0, done.stderr
-    report = json.loads(done.stdout)
+    report = bench_report("memory.py", "--items", "200", "--queries", "5", "--no-postgres")
     assert (report["schema_version"], report["benchmark"], report["items"]) == (1, "memory", 200)
     assert {"cores", "loadavg_1m"} <= set(report["machine"])
     [sqlite] = report["results"]

@@ -7,31 +7,19 @@ Only the shape is checked: timings on a shared machine are the benchmark's busin
 from __future__ import annotations
 
 import importlib
-import json
-import subprocess
 import sys
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
 
-BENCH_DIR = Path(__file__).resolve().parents[2] / "bench"
-BENCH = BENCH_DIR / "peers.py"
+from .running import BENCH_DIR, bench_report
+
 FIGURES = {"wall_p50_ms", "wall_p90_ms", "cpu_p50_ms", "cpu_p90_ms", "samples_per_round"}
 
 
 def run_bench(*args: str) -> dict[str, Any]:
-    done = subprocess.run(
-        [sys.executable, str(BENCH), *args],
-        capture_output=True,
-        text=True,
-        timeout=55,
-        check=False,
-    )
-    assert done.returncode == 0, done.stderr
-    report: dict[str, Any] = json.loads(done.stdout)
-    return report
+    return bench_report("peers.py", *args, timeout=55)
 
 
 def test_floor_and_tackroom_report_medians_and_ratios() -> None:

@@ -2,15 +2,11 @@
 
 from __future__ import annotations
 
-import json
 import shutil
-import subprocess
-import sys
-from pathlib import Path
 
 import pytest
 
-BENCH = Path(__file__).resolve().parents[2] / "bench" / "sandbox.py"
+from .running import bench_report
 
 
 @pytest.mark.skipif(
@@ -18,15 +14,7 @@ BENCH = Path(__file__).resolve().parents[2] / "bench" / "sandbox.py"
     reason="bubblewrap is not installed (apt-get install bubblewrap; make setup installs it)",
 )
 def test_a_quick_run_reports_every_figure() -> None:
-    done = subprocess.run(
-        [sys.executable, str(BENCH), "--quick"],
-        capture_output=True,
-        text=True,
-        timeout=180,
-        check=False,
-    )
-    assert done.returncode == 0, done.stderr
-    report = json.loads(done.stdout)
+    report = bench_report("sandbox.py", "--quick", timeout=180)
     assert (report["schema_version"], report["benchmark"]) == (1, "sandbox")
     assert {"cores", "loadavg_1m", "euid"} <= set(report["machine"])
     figures = report["figures"]

@@ -6,24 +6,11 @@ Only the shape is checked: timings on a shared machine are the benchmark's busin
 
 from __future__ import annotations
 
-import json
-import subprocess
-import sys
-from pathlib import Path
-
-BENCH = Path(__file__).resolve().parents[2] / "bench" / "startup.py"
+from .running import bench_report
 
 
 def test_one_sample_reports_the_phases_and_no_provider_sdk() -> None:
-    done = subprocess.run(
-        [sys.executable, str(BENCH), "--samples", "1"],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
-    assert done.returncode == 0, done.stderr
-    report = json.loads(done.stdout)
+    report = bench_report("startup.py", "--samples", "1")
 
     assert report["schema_version"] == 1
     assert report["benchmark"] == "startup"

@@ -5,13 +5,9 @@ Only the shape is checked: timings on a shared machine are the benchmark's busin
 
 from __future__ import annotations
 
-import json
-import subprocess
-import sys
-from pathlib import Path
 from typing import Any
 
-BENCH = Path(__file__).resolve().parents[2] / "bench" / "turn.py"
+from .running import bench_report
 
 SECTIONS = {
     "operations": {"state_reads", "state_writes", "stream_appends", "triggers", "spans"},
@@ -37,16 +33,7 @@ TARGETED = {
 
 
 def run_bench(*args: str) -> dict[str, Any]:
-    done = subprocess.run(
-        [sys.executable, str(BENCH), "--quick", *args],
-        capture_output=True,
-        text=True,
-        timeout=90,
-        check=False,
-    )
-    assert done.returncode == 0, done.stderr
-    report: dict[str, Any] = json.loads(done.stdout)
-    return report
+    return bench_report("turn.py", "--quick", *args, timeout=90)
 
 
 def test_quick_run_prints_every_figure_with_its_target() -> None:
