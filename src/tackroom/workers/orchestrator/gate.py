@@ -92,7 +92,7 @@ class Gate:
         elif self._policy is None and asks:
             decision = GateDecision("needs_approval", "tool", "this tool asks before every call")
         else:
-            decision = await self._policy_check(record, call)
+            decision = await self._policy_check(record, call, tool)
             if asks and decision.decision == "allow":
                 decision = GateDecision(
                     "needs_approval", "tool", "this tool asks before every call"
@@ -209,11 +209,12 @@ class Gate:
                 )
                 await RESOLVE.send(self._engine, request, timeout=self._policy_timeout)
 
-    async def _policy_check(self, record: TurnRecord, call: CallState) -> GateDecision:
+    async def _policy_check(
+        self, record: TurnRecord, call: CallState, tool: ToolOffer | None
+    ) -> GateDecision:
         if self._policy is None:
             return GateDecision("needs_approval", "default", "no policy: every call asks")
         principal = record.principal
-        tool = record.tool(call.tool_name)
         try:
             request = CheckRequest(
                 function_id=call.function_id,
