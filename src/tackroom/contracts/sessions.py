@@ -36,11 +36,14 @@ __all__ = [
     "LIST",
     "MAX_BATCH",
     "MESSAGES",
+    "NOT_PINNABLE_ERROR",
+    "PIN",
     "SCHEMA_VERSION",
     "SESSION_EXISTS_ERROR",
     "SESSION_NOT_FOUND_ERROR",
     "SESSION_SHARED_ERROR",
     "TREE",
+    "UNPIN",
     "AppendBatchRequest",
     "AppendBatchResponse",
     "AppendRequest",
@@ -69,12 +72,15 @@ __all__ = [
     "MessagesResponse",
     "Origin",
     "PathMessage",
+    "PinRequest",
+    "PinResponse",
     "SessionEntry",
     "SessionId",
     "SessionInfo",
     "TreeNode",
     "TreeRequest",
     "TreeResponse",
+    "UnpinRequest",
 ]
 
 SCHEMA_VERSION = 1
@@ -92,6 +98,9 @@ BROKEN_HISTORY_ERROR = "broken_history"
 CONTENTION_ERROR = "contention"
 """A write lost its compare-and-set too many times in a row; safe to retry (it wrote nothing)."""
 SESSION_SHARED_ERROR = "session_shared"
+NOT_PINNABLE_ERROR = "not_pinnable"
+"""Only user messages, notes (``custom``) and assistant text without tool calls can be pinned:
+a tool call and its result travel together."""
 """``delete`` of a session whose history other sessions share (forks or clones of it, or the
 session holding their leaf): delete those first."""
 
@@ -163,6 +172,9 @@ class SessionInfo(_Model):
     )
     origin: Origin | None = None
     last_message_preview: str | None = None
+    pinned: list[str] = Field(
+        default_factory=list, description="entry ids carried whole into every context, in pin order"
+    )
 
 
 # -- session-tree::* -------------------------------------------------------------------------
@@ -243,6 +255,31 @@ class MessagesResponse(_Model):
     partial: bool = Field(
         default=False, description="true: only the entries after since_entry_id are listed"
     )
+    pinned: list[str] = Field(
+        default_factory=list,
+        description="the session's pinned entry ids (some may be off this path: a fork's own)",
+    )
+
+
+class PinRequest(_Model):
+    """Pin ``entry_id``, or append ``text`` as a rule entry (id ``entry_id`` when given, so a
+    retry stores it once) and pin that."""
+
+    session_id: SessionId
+    entry_id: EntryId | None = None
+    text: str | None = Field(default=None, min_length=1, max_length=20_000)
+
+
+class UnpinRequest(_Model):
+    session_id: SessionId
+    entry_id: EntryId
+
+
+class PinResponse(_Model):
+    schema_version: int = SCHEMA_VERSION
+    session_id: str
+    entry_id: str
+    pinned: list[str] = Field(description="the session's pinned entry ids after the change")
 
 
 class ForkRequest(_Model):
@@ -404,6 +441,19 @@ DELETE: Function[DeleteRequest, DeleteResponse] = Function(
     DeleteResponse,
     description="Delete a session: its metadata, own entries and inboxes (session_shared while"
     " forks or clones share its history).",
+)
+PIN: Function[PinRequest, PinResponse] = Function(
+    "session-tree::pin",
+    PinRequest,
+    PinResponse,
+    description="Pin an entry (or a new rule given as text): it is carried verbatim into every "
+    "later context, whatever compaction summarises. Pinning twice changes nothing.",
+)
+UNPIN: Function[UnpinRequest, PinResponse] = Function(
+    "session-tree::unpin",
+    UnpinRequest,
+    PinResponse,
+    description="Unpin an entry; unpinning one that is not pinned changes nothing.",
 )
 INBOX_PUSH: Function[InboxPushRequest, InboxPushResponse] = Function(
     "session-inbox::push",

@@ -39,6 +39,8 @@ FUNCTION_IDS = [
     contracts.INBOX_DRAIN.id,
     contracts.INBOX_REMOVE.id,
     contracts.DELETE.id,
+    contracts.PIN.id,
+    contracts.UNPIN.id,
 ]
 
 

@@ -95,6 +95,9 @@ class SessionMeta(_Record):
     origin: Origin | None = None
     index_key: str
     pending: list[SessionEntry] = Field(default_factory=list)
+    pinned: list[str] = Field(
+        default_factory=list, description="entry ids carried whole into every context"
+    )
 
     def info(self) -> SessionInfo:
         preview = None
@@ -112,6 +115,7 @@ class SessionMeta(_Record):
             leaf_session_id=self.leaf_session_id,
             origin=self.origin,
             last_message_preview=preview,
+            pinned=list(self.pinned),
         )
 
 

@@ -15,6 +15,7 @@ from typing import Any
 
 from pydantic import BaseModel
 
+from tackroom.contracts.context import COMPACTION_TYPE
 from tackroom.contracts.messages import AgentMessage, CustomMessage
 from tackroom.contracts.sessions import (
     CONTENTION_ERROR,
@@ -58,7 +59,9 @@ def _dump(model: BaseModel) -> Any:
 
 
 def _type_of(message: AgentMessage) -> EntryType:
-    return "custom" if isinstance(message, CustomMessage) else "message"
+    if not isinstance(message, CustomMessage):
+        return "message"
+    return "compaction" if message.custom_type == COMPACTION_TYPE else "custom"
 
 
 class SessionStore:
@@ -76,6 +79,10 @@ class SessionStore:
         self._max_attempts = max_attempts
         self.index = SessionIndex(backend)
         self._history = History(backend)
+
+    @property
+    def backend(self) -> StateBackend:
+        return self._backend
 
     # -- sessions ------------------------------------------------------------------------------
     async def load(self, session_id: str) -> tuple[SessionMeta, int]:
@@ -97,6 +104,7 @@ class SessionStore:
         cwd: str | None = None,
         origin: Origin | None = None,
         leaf: Address | None = None,
+        pinned: Sequence[str] = (),
     ) -> SessionInfo:
         """A new session; ``session_exists`` if ``session_id`` is taken.
 
@@ -115,6 +123,7 @@ class SessionStore:
             leaf_id=None if leaf is None else leaf[1],
             leaf_session_id=None if leaf is None else leaf[0],
             index_key=index_key(session_id, now),
+            pinned=list(pinned),
         )
         await self.index.add(meta)
         try:
@@ -172,6 +181,7 @@ class SessionStore:
             cwd=cwd if cwd is not None else source.cwd,
             origin=origin,
             leaf=address_of(point),
+            pinned=source.pinned,  # those off the fork's path are never on it: harmless
         )
 
     async def clone(
@@ -200,6 +210,7 @@ class SessionStore:
             cwd=cwd if cwd is not None else source.cwd,
             origin=origin,
             leaf=leaf,
+            pinned=source.pinned,
         )
 
     # -- entries -------------------------------------------------------------------------------
@@ -294,6 +305,7 @@ class SessionStore:
                         for e in recent
                     ],
                     partial=True,
+                    pinned=meta.pinned,
                 )
         own = await self._history.own_entries(meta)
         known: Known = {session_id: own}
@@ -314,6 +326,7 @@ class SessionStore:
                 PathMessage.model_construct(entry_id=e.entry_id, type=e.type, message=e.message)
                 for e in path
             ],
+            pinned=meta.pinned,
         )
 
     async def _since(self, meta: SessionMeta, since_entry_id: str) -> list[SessionEntry] | None:
@@ -349,6 +362,10 @@ class SessionStore:
             leaf_session_id=meta.leaf_session_id,
             roots=build_tree([*reversed(shared), *own.values()], session_id=session_id),
         )
+
+    async def locate(self, meta: SessionMeta, entry_id: str) -> SessionEntry | None:
+        """The entry ``entry_id`` of the session's visible history (its own or shared)."""
+        return await self._history.locate(meta, entry_id, known={})
 
     # -- internals -----------------------------------------------------------------------------
     async def _resolve_parent(self, meta: SessionMeta, parent_id: str | None) -> Address | None:

@@ -8,6 +8,7 @@ from pydantic import Field
 from tackroom.contracts import sessions as c
 from tackroom.runtime.worker import WorkerConfig, WorkerContext, WorkerSpec
 from tackroom.workers.sessions.inbox import Inbox
+from tackroom.workers.sessions.pins import Pins
 from tackroom.workers.sessions.removal import delete_session
 from tackroom.workers.sessions.store import SessionStore
 
@@ -23,6 +24,7 @@ class SessionsConfig(WorkerConfig):
 async def _start(ctx: WorkerContext[SessionsConfig]) -> None:
     store = SessionStore(ctx.engine, max_attempts=ctx.config.max_attempts)
     inbox = Inbox(ctx.engine, max_attempts=ctx.config.max_attempts)
+    pins = Pins(store, max_attempts=ctx.config.max_attempts)
 
     async def create(request: c.CreateRequest) -> c.SessionInfo:
         return await store.create(
@@ -114,6 +116,8 @@ async def _start(ctx: WorkerContext[SessionsConfig]) -> None:
     await ctx.serve(c.TREE, tree)
     await ctx.serve(c.LIST, list_sessions)
     await ctx.serve(c.DELETE, delete)
+    await ctx.serve(c.PIN, pins.pin)
+    await ctx.serve(c.UNPIN, pins.unpin)
     await ctx.serve(c.INBOX_PUSH, push)
     await ctx.serve(c.INBOX_PEEK, peek)
     await ctx.serve(c.INBOX_DRAIN, drain)
