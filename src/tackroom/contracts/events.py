@@ -39,6 +39,8 @@ __all__ = [
     "ApprovalResolvedData",
     "BudgetDecided",
     "BudgetDecidedData",
+    "ContextAssembled",
+    "ContextAssembledData",
     "ErrorData",
     "EventData",
     "EventType",
@@ -199,6 +201,32 @@ class BudgetDecided(_Frame):
     data: BudgetDecidedData
 
 
+class ContextAssembledData(_Data):
+    """The context budget of one model call: what the window holds and what was sent."""
+
+    message_id: str
+    window_tokens: int = Field(description="the model's window, or the agent's limit if smaller")
+    reserve_tokens: int
+    budget_tokens: int = Field(description="window minus reserve: what the prompt may use")
+    estimated_tokens: int = Field(description="the prompt as sent, estimated")
+    system_tokens: int
+    tools_tokens: int
+    history_tokens: int
+    entries_sent: int
+    pinned: int = 0
+    compaction_entry_id: str | None = None
+    """The compaction the context starts from, if any."""
+    compacted: bool = False
+    """True when this call's assembly asked the compactor first."""
+    recalled: int = 0
+    chars_per_token: float
+
+
+class ContextAssembled(_Frame):
+    type: Literal["context_assembled"] = "context_assembled"
+    data: ContextAssembledData
+
+
 class TurnEndData(_Data):
     turn_count: int
     message_id: str
@@ -243,6 +271,7 @@ AgentEvent = Annotated[
     | ApprovalResolved
     | GateDecided
     | BudgetDecided
+    | ContextAssembled
     | TurnEnd
     | AgentEnd
     | AgentError,
@@ -260,6 +289,7 @@ EventType = Literal[
     "approval_resolved",
     "gate_decision",
     "budget_decision",
+    "context_assembled",
     "turn_end",
     "agent_end",
     "error",
@@ -275,6 +305,7 @@ EventData = (
     | ApprovalResolvedData
     | GateDecidedData
     | BudgetDecidedData
+    | ContextAssembledData
     | TurnEndData
     | AgentEndData
     | ErrorData
@@ -291,6 +322,7 @@ _FRAME_OF: dict[type[_Data], type[_Frame]] = {
     ApprovalResolvedData: ApprovalResolved,
     GateDecidedData: GateDecided,
     BudgetDecidedData: BudgetDecided,
+    ContextAssembledData: ContextAssembled,
     TurnEndData: TurnEnd,
     AgentEndData: AgentEnd,
     ErrorData: AgentError,

@@ -11,6 +11,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from tackroom.contracts.bus import Function
+from tackroom.contracts.context import ContextSettings
 from tackroom.contracts.messages import AgentMessage, Usage
 from tackroom.contracts.principal import Principal
 from tackroom.contracts.versions import renamed_before
@@ -96,6 +97,11 @@ class RunStartRequest(_Model):
     principal: Principal | None = Field(
         default=None,
         description="who the run acts for: checked by the gate and the policy, named in the audit",
+    )
+    context: ContextSettings | None = Field(
+        default=None,
+        description="the context budget (window limit, reserve, keep_last, recall); None: the"
+        " orchestrator's defaults",
     )
 
     @model_validator(mode="before")

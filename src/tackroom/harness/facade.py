@@ -20,12 +20,13 @@ from __future__ import annotations
 
 import asyncio
 import os
-from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, TypeVar, Unpack, overload
 
 from pydantic import ValidationError
 
+from tackroom.contracts.context import ContextSettings
 from tackroom.contracts.events import EVENTS
 from tackroom.contracts.messages import UserMessage
 from tackroom.contracts.principal import Principal
@@ -92,7 +93,8 @@ class Harness:
     tools; ``auto_approve=True`` answers yes for you (denials still hold), ``mode="plan"`` runs
     read-only tools only. ``principal`` (an id, or ``Principal(id=, roles=)``) is who the runs act
     for: the policy sees it, tools' ``required_permission`` is checked against its roles, and
-    every gate decision names it.
+    every gate decision names it. ``context`` sets the context budget (``context_window_limit``,
+    ``reserve_tokens``, ``keep_last``, ``compact``, ``recall``; see docs/workers/compactor.md).
     """
 
     def __init__(
@@ -117,6 +119,7 @@ class Harness:
         check_model: bool = True,
         principal: Principal | str | None = None,
         auto_approve: bool | None = None,
+        context: ContextSettings | Mapping[str, Any] | None = None,
     ) -> None:
         base = resolve_config(config)
         if auto_approve is not None:
@@ -136,6 +139,9 @@ class Harness:
         self.principal = (
             Principal(id=principal) if isinstance(principal, str) else principal
         ) or base.agent.principal
+        self.context = (
+            ContextSettings.model_validate(context) if isinstance(context, Mapping) else context
+        )
         self.output_retries = output_retries
         self.on_approval = on_approval
         self._output_type = output_type
@@ -548,6 +554,7 @@ class Harness:
             tools=self._offered(),
             instructions=instructions,
             if_busy=if_busy,
+            context=self.context,
         )
 
     async def _trigger_start(self, request: RunStartRequest) -> RunStartResponse:

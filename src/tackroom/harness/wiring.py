@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from tackroom.contracts.approvals import REQUEST as APPROVAL_REQUEST
+from tackroom.contracts.context import ContextSettings
 from tackroom.contracts.policy import CHECK_PERMISSIONS
 from tackroom.harness.errors import UsageError
 from tackroom.harness.models import StreamingModel
@@ -174,17 +175,32 @@ def agent_host_config(
         section.setdefault("name", provider)
         sections["scripted"] = section
     workers = agent_workers(config, provider_worker_name=worker, sessions=sessions)
-    _gate_on(sections, workers, auto_approve=config.agent.auto_approve)
+    _gate_on(
+        sections, workers, auto_approve=config.agent.auto_approve, context=config.agent.context
+    )
     return config.model_copy(update={"workers": workers, "worker_config": sections})
 
 
 def _gate_on(
-    sections: dict[str, dict[str, Any] | None], workers: list[str], *, auto_approve: bool
+    sections: dict[str, dict[str, Any] | None],
+    workers: list[str],
+    *,
+    auto_approve: bool,
+    context: ContextSettings | None = None,
 ) -> None:
     """Safe by default: with a policy and an approvals worker booted, the orchestrator asks them
     (a config that names other functions, or ``null``, keeps its choice); ``auto_approve``
     makes the approvals worker answer yes to what the policy would ask a person about."""
     orchestrator = dict(sections.get("orchestrator") or {})
+    if context is not None:
+        orchestrator.setdefault("context", context.model_dump(mode="json", exclude_unset=True))
+    if "compactor" in workers:
+        # Summaries are model calls: charged to the same budgets as the orchestrator's.
+        compactor = dict(sections.get("compactor") or {})
+        for key in ("budget_check_function", "budget_record_function"):
+            if orchestrator.get(key) is not None:
+                compactor.setdefault(key, orchestrator[key])
+        sections["compactor"] = compactor
     if "policy" in workers or "policy-cedar" in workers:
         orchestrator.setdefault("policy_function", CHECK_PERMISSIONS.id)
     if "approvals" in workers:
@@ -228,6 +244,11 @@ def served_config(config: HarnessConfig, workers: Sequence[str]) -> HarnessConfi
     """What ``tackroom serve`` hosts ``workers`` with: the gate on when a policy and an approvals
     worker are among them (as for ``tackroom run``), and the gateway's run defaults."""
     sections = dict(config.worker_config)
-    _gate_on(sections, list(workers), auto_approve=config.agent.auto_approve)
+    _gate_on(
+        sections,
+        list(workers),
+        auto_approve=config.agent.auto_approve,
+        context=config.agent.context,
+    )
     config = config.model_copy(update={"worker_config": sections})
     return gateway_host_config(config) if "gateway" in workers else config

@@ -24,6 +24,7 @@ from pydantic import (
     model_validator,
 )
 
+from tackroom.contracts.context import ContextSettings
 from tackroom.contracts.principal import Principal
 from tackroom.engine.factory import parse_embedded_url
 from tackroom.engine.tracing import TracingConfig
@@ -136,6 +137,9 @@ class AgentSettings(_Section):
     the policy's denials, plan mode and required permissions still hold."""
     principal: Principal | None = None
     """Who runs act for (``{id, roles}``); ``tackroom run`` uses the OS user when unset."""
+    context: ContextSettings | None = None
+    """The context budget: ``context_window_limit``, ``reserve_tokens``, ``keep_last``,
+    ``compact``, ``recall`` (see docs/workers/compactor.md); unset: the orchestrator's."""
     workers: list[str] = Field(
         default_factory=lambda: [
             "engine",
@@ -144,6 +148,7 @@ class AgentSettings(_Section):
             "credentials",
             "directory",
             "orchestrator",
+            "compactor",
             "files",
             "utilities",
             "sandbox",

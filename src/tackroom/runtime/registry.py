@@ -52,6 +52,7 @@ BUILTIN_WORKERS: dict[str, str] = {
     "shell": "tackroom.workers.shell.worker:WORKER",
     "traces": "tackroom.workers.traces.worker:WORKER",
     "memory": "tackroom.workers.memory.worker:WORKER",
+    "compactor": "tackroom.workers.compactor.worker:WORKER",
     "memory-postgres": "tackroom.workers.memory_postgres.worker:WORKER",
 }
 

@@ -27,6 +27,7 @@ __all__ = [
     "DEFAULT_MAX_RESULT_CHARS",
     "MIN_RESULT_CHARS",
     "clip_for_run",
+    "clip_message",
     "clip_text",
     "clip_transcript",
     "looks_binary",
@@ -101,14 +102,21 @@ def clip_transcript(
     the name the model knows ``results::read`` by. A ``results::read`` page is never clipped
     again (its length is capped by the request).
     """
-    messages: list[AgentMessage] = []
-    for entry_id, message in entries:
-        if isinstance(message, FunctionResultMessage) and message.function_id != RESULTS_READ.id:
-            limit = max(limit_of(message.function_id), MIN_RESULT_CHARS)
-            if result_size(message) > limit:
-                message = _clipped(message, entry_id=entry_id, limit=limit, reader=reader)
-        messages.append(message)
-    return messages
+    return [
+        clip_message(entry_id, message, limit_of=limit_of, reader=reader)
+        for entry_id, message in entries
+    ]
+
+
+def clip_message(
+    entry_id: str, message: AgentMessage, *, limit_of: Callable[[str], int], reader: str
+) -> AgentMessage:
+    """``message`` as the model reads it: a result over its limit clipped, anything else as is."""
+    if isinstance(message, FunctionResultMessage) and message.function_id != RESULTS_READ.id:
+        limit = max(limit_of(message.function_id), MIN_RESULT_CHARS)
+        if result_size(message) > limit:
+            return _clipped(message, entry_id=entry_id, limit=limit, reader=reader)
+    return message
 
 
 def _clipped(

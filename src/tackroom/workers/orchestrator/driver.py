@@ -32,7 +32,7 @@ from tackroom.engine.errors import (
 from tackroom.engine.protocol import Engine, current_invocation
 from tackroom.hooks import AFTER_MODEL_CALL, BEFORE_MODEL_CALL, TURN_END, HookSubscriptions
 from tackroom.kit.events import EventEmitter
-from tackroom.workers.orchestrator.clipping import DEFAULT_MAX_RESULT_CHARS, clip_for_run
+from tackroom.workers.orchestrator.context import ContextAssembler, context_overflow, mark_span
 from tackroom.workers.orchestrator.dispatch import Dispatcher, Emit
 from tackroom.workers.orchestrator.outbox import with_outbox
 from tackroom.workers.orchestrator.provision import Provisioner
@@ -71,12 +71,12 @@ class Driver:
         model: ModelCaller,
         dispatcher: Dispatcher,
         budget: BudgetGuard,
+        context: ContextAssembler,
         hooks: HookSubscriptions | None,
         visibility_extension: float,
-        max_result_chars: int = DEFAULT_MAX_RESULT_CHARS,
     ) -> None:
         self._hooks = hooks
-        self._max_result_chars = max_result_chars
+        self._context = context
         self._engine = engine
         self._sessions = sessions
         self._provisioner = provisioner
@@ -207,12 +207,16 @@ class Driver:
         raise TransitionError(f"no work in state {record.state}")
 
     async def _call_model(self, record: TurnRecord, emit: Emit, *, attempt: int) -> StepEvent:
-        # The session keeps every result whole; the model reads each up to its limit.
-        messages = clip_for_run(
-            await self._sessions.path(record.session_id),
-            record.tools,
-            default_limit=self._max_result_chars,
-        )
+        # The session keeps every result whole; the model reads each up to its limit, and as
+        # much history as the context budget holds (compacted when it must be).
+        assembled = await self._context.assemble(record)
+        if assembled.overflow is not None:
+            return AssistantCompleted(context_overflow(assembled.overflow))
+        if assembled.decision is not None:
+            key = f"t{record.turn_count + 1}:context"
+            await emit(key if attempt == 1 else f"{key}@{attempt}", assembled.decision)
+            mark_span(assembled.decision)
+        messages = assembled.messages
         reservation = await self._budget.reserve(record, messages)
         if self._budget.enabled:
             # A redelivered call reserves again and may be decided otherwise: its own event id.
@@ -244,6 +248,7 @@ class Driver:
             BEFORE_MODEL_CALL, {**turn, "provider": record.provider, "model": record.model}
         )
         message = await self._model.call(record, messages, emit, abort_requested=aborted)
+        self._context.observe(assembled, message.usage)
         await self._budget.settle(record, reservation, message.usage)
         if message.stop_reason == "aborted":
             reason = await self._abort_reason(record)

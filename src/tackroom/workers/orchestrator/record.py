@@ -8,6 +8,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from tackroom.contracts.context import ContextSettings
 from tackroom.contracts.messages import (
     AgentMessage,
     AssistantMessage,
@@ -116,6 +117,9 @@ class TurnRecord(_Model):
         description="the start request's messages, appended to the session by provisioning",
     )
     tools: list[ToolOffer] = Field(default_factory=list)
+    context: ContextSettings | None = Field(
+        default=None, description="the run's context budget settings (None: the worker's)"
+    )
     last_assistant: AssistantMessage | None = None
     calls: list[CallState] = Field(default_factory=list)
     call_counts: dict[str, int] = Field(

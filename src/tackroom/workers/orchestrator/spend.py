@@ -17,17 +17,18 @@ from dataclasses import dataclass
 from pydantic import ValidationError
 
 from tackroom.contracts.budget import CHECK, RECORD, CheckRequest, RecordRequest
-from tackroom.contracts.catalog import MODELS_GET, GetRequest, Prices
+from tackroom.contracts.catalog import Prices
 from tackroom.contracts.messages import AgentMessage, Usage
 from tackroom.engine.errors import EngineError
 from tackroom.engine.protocol import Engine
+from tackroom.kit.context import estimate_cost
+from tackroom.workers.orchestrator.models import ModelInfoCache
 from tackroom.workers.orchestrator.record import TurnRecord
 
-__all__ = ["BudgetGuard", "Reservation", "estimate_cost"]
+__all__ = ["BudgetGuard", "Reservation"]
 
 _log = logging.getLogger("tackroom.orchestrator")
 
-_CHARS_PER_TOKEN = 4
 _DEFAULT_OUTPUT_TOKENS = 1024
 
 
@@ -43,18 +44,6 @@ class Reservation:
     budget_id: str | None = None
 
 
-def estimate_cost(prices: Prices | None, *, input_chars: int, output_tokens: int) -> float:
-    """USD for ``input_chars`` of prompt (≈ 4 characters a token) and ``output_tokens`` out."""
-    if prices is None:
-        return 0.0
-    input_tokens = input_chars / _CHARS_PER_TOKEN
-    per_million = 1_000_000
-    return round(
-        input_tokens * prices.input / per_million + output_tokens * prices.output / per_million,
-        6,
-    )
-
-
 class BudgetGuard:
     def __init__(
         self,
@@ -64,13 +53,14 @@ class BudgetGuard:
         record_function: str | None,
         scopes: dict[str, str] | None = None,
         timeout: float = 5.0,
+        models: ModelInfoCache | None = None,
     ) -> None:
         self._engine = engine
         self._scopes = dict(scopes or {})
         self._check = None if check_function is None else CHECK.at(check_function)
         self._record = None if record_function is None else RECORD.at(record_function)
         self._timeout = timeout
-        self._prices: dict[tuple[str, str], tuple[Prices | None, int]] = {}
+        self._models = models or ModelInfoCache(engine, timeout=timeout)
 
     @property
     def enabled(self) -> bool:
@@ -120,14 +110,7 @@ class BudgetGuard:
             )
 
     async def _model_prices(self, provider: str, model: str) -> tuple[Prices | None, int]:
-        key = (provider, model)
-        if key not in self._prices:
-            try:
-                request = GetRequest(provider=provider, model=model)
-                entry = await MODELS_GET.call(self._engine, request, timeout=self._timeout)
-            except (EngineError, ValidationError):
-                self._prices[key] = (None, _DEFAULT_OUTPUT_TOKENS)
-            else:
-                output = min(entry.max_output_tokens, _DEFAULT_OUTPUT_TOKENS * 4)
-                self._prices[key] = (entry.prices, output)
-        return self._prices[key]
+        info = await self._models.get(provider, model)
+        if info is None:
+            return None, _DEFAULT_OUTPUT_TOKENS
+        return info.prices, min(info.max_output_tokens, _DEFAULT_OUTPUT_TOKENS * 4)

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import itertools
 from collections import OrderedDict
+from dataclasses import dataclass, field
 from typing import Any
 
 from tackroom.contracts.messages import AgentMessage
@@ -23,7 +25,22 @@ from tackroom.contracts.sessions import (
 )
 from tackroom.engine.protocol import Engine
 
-__all__ = ["SessionsClient"]
+__all__ = ["PathView", "SessionsClient"]
+
+_GENERATIONS = itertools.count(1)
+
+
+@dataclass(slots=True)
+class PathView:
+    """A session's active path as last read: grows in place while the path only extends."""
+
+    leaf: str | None = None
+    ids: list[str] = field(default_factory=list)
+    messages: list[AgentMessage] = field(default_factory=list)
+    pinned: tuple[str, ...] = ()
+    generation: int = field(default_factory=lambda: next(_GENERATIONS))
+    """Unique per view: a path replaced rather than extended (another branch became active) is
+    a new view with a new generation."""
 
 
 class SessionsClient:
@@ -40,7 +57,7 @@ class SessionsClient:
         self._engine = engine
         self._timeout = timeout
         self._cache_size = cache_size
-        self._history: OrderedDict[str, tuple[str, list[tuple[str, AgentMessage]]]] = OrderedDict()
+        self._history: OrderedDict[str, PathView] = OrderedDict()
 
     async def ensure(self, session_id: str) -> None:
         await ENSURE.send(self._engine, EnsureRequest(session_id=session_id), timeout=self._timeout)
@@ -60,25 +77,36 @@ class SessionsClient:
 
     async def messages(self, session_id: str) -> list[AgentMessage]:
         """The active path, oldest first."""
-        return [message for _, message in await self.path(session_id)]
+        return list((await self.view(session_id)).messages)
 
     async def path(self, session_id: str) -> list[tuple[str, AgentMessage]]:
         """The active path as (entry id, message), oldest first."""
+        view = await self.view(session_id)
+        return list(zip(view.ids, view.messages, strict=True))
+
+    async def view(self, session_id: str) -> PathView:
+        """The cached path brought up to date, not copied: read it, do not change it."""
         cached = self._history.get(session_id)
         request = MessagesRequest(
-            session_id=session_id, since_entry_id=None if cached is None else cached[0]
+            session_id=session_id,
+            since_entry_id=None if cached is None or not cached.ids else cached.leaf,
         )
         reply = await MESSAGES.call(self._engine, request, timeout=self._timeout)
-        fresh = [(item.entry_id, item.message) for item in reply.messages]
-        path = [*cached[1], *fresh] if cached is not None and reply.partial else fresh
+        view = cached if cached is not None and cached.ids and reply.partial else None
+        if view is None:
+            view = PathView()
+        view.ids.extend(item.entry_id for item in reply.messages)
+        view.messages.extend(item.message for item in reply.messages)
+        view.leaf = reply.leaf_id
+        view.pinned = tuple(reply.pinned)
         if reply.leaf_id is None:
             self._history.pop(session_id, None)
         else:
-            self._history[session_id] = (reply.leaf_id, path)
+            self._history[session_id] = view
             self._history.move_to_end(session_id)
             while len(self._history) > self._cache_size:
                 self._history.popitem(last=False)
-        return list(path)
+        return view
 
     async def peek(self, session_id: str, name: str) -> list[AgentMessage]:
         request = InboxRequest(session_id=session_id, name=name)

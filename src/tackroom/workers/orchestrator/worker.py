@@ -10,6 +10,7 @@ from typing import Any
 from pydantic import Field
 
 from tackroom.contracts.approvals import DECISIONS_SCOPE
+from tackroom.contracts.context import COMPACT, ContextSettings
 from tackroom.contracts.results import MAX_PAGE_CHARS, RESULTS_READ
 from tackroom.contracts.turn import (
     RUN_ABORT,
@@ -31,9 +32,11 @@ from tackroom.hooks import HookSubscriptions
 from tackroom.runtime.tools import serve_tool
 from tackroom.runtime.worker import WorkerConfig, WorkerContext, WorkerSpec
 from tackroom.workers.orchestrator.clipping import DEFAULT_MAX_RESULT_CHARS, MIN_RESULT_CHARS
+from tackroom.workers.orchestrator.context import ContextAssembler
 from tackroom.workers.orchestrator.dispatch import Dispatcher
 from tackroom.workers.orchestrator.driver import ABORT_SCOPE, Driver
 from tackroom.workers.orchestrator.gate import Gate
+from tackroom.workers.orchestrator.models import ModelInfoCache
 from tackroom.workers.orchestrator.provision import Provisioner
 from tackroom.workers.orchestrator.record import TURNS_SCOPE, TurnRecord
 from tackroom.workers.orchestrator.results import ResultsReader
@@ -74,6 +77,11 @@ class OrchestratorConfig(WorkerConfig):
     """Characters of one function result the model reads whole (a tool's ``max_result_chars``
     trait overrides it); a larger one reaches it clipped, the rest through ``results::read``,
     whose pages are this long by default. The session always keeps the whole result."""
+    context: ContextSettings = Field(default_factory=ContextSettings)
+    """The context budget of runs that bring none (``agent.context`` in ``tackroom.yaml``)."""
+    compaction_function: str | None = COMPACT.id
+    """Who summarises history that does not fit (``None``: such a run fails with
+    ``context_overflow``)."""
     max_deliveries: int = 50
     """Only an engine that is away fails a ``turn-step`` delivery (anything else fails the turn
     with its reason), so a step is retried through an outage of minutes (backoff to 10 s)
@@ -87,6 +95,7 @@ class Orchestrator:
         config = ctx.config
         self._engine = ctx.engine
         self._sessions = SessionsClient(ctx.engine)
+        models = ModelInfoCache(ctx.engine)
         self.results = ResultsReader(self._sessions, page_chars=config.max_result_chars)
         gate = Gate(
             ctx.engine,
@@ -107,6 +116,14 @@ class Orchestrator:
             ),
             dispatcher=Dispatcher(ctx.engine, gate=gate, call_timeout=config.call_timeout),
             hooks=hooks,
+            context=ContextAssembler(
+                ctx.engine,
+                sessions=self._sessions,
+                models=models,
+                defaults=config.context,
+                default_result_limit=config.max_result_chars,
+                compaction_function=config.compaction_function,
+            ),
             budget=BudgetGuard(
                 ctx.engine,
                 check_function=config.budget_check_function,
@@ -119,9 +136,9 @@ class Orchestrator:
                     )
                     if value is not None
                 },
+                models=models,
             ),
             visibility_extension=config.step_visibility_timeout,
-            max_result_chars=config.max_result_chars,
         )
 
     async def run_start(self, request: RunStartRequest) -> RunStartResponse:
@@ -154,6 +171,7 @@ class Orchestrator:
             instructions=request.instructions,
             tool_patterns=request.tools,
             initial_messages=request.messages,
+            context=request.context,
         )
         try:
             await self._engine.set_state(

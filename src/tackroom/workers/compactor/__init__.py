@@ -1,0 +1,1 @@
+"""The ``compactor`` worker: ``compaction::compact`` (see ``docs/workers/compactor.md``)."""
