@@ -22,8 +22,8 @@ import_extra("pytest", needed_by="the contract suites (tackroom.testing.contract
 import pytest  # noqa: E402
 
 _SUITES = (
-    "base approvals budget catalog credentials directory hooks http memory policy provider"
-    " sandbox sessions traces"
+    "base approvals budget catalog compactor credentials directory hooks http memory policy"
+    " provider sandbox sessions traces"
 )
 # Before the suites are imported: their plain asserts get pytest's explanations.
 pytest.register_assert_rewrite(*(f"{__name__}.{suite}" for suite in _SUITES.split()))
@@ -36,6 +36,7 @@ from tackroom.testing.contracts.base import (  # noqa: E402
 )
 from tackroom.testing.contracts.budget import BudgetContract  # noqa: E402
 from tackroom.testing.contracts.catalog import CatalogContract  # noqa: E402
+from tackroom.testing.contracts.compactor import CompactorContract  # noqa: E402
 from tackroom.testing.contracts.credentials import CredentialsContract  # noqa: E402
 from tackroom.testing.contracts.directory import DirectoryContract  # noqa: E402
 from tackroom.testing.contracts.hooks import HooksContract  # noqa: E402
@@ -52,6 +53,7 @@ __all__ = [
     "ApprovalsContract",
     "BudgetContract",
     "CatalogContract",
+    "CompactorContract",
     "CredentialsContract",
     "DirectoryContract",
     "HooksContract",

@@ -22,7 +22,7 @@ import asyncio
 import contextlib
 import threading
 from collections import deque
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from typing import Any, ClassVar, Protocol, Self
 
 from tackroom.testing.fake_llm.anthropic_wire import AnthropicWire
@@ -59,6 +59,7 @@ class FakeLLMServer:
         replies: Iterable[Reply | Answer] = (),
         *,
         default: Reply | Answer | None = None,
+        respond: Callable[[LoggedRequest], Reply | Answer] | None = None,
         api_keys: Iterable[str] | None = None,
         models: Iterable[str] = ("fake-model",),
         host: str = "127.0.0.1",
@@ -67,6 +68,9 @@ class FakeLLMServer:
         self.wire: _Wire = self.wire_class()
         self._queue: deque[Reply] = deque(self._reply(r) for r in replies)
         self.default: Reply | None = None if default is None else self._reply(default)
+        self.respond = respond
+        """Answers a request from what it holds when no queued reply is left (before
+        ``default``): a fake model that reads its prompt."""
         self.api_keys = None if api_keys is None else frozenset(api_keys)
         self.models = list(models)
         self.requests: list[LoggedRequest] = []
@@ -184,7 +188,12 @@ class FakeLLMServer:
             message = f"Incorrect API key provided: {logged.api_key}"
             await response.send_json(401, self.wire.error_body(401, message, ""))
             return
-        reply = self._queue.popleft() if self._queue else self.default
+        if self._queue:
+            reply: Reply | None = self._queue.popleft()
+        elif self.respond is not None:
+            reply = self._reply(self.respond(logged))
+        else:
+            reply = self.default
         if reply is None:
             self.violations.append(f"request {len(self.requests)} had no scripted reply")
             reply = Reply.server_error("the fake server has no reply left for this request")

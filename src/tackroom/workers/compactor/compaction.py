@@ -35,12 +35,13 @@ from tackroom.contracts.provider import ProviderRequest
 from tackroom.contracts.sessions import (
     APPEND_BATCH,
     MESSAGES,
+    SESSION_NOT_FOUND_ERROR,
     AppendBatchRequest,
     BatchItem,
     MessagesRequest,
     MessagesResponse,
 )
-from tackroom.engine.errors import EngineError, FunctionError
+from tackroom.engine.errors import EngineError, FunctionError, InvocationError
 from tackroom.engine.protocol import Engine
 from tackroom.kit.context import choose_cut, compaction_details, estimate_cost, message_chars
 from tackroom.kit.providers.complete import complete
@@ -78,9 +79,14 @@ class Compactor:
         self._timeout = timeout
 
     async def compact(self, request: CompactRequest) -> CompactResponse:
-        path = await MESSAGES.call(
-            self._engine, MessagesRequest(session_id=request.session_id), timeout=30.0
-        )
+        try:
+            path = await MESSAGES.call(
+                self._engine, MessagesRequest(session_id=request.session_id), timeout=30.0
+            )
+        except InvocationError as exc:
+            if exc.remote_code == SESSION_NOT_FOUND_ERROR:
+                raise FunctionError(exc.remote_code, exc.message) from None
+            raise
         if path.leaf_id is None:
             return CompactResponse(compacted=False, detail="the session is empty")
         entry_id = compaction_entry_id(path.leaf_id)

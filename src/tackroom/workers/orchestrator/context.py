@@ -214,7 +214,8 @@ class ContextAssembler:
         if self._compact is None:
             return "the history does not fit the context and no compactor is configured"
         model_key = f"{record.provider}:{record.model}"
-        pinned_chars = sum(derived.sizes[i] for i in _carried(derived, _kept_start(derived)))
+        # Pinned entries are never summarised: wherever they are, they take their room.
+        pinned_chars = sum(derived.sizes[i] for i in _carried(derived, len(derived.read)))
         target = budget - self.estimator.tokens(fixed + pinned_chars, model_key)
         if target <= 0:
             return (
