@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tackroom.contracts.messages import (
@@ -69,6 +69,7 @@ def build(kinds: list[str]) -> list[AgentMessage]:
     return messages
 
 
+@settings(max_examples=300, derandomize=True, deadline=None, database=None)
 @given(kinds, st.integers(0, 3_000), st.integers(1, 6), st.integers(0, 10))
 def test_a_cut_keeps_the_newest_and_never_starts_on_a_result(
     shape: list[str], keep_chars: int, keep_last: int, floor: int
