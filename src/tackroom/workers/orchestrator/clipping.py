@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import unicodedata
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 
 from tackroom.contracts.messages import (
     AgentMessage,
@@ -26,6 +27,7 @@ __all__ = [
     "BINARY_HEAD_CHARS",
     "DEFAULT_MAX_RESULT_CHARS",
     "MIN_RESULT_CHARS",
+    "ResultLimits",
     "clip_for_run",
     "clip_message",
     "clip_text",
@@ -69,25 +71,41 @@ def _image_placeholder(block: ImageBlock) -> str:
     return f"[image {block.mime}: {len(block.data)} base64 characters, not shown]"
 
 
+@dataclass(frozen=True, slots=True)
+class ResultLimits:
+    """How a run's results are clipped: its tools' own limits, the default for the others (and
+    for results of tools no longer offered), and the name the model knows ``results::read`` by.
+    Equal for equal tool lists, so a cache of clipped results can be keyed by it."""
+
+    default: int
+    table: tuple[tuple[str, int], ...]
+    reader: str
+
+    @classmethod
+    def of_tools(cls, tools: Sequence[ToolOffer], *, default_limit: int) -> ResultLimits:
+        table = tuple(
+            sorted(
+                (tool.function_id, tool.traits.max_result_chars)
+                for tool in tools
+                if tool.traits.max_result_chars is not None
+            )
+        )
+        reader = next((t.name for t in tools if t.function_id == RESULTS_READ.id), RESULTS_READ.id)
+        return cls(default_limit, table, reader)
+
+    def limit_of(self, function_id: str) -> int:
+        return next((limit for fid, limit in self.table if fid == function_id), self.default)
+
+
 def clip_for_run(
     entries: Sequence[tuple[str, AgentMessage]],
     tools: Sequence[ToolOffer],
     *,
     default_limit: int,
 ) -> list[AgentMessage]:
-    """:func:`clip_transcript` with the limits a run's offered tools declare (``default_limit``
-    for the others, and for results of tools no longer offered)."""
-    limits = {
-        tool.function_id: tool.traits.max_result_chars
-        for tool in tools
-        if tool.traits.max_result_chars is not None
-    }
-    reader = next((tool.name for tool in tools if tool.function_id == RESULTS_READ.id), None)
-    return clip_transcript(
-        entries,
-        limit_of=lambda function_id: limits.get(function_id, default_limit),
-        reader=reader or RESULTS_READ.id,
-    )
+    """:func:`clip_transcript` with the limits a run's offered tools declare."""
+    limits = ResultLimits.of_tools(tools, default_limit=default_limit)
+    return clip_transcript(entries, limit_of=limits.limit_of, reader=limits.reader)
 
 
 def clip_transcript(

@@ -14,7 +14,6 @@ one call costs what is new on the path plus a slice copy — not a pass over the
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from opentelemetry import trace
@@ -37,7 +36,6 @@ from tackroom.contracts.messages import (
     Usage,
     UserMessage,
 )
-from tackroom.contracts.results import RESULTS_READ
 from tackroom.engine.errors import EngineError, FunctionNotFound, unavailable_cause
 from tackroom.engine.protocol import Engine
 from tackroom.engine.tracing import current_tracer
@@ -47,7 +45,7 @@ from tackroom.kit.context import (
     message_chars,
     summary_message,
 )
-from tackroom.workers.orchestrator.clipping import clip_message
+from tackroom.workers.orchestrator.clipping import ResultLimits, clip_message
 from tackroom.workers.orchestrator.models import ModelInfoCache
 from tackroom.workers.orchestrator.recall import recall
 from tackroom.workers.orchestrator.record import ToolOffer, TurnRecord
@@ -71,24 +69,12 @@ class Assembled:
     """Why the context cannot fit, in words a person can act on."""
 
 
-@dataclass(frozen=True, slots=True)
-class _Limits:
-    """How results are clipped for a run: its tools' own limits, the default, the reader."""
-
-    default: int
-    table: tuple[tuple[str, int], ...]
-    reader: str
-
-    def limit_of(self, function_id: str) -> int:
-        return next((limit for fid, limit in self.table if fid == function_id), self.default)
-
-
 @dataclass(slots=True)
 class _Derived:
     """Per-entry facts of one path view, extended as the view grows."""
 
     generation: int
-    limits: _Limits
+    limits: ResultLimits
     pinned: tuple[str, ...]
     read: list[AgentMessage] = field(default_factory=list)
     sizes: list[int] = field(default_factory=list)
@@ -246,7 +232,7 @@ class ContextAssembler:
 
     async def _derive(self, record: TurnRecord) -> _Derived:
         view = await self._sessions.view(record.session_id)
-        limits = self._limits(record.tools)
+        limits = ResultLimits.of_tools(record.tools, default_limit=self._default_limit)
         derived = self._derived.get(record.session_id)
         if (
             derived is None
@@ -262,17 +248,6 @@ class ContextAssembler:
         derived.pinned = view.pinned
         _extend(derived, view)
         return derived
-
-    def _limits(self, tools: Sequence[ToolOffer]) -> _Limits:
-        table = tuple(
-            sorted(
-                (tool.function_id, tool.traits.max_result_chars)
-                for tool in tools
-                if tool.traits.max_result_chars is not None
-            )
-        )
-        reader = next((t.name for t in tools if t.function_id == RESULTS_READ.id), RESULTS_READ.id)
-        return _Limits(self._default_limit, table, reader)
 
     def _tools_chars(self, tools: list[ToolOffer]) -> int:
         cached = self._tool_chars.get(id(tools))
@@ -306,7 +281,7 @@ def _extend(derived: _Derived, view: PathView) -> None:
 
 
 def _as_read(
-    entry_id: str, message: AgentMessage, pinned: tuple[str, ...], limits: _Limits
+    entry_id: str, message: AgentMessage, pinned: tuple[str, ...], limits: ResultLimits
 ) -> AgentMessage:
     if isinstance(message, CustomMessage):
         if message.custom_type in _RENDERED_CUSTOM or entry_id in pinned:
