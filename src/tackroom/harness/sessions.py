@@ -28,7 +28,7 @@ from tackroom.harness.errors import UsageError
 from tackroom.kit.compacting import compact_now
 from tackroom.runtime.typed import describe_validation_error
 
-__all__ = ["compact_session", "pin_entry", "unpin_entry"]
+__all__ = ["compact_session", "pin_entry", "unpin_entry", "usage_errors"]
 
 _USAGE_CODES = frozenset(
     {SESSION_NOT_FOUND_ERROR, ENTRY_NOT_FOUND_ERROR, NOT_PINNABLE_ERROR, "invalid_request"}
@@ -36,7 +36,8 @@ _USAGE_CODES = frozenset(
 
 
 @asynccontextmanager
-async def _usage_errors() -> AsyncIterator[None]:
+async def usage_errors() -> AsyncIterator[None]:
+    """Turn a refusal of the sessions worker a caller can act on into a :class:`UsageError`."""
     try:
         yield
     except ValidationError as exc:
@@ -51,7 +52,7 @@ async def pin_entry(bus: Caller, session_id: str, entry_id: str | None, *, text:
     """Pin ``entry_id``, or ``text`` as a new rule entry; the pinned entry's id."""
     if (entry_id is None) == (text is None):
         raise UsageError("pin an entry_id, or give the rule's text= (one of the two)")
-    async with _usage_errors():
+    async with usage_errors():
         request = PinRequest(session_id=session_id, entry_id=entry_id, text=text)
         reply = await PIN.call(bus, request)
     return reply.entry_id
@@ -59,7 +60,7 @@ async def pin_entry(bus: Caller, session_id: str, entry_id: str | None, *, text:
 
 async def unpin_entry(bus: Caller, session_id: str, entry_id: str) -> list[str]:
     """Unpin ``entry_id`` (nothing changes when it is not pinned); the ids still pinned."""
-    async with _usage_errors():
+    async with usage_errors():
         reply = await UNPIN.call(bus, UnpinRequest(session_id=session_id, entry_id=entry_id))
     return reply.pinned
 
@@ -76,7 +77,7 @@ async def compact_session(
     """Summarise the oldest part of ``session_id`` now (see :func:`tackroom.kit.compacting.
     compact_now`); ``compacted`` is false, with ``detail`` saying why, when there is nothing to
     summarise."""
-    async with _usage_errors():
+    async with usage_errors():
         return await compact_now(
             bus,
             session_id=session_id,
