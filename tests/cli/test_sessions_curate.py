@@ -93,7 +93,7 @@ def test_bad_pins_and_compactions_are_usage_errors(
     assert main(run) == 0
     capsys.readouterr()
     assert "'e-x'" in error_line(main(["sessions", "pin", "s2", "e-x"]), capsys)
-    assert "one of the two" in error_line(main(["sessions", "pin", "s2"]), capsys)
+    assert "or give a rule" in error_line(main(["sessions", "pin", "s2"]), capsys)
     assert "'nope'" in error_line(main(["sessions", "compact", "nope"]), capsys)
     # The session's model is scripted: without a script there is nothing to answer the summary.
     assert "script" in error_line(main(["sessions", "compact", "s2"]), capsys)

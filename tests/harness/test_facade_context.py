@@ -84,13 +84,18 @@ async def test_pins_and_compaction_say_what_is_wrong_in_one_line(tmp_path: Path)
         await harness.run("hi", session="s2")
         with pytest.raises(UsageError, match="'e-missing'"):
             await harness.pin("s2", "e-missing")
-        with pytest.raises(UsageError, match="one of the two"):
+        with pytest.raises(UsageError, match="or give a rule"):
             await harness.pin("s2")
         with pytest.raises(UsageError, match="blank"):
             await harness.pin("s2", text="   ")
         rule = await harness.pin("s2", text=RULE)
         assert await harness.unpin("s2", rule) == []
         assert await harness.unpin("s2", rule) == []  # unpinning twice changes nothing
+        for _ in range(2):  # a rule with its own id: a retry stores and pins it once
+            assert await harness.pin("s2", "rule-1", text=RULE) == "rule-1"
+        ids = [m.entry_id for m in (await _path(harness, "s2")).messages]
+        assert ids.count("rule-1") == 1
+        assert (await _path(harness, "s2")).pinned == ["rule-1"]
         nothing = await harness.compact("s2")
         assert not nothing.compacted
         assert "nothing older to summarise" in nothing.detail

@@ -2,6 +2,7 @@
 
     tackroom sessions pin SESSION ENTRY_ID           # carry this entry whole into every context
     tackroom sessions pin SESSION --text "Answer in French."   # a new rule entry, pinned
+    tackroom sessions pin SESSION rule-1 --text "..."   # ... with the id rule-1 (once on retry)
     tackroom sessions unpin SESSION ENTRY_ID
     tackroom sessions compact SESSION [--model PROVIDER:MODEL]
 
@@ -41,8 +42,12 @@ def add_curate_parsers(
         "pin", help="carry an entry (or a rule given as --text) whole into every later context"
     )
     pin.add_argument("session_id")
-    pin.add_argument("entry_id", nargs="?", help="the entry to pin (see `sessions show`)")
-    pin.add_argument("--text", help="a rule to add to the session and pin (instead of an entry)")
+    pin.add_argument(
+        "entry_id",
+        nargs="?",
+        help="the entry to pin (see `sessions show`); with --text, the new rule's id",
+    )
+    pin.add_argument("--text", help="a rule to add to the session and pin")
     common(pin)
     pin.set_defaults(run=lambda args: _usage_exit(_pin(args)))
 
@@ -79,8 +84,8 @@ async def _pin(args: argparse.Namespace) -> int:
     from tackroom.harness.errors import UsageError
     from tackroom.harness.sessions import pin_entry
 
-    if (args.entry_id is None) == (args.text is None):
-        raise UsageError("name the ENTRY_ID to pin, or give a rule with --text (one of the two)")
+    if args.entry_id is None and args.text is None:
+        raise UsageError("name the ENTRY_ID to pin, or give a rule with --text")
     async with bus(load_config(args.config)) as caller:
         entry_id = await pin_entry(caller, args.session_id, args.entry_id, text=args.text)
     print(json.dumps({"entry_id": entry_id}) if args.json else entry_id)

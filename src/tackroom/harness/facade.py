@@ -470,8 +470,9 @@ class Harness:
     async def pin(
         self, session: str, entry_id: str | None = None, *, text: str | None = None
     ) -> str:
-        """Pin an entry of ``session`` (or ``text`` as a new rule entry): every later context
-        carries it verbatim, whatever compaction summarises. Returns the pinned entry's id."""
+        """Pin an entry of ``session`` (or ``text`` as a new rule entry, whose id is ``entry_id``
+        when given): every later context carries it verbatim, whatever compaction summarises.
+        Returns the pinned entry's id."""
         await self.start()
         return await pin_entry(self.bus, session, entry_id, text=text)
 

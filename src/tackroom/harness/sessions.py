@@ -49,9 +49,10 @@ async def usage_errors() -> AsyncIterator[None]:
 
 
 async def pin_entry(bus: Caller, session_id: str, entry_id: str | None, *, text: str | None) -> str:
-    """Pin ``entry_id``, or ``text`` as a new rule entry; the pinned entry's id."""
-    if (entry_id is None) == (text is None):
-        raise UsageError("pin an entry_id, or give the rule's text= (one of the two)")
+    """Pin ``entry_id``, or ``text`` as a new rule entry (whose id is ``entry_id`` when both are
+    given: a retry stores the rule once); the pinned entry's id."""
+    if entry_id is None and text is None:
+        raise UsageError("name the entry_id to pin, or give a rule's text=")
     async with usage_errors():
         request = PinRequest(session_id=session_id, entry_id=entry_id, text=text)
         reply = await PIN.call(bus, request)

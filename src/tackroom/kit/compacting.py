@@ -23,6 +23,7 @@ __all__ = [
     "COMPACT_TIMEOUT",
     "DEFAULT_WINDOW_TOKENS",
     "compact_now",
+    "manual_request",
     "manual_target",
     "session_model",
 ]
@@ -61,28 +62,22 @@ def manual_target(
     return max(_MIN_TARGET, budget - pinned)
 
 
-async def compact_now(
+async def manual_request(
     bus: Caller,
     *,
     session_id: str,
     provider: str,
     model: str,
     settings: ContextSettings,
-    path: MessagesResponse | None = None,
+    path: MessagesResponse,
     principal: Principal | None = None,
-    timeout: float = COMPACT_TIMEOUT,
-) -> CompactResponse:
-    """Compact ``session_id`` now (``reason="manual"``), whether or not its history fits.
-
-    ``path``: the session's active path when the caller read it already. Failures are the bus's
-    (``session_not_found`` from the sessions worker, the compactor's own codes).
-    """
-    if path is None:
-        path = await MESSAGES.call(bus, MessagesRequest(session_id=session_id))
+) -> CompactRequest:
+    """The ``compaction::compact`` request of a person's "compact now" for the session whose
+    active path is ``path``, whether or not its history fits."""
     pinned = set(path.pinned)
     pinned_chars = sum(message_chars(m.message) for m in path.messages if m.entry_id in pinned)
     info = await _model_info(bus, provider, model)
-    request = CompactRequest(
+    return CompactRequest(
         session_id=session_id,
         provider=provider,
         model=model,
@@ -90,6 +85,30 @@ async def compact_now(
         keep_last=settings.keep_last,
         chars_per_token=DEFAULT_CHARS_PER_TOKEN,
         reason="manual",
+        principal=principal,
+    )
+
+
+async def compact_now(
+    bus: Caller,
+    *,
+    session_id: str,
+    provider: str,
+    model: str,
+    settings: ContextSettings,
+    principal: Principal | None = None,
+    timeout: float = COMPACT_TIMEOUT,
+) -> CompactResponse:
+    """Compact ``session_id`` now (:func:`manual_request`). Failures are the bus's
+    (``session_not_found`` from the sessions worker, the compactor's own codes)."""
+    path = await MESSAGES.call(bus, MessagesRequest(session_id=session_id))
+    request = await manual_request(
+        bus,
+        session_id=session_id,
+        provider=provider,
+        model=model,
+        settings=settings,
+        path=path,
         principal=principal,
     )
     return await COMPACT.call(bus, request, timeout=timeout)
