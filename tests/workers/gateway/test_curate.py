@@ -48,8 +48,9 @@ def _error(reply: httpx.Response, status: int, code: str) -> str:
     return message
 
 
-async def test_pin_compact_and_unpin_over_http(tmp_path: Path) -> None:
-    config = gateway_config(tmp_path, f"embedded:{tmp_path / 'e.db'}", script=SCRIPT, agent=AGENT)
+async def test_pin_compact_and_unpin_over_http(tmp_path: Path, engine_url: str) -> None:
+    """On both backends: the pins live in the session's metadata, the compaction in its tree."""
+    config = gateway_config(tmp_path, engine_url, script=SCRIPT, agent=AGENT)
     async with serving(config) as served, served.client() as client:
         await _run(client, "c1", f"question 0: {LONG}")
         pinned = await client.post("/v1/sessions/c1/pins", json={"text": RULE, "entry_id": "r1"})
