@@ -50,7 +50,7 @@ FIRST_TEXT = "I will write the note now, one word at a time."
 FINAL_TEXT = "Done: note.txt now says hello from the console."
 NOTE = "hello from the console"
 QUICK_TEXT = "A quick answer with no tools at all."
-QUICK_SESSIONS = ("quick", "traced", "resumed", "searchable-one")
+QUICK_SESSIONS = ("quick", "traced", "resumed", "searchable-one", "curated")
 
 SCRIPT: dict[str, Any] = {
     "schema_version": 1,

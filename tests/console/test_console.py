@@ -9,7 +9,8 @@ from pathlib import Path
 
 from playwright.sync_api import Page, Route, expect
 
-from tackroom.contracts import approvals
+from tackroom.contracts import approvals, sessions
+from tackroom.contracts.context import COMPACTION_TYPE, CompactionDetails
 
 from .conftest import BUDGET_CAP, FINAL_TEXT, FIRST_TEXT, NOTE, QUICK_TEXT, TOKEN, Console
 
@@ -186,3 +187,59 @@ def test_a_dropped_stream_resumes_after_the_last_event(page: Page, console: Cons
     assert resumed_after == [None, third]
     expect(page.get_by_test_id("answer-text")).to_have_text([QUICK_TEXT])
     assert text_nodes(page, "answer-text", 0) == len(QUICK_TEXT.split())
+
+
+def test_pin_from_the_transcript_and_a_compaction_says_what_it_replaced(
+    page: Page, console: Console, artifacts: Path
+) -> None:
+    started = console.api("POST", "/v1/runs", {"prompt": "pin me", "session_id": "curated"})
+    console.wait_for_run_end("curated", started["run_id"])
+    # the prompt, then the answer (or the budget's stop note, once earlier tests spent the cap)
+    entries = console.api("GET", "/v1/sessions/curated")["entries"]
+    question, second = entries[0]["entry_id"], entries[1]["entry_id"]
+    # a compaction entry as the compactor appends one: a summary naming the entries it stands for
+    details = CompactionDetails(
+        replaces=[question, second],
+        first_kept_entry_id=second,
+        provider="scripted",
+        model="demo",
+        tokens_before=40,
+        tokens_after=5,
+        reason="manual",
+    )
+    message = {
+        "role": "custom",
+        "custom_type": COMPACTION_TYPE,
+        "content": [{"type": "text", "text": "They said hello."}],
+        "details": details.model_dump(mode="json"),
+    }
+    console.bus(
+        sessions.APPEND.id,
+        {"session_id": "curated", "entry_id": "compaction-1", "message": message},
+    )
+    open_console(page, console)
+    page.goto(f"{console.url}/#/sessions/curated")
+
+    first = page.locator(f"[data-testid=entry][data-entry-id='{question}']")
+    expect(first.get_by_test_id("pin-marker")).to_have_count(0)
+    first.get_by_test_id("pin-entry").click()
+    expect(first.get_by_test_id("pin-marker")).to_have_text("pinned")
+    assert console.api("GET", "/v1/sessions/curated")["session"]["pinned"] == [question]
+    summary = page.locator("[data-testid=entry][data-type=compaction]")
+    expect(summary.get_by_test_id("entry-kind")).to_contain_text(
+        f"summary of 2 entries ({question}, {second})"
+    )
+    expect(summary.get_by_test_id("entry-text")).to_have_text("They said hello.")
+    expect(summary.get_by_test_id("pin-entry")).to_have_count(0)  # a summary is not pinnable
+    page.screenshot(path=artifacts / "08-pinned-and-compaction.png", full_page=True)
+
+    page.get_by_test_id("open-tree").click()
+    pinned = page.locator(f"[data-testid=tree-entry][data-entry-id='{question}']")
+    expect(pinned.get_by_test_id("pin-marker")).to_have_text("pinned")
+    compaction = page.locator("[data-testid=tree-entry][data-entry-id=compaction-1]")
+    expect(compaction).to_contain_text("summary of 2 entries: They said hello.")
+
+    page.goto(f"{console.url}/#/sessions/curated")
+    first.get_by_test_id("unpin-entry").click()
+    expect(first.get_by_test_id("pin-entry")).to_be_visible()
+    assert console.api("GET", "/v1/sessions/curated")["session"]["pinned"] == []

@@ -1,8 +1,9 @@
-"""``tackroom sessions list|show|fork``: browse and branch the session tree.
+"""``tackroom sessions list|show|fork|pin|unpin|compact``: browse, branch and curate sessions.
 
 Runs the sessions worker in-process on the config's engine (read-only for ``list`` and ``show``);
 when a ``tackroom serve`` already owns that engine, it goes through the serve's local endpoint
-instead.
+instead. ``compact`` makes a model call, so it boots the agent's workers (as ``tackroom run``
+does) with the session's model, unless ``--model`` names another.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from tackroom.cli._bus import bus
+from tackroom.cli.curate import add_curate_parsers, entry_line
 from tackroom.contracts.sessions import FORK, LIST, MESSAGES
 from tackroom.runtime.config import load_config
 from tackroom.runtime.typed import request_for
@@ -23,7 +25,7 @@ __all__ = ["add_parsers", "bus"]
 
 
 def add_parsers(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    sessions = commands.add_parser("sessions", help="list, show and fork sessions")
+    sessions = commands.add_parser("sessions", help="list, show, fork, pin and compact sessions")
     actions = sessions.add_subparsers(dest="sessions_command", required=True, metavar="CMD")
 
     listing = actions.add_parser("list", help="sessions, newest first")
@@ -42,6 +44,7 @@ def add_parsers(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -
     fork.add_argument("entry_id", help="the last entry the fork keeps (see `sessions show`)")
     _common(fork)
     fork.set_defaults(run=lambda args: asyncio.run(_fork(args)))
+    add_curate_parsers(actions, common=_common)
 
 
 def _common(parser: argparse.ArgumentParser) -> None:
@@ -71,9 +74,10 @@ async def _show(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(MESSAGES.dump_response(reply), indent=2, ensure_ascii=False))
         return 0
+    pinned = set(reply.pinned)
     for item in reply.messages:
-        message = item.message
-        print(f"{item.entry_id}  [{message.role}]  {_summary(message.model_dump(mode='json'))}")
+        text = _summary(item.message.model_dump(mode="json"))
+        print(entry_line(item, text, pinned=item.entry_id in pinned))
     return 0
 
 

@@ -25,12 +25,14 @@ __all__ = [
     "AbortBody",
     "BudgetView",
     "BudgetsPage",
+    "CompactBody",
     "DecisionBody",
     "ErrorBody",
     "ErrorResponse",
     "ForkBody",
     "Health",
     "MessageBody",
+    "PinBody",
     "Readiness",
     "RunBody",
     "RunResponse",
@@ -135,6 +137,29 @@ class ForkBody(_Body):
     entry_id: _SessionId = Field(description="the entry the fork shares history up to")
     new_session_id: _SessionId | None = Field(default=None, description="default: a fresh id")
     display_name: str | None = Field(default=None, max_length=200)
+
+
+class PinBody(_Body):
+    """``POST /v1/sessions/{id}/pins``: pin ``entry_id``, or add ``text`` as a rule and pin it
+    (with ``entry_id`` too, that is the rule's id: a retried request stores it once)."""
+
+    entry_id: _SessionId | None = None
+    text: str | None = Field(default=None, min_length=1, max_length=20_000)
+
+
+class CompactBody(_Body):
+    """``POST /v1/sessions/{id}/compact``: the model that writes the summary, default the
+    session's own (its newest answer's), else the gateway's default model."""
+
+    model: str | None = Field(
+        default=None,
+        max_length=200,
+        pattern=r"^[A-Za-z0-9_-]+:\S.*$",
+        description="PROVIDER:MODEL; default: the session's, else agent.model",
+    )
+    keep_last: int | None = Field(
+        default=None, ge=1, le=1000, description="the newest entries kept whole; default: agent's"
+    )
 
 
 class MessageBody(_Body):

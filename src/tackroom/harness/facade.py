@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any, Literal, TypeVar, Unpack, overload
 
 from pydantic import ValidationError
 
-from tackroom.contracts.context import ContextSettings
+from tackroom.contracts.context import CompactResponse, ContextSettings
 from tackroom.contracts.events import EVENTS
 from tackroom.contracts.messages import UserMessage
 from tackroom.contracts.principal import Principal
@@ -53,6 +53,7 @@ from tackroom.harness.output import OutputSchema, validated
 from tackroom.harness.remote import RemoteBus
 from tackroom.harness.result import PendingApproval, RunResult
 from tackroom.harness.runs import ApprovalCallback, RunStream, SessionBusy
+from tackroom.harness.sessions import compact_session, pin_entry, unpin_entry
 from tackroom.harness.syncing import SyncLoop
 from tackroom.harness.tools import ToolOptions, ToolSpec
 from tackroom.harness.wiring import choose_model, resolve_config, serves_elsewhere, with_home
@@ -464,6 +465,46 @@ class Harness:
         if not reply.ready:
             return reply.problem or f"provider {self.provider!r} is not ready"
         return None
+
+    # -- the session's context ---------------------------------------------------------------
+    async def pin(
+        self, session: str, entry_id: str | None = None, *, text: str | None = None
+    ) -> str:
+        """Pin an entry of ``session`` (or ``text`` as a new rule entry, whose id is ``entry_id``
+        when given): every later context carries it verbatim, whatever compaction summarises.
+        Returns the pinned entry's id."""
+        await self.start()
+        return await pin_entry(self.bus, session, entry_id, text=text)
+
+    async def unpin(self, session: str, entry_id: str) -> list[str]:
+        """Unpin ``entry_id`` (nothing changes if it is not pinned); the ids still pinned."""
+        await self.start()
+        return await unpin_entry(self.bus, session, entry_id)
+
+    async def compact(self, session: str) -> CompactResponse:
+        """Summarise the oldest part of ``session`` now, with this harness's model, into a
+        compaction entry naming what it replaces (pinned entries and the newest ``keep_last``
+        stay whole). ``compacted`` is false, ``detail`` says why, when nothing can be."""
+        await self.start()
+        return await compact_session(
+            self.bus,
+            session,
+            provider=self.provider,
+            model=self.model,
+            settings=self.context or self._config.agent.context,
+            principal=self.principal,
+        )
+
+    def pin_sync(
+        self, session: str, entry_id: str | None = None, *, text: str | None = None
+    ) -> str:
+        return self._sync.run(self.pin(session, entry_id, text=text))
+
+    def unpin_sync(self, session: str, entry_id: str) -> list[str]:
+        return self._sync.run(self.unpin(session, entry_id))
+
+    def compact_sync(self, session: str) -> CompactResponse:
+        return self._sync.run(self.compact(session))
 
     # -- internals ---------------------------------------------------------------------------
     def _instructions(self, extra: str | None, schema: OutputSchema[Any] | None) -> str | None:

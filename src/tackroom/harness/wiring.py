@@ -223,7 +223,7 @@ def serves_elsewhere(config: HarnessConfig, provider: str) -> bool:
 
 def gateway_host_config(config: HarnessConfig) -> HarnessConfig:
     """``config`` with the gateway's run defaults taken from ``agent.*`` (model, tools, mode,
-    max_turns, principal), under what its own ``defaults`` already say."""
+    max_turns, principal, context), under what its own ``defaults`` already say."""
     agent = config.agent
     sections = dict(config.worker_config)
     gateway = dict(sections.get("gateway") or {})
@@ -235,6 +235,8 @@ def gateway_host_config(config: HarnessConfig) -> HarnessConfig:
     defaults.setdefault("max_turns", agent.max_turns)
     if agent.principal is not None:
         defaults.setdefault("principal", agent.principal.model_dump(mode="json"))
+    if agent.context is not None:
+        defaults.setdefault("context", agent.context.model_dump(mode="json", exclude_unset=True))
     gateway["defaults"] = defaults
     sections["gateway"] = gateway
     return config.model_copy(update={"worker_config": sections})

@@ -49,12 +49,14 @@ def gateway_config(
     *,
     script: Sequence[Mapping[str, Any]],
     gateway: Mapping[str, Any] | None = None,
+    agent: Mapping[str, Any] | None = None,
 ) -> HarnessConfig:
-    """What ``tackroom serve`` boots for ``agent.model: scripted:demo`` with ``script``, and
-    a gateway on a free port with :data:`TOKEN`."""
+    """What ``tackroom serve`` boots for ``agent.model: scripted:demo`` with ``script`` (and
+    ``agent`` settings over those), and a gateway on a free port with :data:`TOKEN`."""
+    settings = {"model": "scripted:demo", "tools": ["fs::*", "calc::*"], **(agent or {})}
     base = HarnessConfig.defaults().model_copy(
         update={
-            "agent": AgentSettings(model="scripted:demo", tools=["fs::*", "calc::*"]),
+            "agent": AgentSettings.model_validate(settings),
             "worker_config": {
                 "gateway": {"port": 0, "token": TOKEN, **(gateway or {})},
                 "orchestrator": {"coalesce_chars": 1},

@@ -17,7 +17,7 @@ from starlette.responses import FileResponse, HTMLResponse, JSONResponse, Respon
 from starlette.routing import BaseRoute, Mount, Route
 from starlette.staticfiles import StaticFiles
 
-from tackroom.workers.gateway import approvals, catalog, runs, sessions, traces
+from tackroom.workers.gateway import approvals, catalog, curate, runs, sessions, traces
 from tackroom.workers.gateway.auth import RequireToken
 from tackroom.workers.gateway.errors import ApiError, CatchAll, api_error, http_exception
 from tackroom.workers.gateway.openapi import document
@@ -34,6 +34,7 @@ OPENAPI_PATH = "/v1/openapi.json"
 OPERATIONS: tuple[Operation, ...] = (
     *runs.OPERATIONS,
     *sessions.OPERATIONS,
+    *curate.OPERATIONS,
     *approvals.OPERATIONS,
     *catalog.OPERATIONS,
     *traces.OPERATIONS,

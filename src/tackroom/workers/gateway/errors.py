@@ -44,6 +44,7 @@ _STATUS_OF_CODE: dict[str, int] = {
     "unknown_session": 404,
     "session_not_found": 404,
     "entry_not_found": 404,
+    "not_pinnable": 422,
     "not_pending": 404,
     "budget_not_found": 404,
     "trace_not_found": 404,
@@ -57,6 +58,7 @@ _STATUS_OF_CODE: dict[str, int] = {
     "call_conflict": 409,
     "contention": 409,
     "budget_exists": 409,
+    "budget_exceeded": 409,
 }
 """Codes the workers answer with, and the status each gets over HTTP."""
 

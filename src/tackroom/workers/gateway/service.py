@@ -32,11 +32,14 @@ class Gateway:
             max_streams=config.max_streams,
         )
 
-    async def call(self, function: Function[Req, Resp], request: Req) -> Resp:
-        """``function``'s typed reply; any failure becomes the :class:`ApiError` it means."""
+    async def call(
+        self, function: Function[Req, Resp], request: Req, *, timeout: float | None = None
+    ) -> Resp:
+        """``function``'s typed reply; any failure becomes the :class:`ApiError` it means.
+        ``timeout``: for a call that is known to take long (default ``call_timeout_seconds``)."""
         try:
             return await function.call(
-                self.engine, request, timeout=self.config.call_timeout_seconds
+                self.engine, request, timeout=timeout or self.config.call_timeout_seconds
             )
         except EngineError as exc:
             raise bus_error(exc) from None

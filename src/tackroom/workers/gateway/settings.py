@@ -6,6 +6,7 @@ from pathlib import Path
 
 from pydantic import Field, SecretStr, field_validator
 
+from tackroom.contracts.context import ContextSettings
 from tackroom.contracts.principal import Principal
 from tackroom.contracts.turn import Mode
 from tackroom.runtime.worker import WorkerConfig
@@ -18,13 +19,15 @@ _MIB = 1024 * 1024
 
 class RunDefaults(WorkerConfig):
     """What ``POST /v1/runs`` uses for what its body leaves out; ``tackroom serve`` fills it from
-    ``agent.*`` (``model``, ``tools``, ``mode``, ``max_turns``, ``principal``)."""
+    ``agent.*`` (``model``, ``tools``, ``mode``, ``max_turns``, ``principal``, ``context``: the
+    budget ``POST /v1/sessions/{id}/compact`` aims at)."""
 
     model: str | None = Field(default=None, description="PROVIDER:MODEL; none: a run must name one")
     tools: list[str] = Field(default_factory=list)
     mode: Mode = "agent"
     max_turns: int = Field(default=8, ge=1, le=1000)
     principal: Principal | None = None
+    context: ContextSettings | None = None
 
 
 class GatewayConfig(WorkerConfig):

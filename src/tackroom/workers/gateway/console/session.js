@@ -7,12 +7,32 @@ import { runForm } from "./sessions.js";
 
 const REFRESH_MS = 300; // after a run ends (a replay of many runs refreshes once)
 
-function entryView({ entry_id, message: m }) {
-  const who = m.role === "function_result" ? `result of ${m.function_id}` : m.role;
+/** What a person may pin: a user message, a note, an answer in text (a call travels with its result). */
+function pinnable(type, m) {
+  if (type === "compaction") return false;
+  if (m.role === "user" || m.role === "custom") return true;
+  return m.role === "assistant" && !(m.content || []).some((b) => b.type === "function_call");
+}
+
+function kindOf(type, m) {
+  const replaces = type === "compaction" && m.details && Array.isArray(m.details.replaces) ? m.details.replaces : null;
+  if (replaces) {
+    const span = replaces.length > 2 ? `${replaces[0]} … ${replaces[replaces.length - 1]}` : replaces.join(", ");
+    return `summary of ${replaces.length} ${replaces.length === 1 ? "entry" : "entries"}${span ? ` (${span})` : ""}`;
+  }
+  if (m.role === "function_result") return `result of ${m.function_id}`;
+  if (m.role === "custom") return m.custom_type;
+  return m.role;
+}
+
+function entryView({ entry_id, type, message: m }, { pinned, togglePin }) {
+  const isPinned = pinned.has(entry_id);
+  const marker = isPinned ? h("span", { class: "badge pin", testid: "pin-marker", title: "carried whole into every context" }, "pinned") : null;
+  const action = pinnable(type, m) ? h("button", { type: "button", class: "small", testid: isPinned ? "unpin-entry" : "pin-entry", onclick: () => togglePin(entry_id, isPinned) }, isPinned ? "Unpin" : "Pin") : null;
   return h(
     "article",
-    { class: `msg ${m.role}`, testid: "entry", "data-entry-id": entry_id },
-    h("header", { class: "muted" }, who),
+    { class: `msg ${m.role}${type === "compaction" ? " compaction" : ""}`, testid: "entry", "data-entry-id": entry_id, "data-type": type },
+    h("header", { class: "muted", testid: "entry-kind" }, kindOf(type, m), " ", marker, " ", action),
     h("p", { testid: "entry-text" }, blocksText(m.content) || m.error_message || ""),
   );
 }
@@ -40,7 +60,21 @@ export async function sessionPage(main, { signal }, sessionId) {
   const transcript = h("div", { class: "transcript", testid: "transcript" });
   const traces = h("div", { testid: "session-traces" });
   const more = h("button", { type: "button", testid: "entries-more", hidden: true }, "Load more");
+  const pinNote = h("p", { class: "muted", testid: "pin-note", "aria-live": "polite" });
   let cursor = null;
+  let pinned = new Set();
+
+  const togglePin = async (entryId, isPinned) => {
+    pinNote.textContent = "";
+    try {
+      const pins = `${path}/pins`;
+      if (isPinned) await api(`${pins}/${encodeURIComponent(entryId)}`, { method: "DELETE" });
+      else await api(pins, { method: "POST", body: { entry_id: entryId } });
+      await loadEntries(true);
+    } catch (error) {
+      pinNote.textContent = error.message;
+    }
+  };
 
   const loadEntries = async (reset) => {
     const page = await api(path, { signal, query: { cursor: reset ? null : cursor } });
@@ -48,7 +82,8 @@ export async function sessionPage(main, { signal }, sessionId) {
     title.textContent = name ? `${name} (${sessionId})` : sessionId;
     const from = o ? `${o.kind} of ${o.source_session_id}${o.from_entry_id ? ` at ${o.from_entry_id}` : ""} · ` : "";
     origin.textContent = `${from}${count} ${count === 1 ? "entry" : "entries"} of its own · updated ${when(updated)}`;
-    const views = page.entries.map(entryView);
+    pinned = new Set(page.session.pinned || []);
+    const views = page.entries.map((entry) => entryView(entry, { pinned, togglePin }));
     if (reset) transcript.replaceChildren(...views);
     else transcript.append(...views);
     cursor = page.next_cursor || null;
@@ -74,7 +109,7 @@ export async function sessionPage(main, { signal }, sessionId) {
     h("section", { class: "card" }, title, origin, links),
     live,
     h("section", { class: "card" }, runForm({ sessionId })),
-    h("section", { class: "card" }, h("h3", {}, "Transcript"), transcript, more),
+    h("section", { class: "card" }, h("h3", {}, "Transcript"), pinNote, transcript, more),
     h("section", { class: "card" }, h("h3", {}, "Traces of its runs"), traces),
   );
   await refresh();
