@@ -17,7 +17,7 @@ from tackroom.contracts.messages import AssistantMessage
 from tackroom.contracts.principal import Principal
 from tackroom.contracts.sessions import MESSAGES, MessagesRequest, MessagesResponse
 from tackroom.engine.errors import EngineError
-from tackroom.kit.context import DEFAULT_CHARS_PER_TOKEN, message_chars
+from tackroom.kit.context import DEFAULT_CHARS_PER_TOKEN, message_chars, window_and_reserve
 
 __all__ = [
     "COMPACT_TIMEOUT",
@@ -32,7 +32,6 @@ DEFAULT_WINDOW_TOKENS = 32_000
 """The window assumed for a model no catalog describes (a scripted or local model)."""
 COMPACT_TIMEOUT = 300.0
 """Seconds a manual compaction may take: it is a model call (the compactor's own default)."""
-_MAX_RESERVE = 16_384
 _MIN_TARGET = 64
 
 
@@ -49,15 +48,15 @@ def manual_target(
     info: ModelInfo | None, settings: ContextSettings, *, pinned_chars: int = 0
 ) -> int:
     """Tokens the history should fit in after a manual compaction (as the orchestrator budgets)."""
-    limit = settings.context_window_limit
-    window = info.context_window if info is not None else limit or DEFAULT_WINDOW_TOKENS
-    if limit is not None:
-        window = min(window, limit)
-    reserve = settings.reserve_tokens
-    if reserve is None:
-        output = info.max_output_tokens if info is not None else _MAX_RESERVE
-        reserve = min(output, _MAX_RESERVE, window // 4)
-    budget = window - min(reserve, window - 1)
+    known = info.context_window if info is not None else None
+    if known is None and settings.context_window_limit is None:
+        known = DEFAULT_WINDOW_TOKENS
+    window, reserve = window_and_reserve(
+        context_window=known,
+        max_output_tokens=info.max_output_tokens if info is not None else None,
+        settings=settings,
+    ) or (DEFAULT_WINDOW_TOKENS, 0)
+    budget = window - reserve
     pinned = int(pinned_chars / DEFAULT_CHARS_PER_TOKEN)
     return max(_MIN_TARGET, budget - pinned)
 

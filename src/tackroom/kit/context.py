@@ -19,6 +19,7 @@ from tackroom.contracts.catalog import Prices
 from tackroom.contracts.context import (
     COMPACTION_TYPE,
     CompactionDetails,
+    ContextSettings,
 )
 from tackroom.contracts.messages import (
     AgentMessage,
@@ -36,6 +37,7 @@ from tackroom.contracts.messages import (
 __all__ = [
     "DEFAULT_CHARS_PER_TOKEN",
     "IMAGE_CHARS",
+    "MAX_RESERVE_TOKENS",
     "MESSAGE_OVERHEAD_CHARS",
     "TokenEstimator",
     "choose_cut",
@@ -44,6 +46,7 @@ __all__ = [
     "message_chars",
     "prompt_tokens",
     "summary_message",
+    "window_and_reserve",
 ]
 
 DEFAULT_CHARS_PER_TOKEN = 3.5
@@ -54,6 +57,25 @@ MESSAGE_OVERHEAD_CHARS = 16
 IMAGE_CHARS = 4_000
 """An image, as characters: providers bill one at about a thousand tokens."""
 _MIN_CPT, _MAX_CPT = 1.0, 8.0
+MAX_RESERVE_TOKENS = 16_384
+"""The most a default reserve for the answer takes (a model's output limit may be far larger)."""
+
+
+def window_and_reserve(
+    *, context_window: int | None, max_output_tokens: int | None, settings: ContextSettings
+) -> tuple[int, int] | None:
+    """The window a run's context is budgeted in and the tokens kept for the answer: the model's
+    window (or ``context_window_limit`` when smaller or the model's is unknown) and
+    ``reserve_tokens`` (default: the model's output limit, at most :data:`MAX_RESERVE_TOKENS` and a
+    quarter of the window). ``None``: no window is known."""
+    limit = settings.context_window_limit
+    if context_window is None and limit is None:
+        return None
+    window = min(w for w in (context_window, limit) if w is not None)
+    reserve = settings.reserve_tokens
+    if reserve is None:
+        reserve = min(max_output_tokens or MAX_RESERVE_TOKENS, MAX_RESERVE_TOKENS, window // 4)
+    return window, min(reserve, window - 1)
 
 
 def message_chars(message: AgentMessage) -> int:

@@ -8,8 +8,9 @@ session through ``session-tree::*`` and reads it back the same way.
 What a compactor must do: append one compaction entry (a ``custom`` message of ``custom_type``
 ``"compaction"``, stored with entry type ``compaction``) whose details name the entries it
 replaces and the first entry kept whole; never replace a pinned entry; never start the kept part
-on a function result; keep at least ``keep_last`` entries; store one entry however often it is
-asked at the same leaf; change no stored entry.
+on a function result; keep at least ``keep_last`` entries (exactly those when a person asks:
+``reason: "manual"``); store one entry however often it is asked at the same leaf; change no
+stored entry.
 """
 
 from __future__ import annotations
@@ -185,6 +186,17 @@ class CompactorContract(WorkerContract):
         assert details["previous_compaction_id"] == older["entry_id"]
         kept = [e["entry_id"] for e in path].index(details["first_kept_entry_id"])
         assert kept > [e["entry_id"] for e in path].index(older["entry_id"])
+
+    async def test_a_manual_compaction_keeps_only_the_newest(self, bus: Engine) -> None:
+        history = conversation(6)
+        await self.fill(bus, history)
+        reply = await self.compact(bus, reason="manual", target_tokens=100_000, keep_last=2)
+        assert reply["compacted"] is True
+        [entry] = self.compactions(await self.path(bus))
+        details = entry["message"]["details"]
+        assert details["reason"] == "manual"
+        assert details["first_kept_entry_id"] == history[-2][0]
+        assert details["replaces"] == [entry_id for entry_id, _ in history[:-2]]
 
     async def test_nothing_to_summarise_is_an_answer_not_an_error(self, bus: Engine) -> None:
         await self.fill(bus, conversation(2))

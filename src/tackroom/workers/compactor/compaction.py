@@ -267,7 +267,10 @@ def _plan(path: MessagesResponse, request: CompactRequest, *, keep_ratio: float)
         sizes,
         floor=floor_ids,
         keep_last=request.keep_last,
-        keep_chars=int(request.target_tokens * keep_ratio * request.chars_per_token),
+        # Asked by a person: summarise all but the newest keep_last, whether or not it fits.
+        keep_chars=0
+        if request.reason == "manual"
+        else int(request.target_tokens * keep_ratio * request.chars_per_token),
     )
     if cut is None:
         return (
