@@ -44,6 +44,7 @@ from tackroom.kit.context import (
     compaction_details,
     message_chars,
     summary_message,
+    window_and_reserve,
 )
 from tackroom.workers.orchestrator.clipping import ResultLimits, clip_message
 from tackroom.workers.orchestrator.models import ModelInfoCache
@@ -54,7 +55,6 @@ from tackroom.workers.orchestrator.transcript import PathView, SessionsClient
 __all__ = ["Assembled", "ContextAssembler", "context_overflow", "mark_span"]
 
 _RENDERED_CUSTOM = frozenset({PINNED_RULE_TYPE, RECALL_TYPE})
-_MAX_RESERVE = 16_384
 
 
 @dataclass(slots=True)
@@ -176,16 +176,11 @@ class ContextAssembler:
         self, record: TurnRecord, settings: ContextSettings
     ) -> tuple[int, int] | None:
         info = await self._models.get(record.provider, record.model)
-        limit = settings.context_window_limit
-        if info is None and limit is None:
-            return None
-        window = min(info.context_window, limit or info.context_window) if info else limit
-        assert window is not None
-        reserve = settings.reserve_tokens
-        if reserve is None:
-            output = info.max_output_tokens if info is not None else _MAX_RESERVE
-            reserve = min(output, _MAX_RESERVE, window // 4)
-        return window, min(reserve, window - 1)
+        return window_and_reserve(
+            context_window=None if info is None else info.context_window,
+            max_output_tokens=None if info is None else info.max_output_tokens,
+            settings=settings,
+        )
 
     async def _compact_now(
         self,
