@@ -11,12 +11,13 @@ call with what the recorded call got, running nothing.
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from pydantic import ValidationError
 
-from tackroom.contracts.cassette import Cassette, Divergence, ToolExchange
+from tackroom.contracts.cassette import Cassette, CassetteTool, Divergence, ToolExchange
 from tackroom.contracts.provider import (
     FunctionCallDelta,
     ProviderRequest,
@@ -205,12 +206,15 @@ class ToolAnswers:
         )
 
 
-def cassette_tools_worker(answers: ToolAnswers) -> WorkerSpec[Any]:
-    """Every tool the run offered, under its function id and schema, answered from the cassette
-    (nothing runs: a write is not written, a command is not run)."""
+def cassette_tools_worker(
+    answers: ToolAnswers, *, tools: Sequence[CassetteTool] | None = None
+) -> WorkerSpec[Any]:
+    """Every tool the run offered (or ``tools``: the same functions as described today), under
+    its function id and schema, answered from the cassette (nothing runs: a write is not
+    written, a command is not run)."""
 
     async def start(ctx: WorkerContext[_NoConfig]) -> None:
-        for tool in answers.cassette.tools:
+        for tool in answers.cassette.tools if tools is None else tools:
             await ctx.register_function(
                 tool.function_id,
                 _handler(answers, tool.function_id),

@@ -17,10 +17,13 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import AsyncGenerator, Sequence
+from pathlib import Path
 from typing import Any, cast
 
+from pydantic import ValidationError
+
 from tackroom.contracts.bus import Caller
-from tackroom.contracts.cassette import Cassette, Divergence, ReplayReport
+from tackroom.contracts.cassette import Cassette, CassetteTool, Divergence, ReplayReport
 from tackroom.contracts.events import EVENTS, AgentEnd
 from tackroom.contracts.messages import AgentMessage, AssistantMessage, CustomMessage, text_of
 from tackroom.contracts.sessions import (
@@ -38,12 +41,31 @@ from tackroom.harness.errors import UsageError
 from tackroom.harness.facade import Harness
 from tackroom.harness.replay_diff import first_difference, message_divergence
 from tackroom.runtime.config import AgentSettings, HarnessConfig
+from tackroom.runtime.typed import describe_validation_error
 from tackroom.workers.orchestrator.cassette import NoCassette, read_cassette
 
-__all__ = ["REPLAY_ENGINE", "export_cassette", "replay"]
+__all__ = ["REPLAY_ENGINE", "export_cassette", "load_cassette", "replay", "save_cassette"]
 
 REPLAY_ENGINE = "embedded::memory:"
 _REPLAY_WORKERS = ["engine", "sessions", "orchestrator"]
+
+
+def load_cassette(path: str | Path) -> Cassette:
+    """A cassette written by ``tackroom replay --export`` (JSON)."""
+    path = Path(path)
+    try:
+        return Cassette.model_validate_json(path.read_bytes())
+    except OSError as exc:
+        raise UsageError(f"cannot read the cassette {path}: {exc.strerror or exc}") from None
+    except ValidationError as exc:
+        raise UsageError(
+            f"{path} is not a cassette: {describe_validation_error(exc)}"
+            " (write one with `tackroom replay RUN --export FILE`)"
+        ) from None
+
+
+def save_cassette(cassette: Cassette, path: str | Path) -> None:
+    Path(path).write_text(cassette.model_dump_json(indent=2) + "\n", encoding="utf-8")
 
 
 async def export_cassette(bus: Caller, run: str, *, session: str | None = None) -> Cassette:
@@ -59,11 +81,17 @@ async def replay(
     *,
     system_prompt: str | None = None,
     live_model: str | None = None,
+    tools: Sequence[CassetteTool] | None = None,
     config: HarnessConfig | None = None,
     engine: str = REPLAY_ENGINE,
     timeout: float = 120.0,
 ) -> ReplayReport:
-    """Drive the recorded run again and compare; see the module docstring."""
+    """Drive the recorded run again and compare; see the module docstring.
+
+    ``system_prompt`` replaces the recorded one; ``tools`` offers these descriptions and schemas
+    instead of the recorded ones (a tool changed since: the same function ids still answer from
+    the cassette); ``live_model`` (``PROVIDER:MODEL``) asks that model instead of the cassette.
+    """
     started = time.perf_counter()
     answers = ToolAnswers(cassette)
     provider = None if live_model is not None else CassetteProvider(cassette)
@@ -71,16 +99,19 @@ async def replay(
         live_model if live_model is not None else provider,
         config=_replay_config(config, live=live_model is not None),
         engine=engine,
-        workers=[cassette_tools_worker(answers)],
+        workers=[cassette_tools_worker(answers, tools=tools)],
         check_model=False,
     )
     async with harness:
         await _seed(harness, cassette)
-        end = await _run(harness, cassette, system_prompt=system_prompt, timeout=timeout)
+        offered = [tool.function_id for tool in (cassette.tools if tools is None else tools)]
+        end = await _run(
+            harness, cassette, system_prompt=system_prompt, tools=offered, timeout=timeout
+        )
         reply = await MESSAGES.call(harness.bus, MessagesRequest(session_id=cassette.session_id))
     replayed = [item.message for item in reply.messages]
     divergence = (provider.divergence if provider is not None else None) or _differences(
-        cassette, replayed, end
+        cassette, replayed, end, live=live_model is not None
     )
     return ReplayReport(
         session_id=cassette.session_id,
@@ -124,7 +155,12 @@ async def _seed(harness: Harness, cassette: Cassette) -> None:
 
 
 async def _run(
-    harness: Harness, cassette: Cassette, *, system_prompt: str | None, timeout: float
+    harness: Harness,
+    cassette: Cassette,
+    *,
+    system_prompt: str | None,
+    tools: list[str],
+    timeout: float,
 ) -> AgentEnd:
     request = RunStartRequest(
         session_id=cassette.session_id,
@@ -137,7 +173,7 @@ async def _run(
         messages=list(cassette.inputs),
         max_turns=cassette.max_turns,
         system_prompt=cassette.system_prompt if system_prompt is None else system_prompt,
-        tools=[tool.function_id for tool in cassette.tools],
+        tools=tools,
     )
     # The stream's ``events`` is an async generator: closed here, its subscription ends.
     events = cast(
@@ -160,10 +196,10 @@ async def _run(
 
 
 def _differences(
-    cassette: Cassette, replayed: Sequence[AgentMessage], end: AgentEnd
+    cassette: Cassette, replayed: Sequence[AgentMessage], end: AgentEnd, *, live: bool
 ) -> Divergence | None:
     recorded = cassette.transcript()
-    found = message_divergence(recorded, _with_recorded_notes(recorded, replayed))
+    found = message_divergence(recorded, _with_recorded_notes(recorded, replayed), live=live)
     if found is not None:
         return found
     outcome = first_difference(

@@ -112,10 +112,13 @@ def request_divergence(
 
 
 def message_divergence(
-    recorded: Sequence[AgentMessage], replayed: Sequence[AgentMessage]
+    recorded: Sequence[AgentMessage], replayed: Sequence[AgentMessage], *, live: bool = False
 ) -> Divergence | None:
-    """The first difference between the recorded session and the replayed one, byte for byte."""
-    found = first_difference(_dump(recorded), _dump(replayed))
+    """The first difference between the recorded session and the replayed one, byte for byte;
+    ``live``: what another model may say differently and still say the same is left out (its
+    clock, usage, name and the ids it gives calls)."""
+    view = _live_view if live else _dump
+    found = first_difference(view(recorded), view(replayed))
     if found is None:
         return None
     index, _, field = found[0].partition("]")
@@ -130,6 +133,29 @@ def message_divergence(
 
 def _dump(items: Sequence[Any]) -> list[Any]:
     return [item.model_dump(mode="json") for item in items]
+
+
+_LIVE_NOISE = frozenset({"timestamp", "usage", "provider", "model"})
+
+
+def _live_view(messages: Sequence[AgentMessage]) -> list[Any]:
+    ids: dict[str, str] = {}
+
+    def label(call_id: str) -> str:
+        return ids.setdefault(call_id, f"call#{len(ids) + 1}")
+
+    view = []
+    for data in _dump(messages):
+        data = {k: v for k, v in data.items() if k not in _LIVE_NOISE}
+        if "function_call_id" in data:
+            data["function_call_id"] = label(data["function_call_id"])
+        for block in data.get("content") or []:
+            if block.get("type") == "function_call":
+                block["id"] = label(block["id"])
+            elif block.get("type") == "function_result":
+                block["function_call_id"] = label(block["function_call_id"])
+        view.append(data)
+    return view
 
 
 def _visible(message: AgentMessage, recorded: AgentMessage | None) -> Any:
