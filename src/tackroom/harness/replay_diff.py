@@ -92,6 +92,10 @@ def request_divergence(
             return Divergence(
                 where="request", turn=turn, field=found[0], recorded=found[1], replayed=found[2]
             )
+    if len(request.messages) == len(messages) and all(
+        new == old for new, old in zip(request.messages, messages, strict=True)
+    ):
+        return None  # the common case, without dumping a transcript per call
     recorded_messages = [_visible(m, None) for m in messages]
     replayed_messages = [
         _visible(m, messages[i] if i < len(messages) else None)
