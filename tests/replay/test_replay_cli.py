@@ -37,7 +37,7 @@ def test_replay_of_a_session_is_identical_and_runs_no_tool(
     capsys.readouterr()
     assert main(["replay", "s1"]) == 0
     out = capsys.readouterr().out
-    assert "3 model call(s) answered by the cassette, 2 tool call(s)" in out
+    assert "scripted:m, offline): 3 model call(s), 2 tool call(s) answered from" in out
     assert "identical: the replayed messages are byte for byte the recorded ones" in out
     assert not (workdir / ".tackroom" / "workspaces" / "s1" / "sum.txt").exists()
 

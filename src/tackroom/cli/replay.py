@@ -102,11 +102,11 @@ async def _replay(args: argparse.Namespace) -> int:
 
 
 def _summary(report: ReplayReport, cassette: Cassette) -> str:
-    answered = "a live model" if report.live_model else "the cassette"
+    how = f"live: {report.live_model}" if report.live_model else "offline"
     lines = [
-        f"replay of run {report.run_id} (session {report.session_id}, "
-        f"{cassette.provider}:{cassette.model}): {report.model_calls} model call(s) answered by"
-        f" {answered}, {report.tool_calls} tool call(s) answered from the cassette,"
+        f"replay of run {report.run_id} (session {report.session_id},"
+        f" {cassette.provider}:{cassette.model}, {how}): {report.model_calls} model call(s),"
+        f" {report.tool_calls} tool call(s) answered from the cassette,"
         f" {report.messages} message(s), {report.seconds:.3f}s",
     ]
     if report.divergence is None:
