@@ -138,3 +138,27 @@ async def test_a_call_the_run_never_made_gets_no_result(backend: str, tmp_path: 
     assert report.divergence is not None
     assert report.divergence.field == "content[0].arguments.a"
     assert report.divergence.message_index == 1
+
+
+@pytest.mark.parametrize(
+    ("script", "max_turns", "stop_reason"),
+    [
+        ([{"error": {"kind": "permanent", "message": "the model is away"}}], 4, "error"),
+        (SCRIPT[:1] * 2, 2, "max_turns"),
+    ],
+    ids=["provider-error", "max-turns"],
+)
+async def test_a_run_that_stopped_early_replays_as_it_stopped(
+    backend: str, tmp_path: Path, script: list[dict[str, object]], max_turns: int, stop_reason: str
+) -> None:
+    home = tmp_path / "rec"
+    url = engine_url_for(backend, home)
+    async with Harness(
+        "scripted:m", script=script, tools=[add], home=home, engine=url, max_turns=max_turns
+    ) as harness:
+        result = await harness.run("Go.", session="e", run_id="run-e")
+        cassette = await export_cassette(harness.bus, "run-e")
+    assert result.stop_reason == stop_reason
+    assert cassette.stop_reason == stop_reason
+    report = await replay(cassette, engine=engine_url_for(backend, tmp_path / "replay"))
+    assert report.identical, report.divergence and report.divergence.describe()
