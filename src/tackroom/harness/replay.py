@@ -40,7 +40,7 @@ from tackroom.harness.cassette_serve import CassetteProvider, ToolAnswers, casse
 from tackroom.harness.errors import UsageError
 from tackroom.harness.facade import Harness
 from tackroom.harness.replay_diff import first_difference, message_divergence
-from tackroom.runtime.config import AgentSettings, HarnessConfig
+from tackroom.runtime.config import AgentSettings, HarnessConfig, TracingSettings
 from tackroom.runtime.typed import describe_validation_error
 from tackroom.workers.orchestrator.cassette import NoCassette, read_cassette
 
@@ -139,6 +139,8 @@ def _replay_config(config: HarnessConfig | None, *, live: bool) -> HarnessConfig
             "workers": ["engine"],
             "agent": AgentSettings(workers=list(_REPLAY_WORKERS)),
             "worker_config": sections,
+            # A replay's spans would land in the config's trace store beside the real runs'.
+            "tracing": TracingSettings(),
         }
     )
 
