@@ -8,6 +8,8 @@ import pytest
 
 from tackroom import Harness
 from tackroom.contracts.cassette import Cassette
+from tackroom.contracts.messages import UserMessage
+from tackroom.contracts.sessions import ENSURE, INBOX_PUSH, EnsureRequest, InboxPushRequest
 from tackroom.harness.replay import export_cassette, replay
 from tackroom.runtime.config import HarnessConfig
 from tackroom.testing.backends import BACKENDS, engine_url_for
@@ -160,5 +162,24 @@ async def test_a_run_that_stopped_early_replays_as_it_stopped(
         cassette = await export_cassette(harness.bus, "run-e")
     assert result.stop_reason == stop_reason
     assert cassette.stop_reason == stop_reason
+    report = await replay(cassette, engine=engine_url_for(backend, tmp_path / "replay"))
+    assert report.identical, report.divergence and report.divergence.describe()
+
+
+async def test_a_steering_message_is_taken_again_after_the_same_call(
+    backend: str, tmp_path: Path
+) -> None:
+    home = tmp_path / "rec"
+    url = engine_url_for(backend, home)
+    async with Harness("scripted:m", script=SCRIPT[:2], tools=[add], home=home, engine=url) as h:
+        await ENSURE.call(h.bus, EnsureRequest(session_id="st"))
+        # waiting before the run starts: the steering check after the first call takes it
+        steer = UserMessage.text("Use words, not digits.")
+        request = InboxPushRequest(session_id="st", name="steering", item=steer)
+        await INBOX_PUSH.send(h.bus, request)
+        await h.run("What is 2 + 3?", session="st", run_id="run-st")
+        cassette = await export_cassette(h.bus, "run-st")
+    assert cassette.steered(1) == [steer]
+    assert cassette.exchanges[1].context == 4  # user, call, result, steering
     report = await replay(cassette, engine=engine_url_for(backend, tmp_path / "replay"))
     assert report.identical, report.divergence and report.divergence.describe()

@@ -164,6 +164,15 @@ class Cassette(_Model):
         """The session's messages once the run ended: history, then the run's own."""
         return [entry.message for entry in (*self.history, *self.messages)]
 
+    def steered(self, turn: int) -> list[AgentMessage]:
+        """The inbox messages (steering, follow-up) the run took after model call ``turn``, as
+        the orchestrator appended them (``<run>-t<turn>-in<i>``)."""
+        by_id = {entry.entry_id: entry.message for entry in self.messages}
+        taken: list[AgentMessage] = []
+        while (message := by_id.get(f"{self.run_id}-t{turn}-in{len(taken)}")) is not None:
+            taken.append(message)
+        return taken
+
     def call(self, call_id: str) -> ToolExchange | None:
         return next((call for call in self.tool_calls if call.call_id == call_id), None)
 

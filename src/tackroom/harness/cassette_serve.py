@@ -26,9 +26,10 @@ from tackroom.contracts.provider import (
     complete_function,
     stream_function,
 )
+from tackroom.contracts.sessions import INBOX_PUSH, InboxPushRequest
 from tackroom.contracts.tools import CALL_CONTEXT_KEY
 from tackroom.engine.errors import FunctionError
-from tackroom.engine.protocol import ChannelRef
+from tackroom.engine.protocol import ChannelRef, Engine
 from tackroom.harness.replay_diff import request_divergence
 from tackroom.kit.providers.streaming import send_stream
 from tackroom.runtime.typed import ByReference, describe_validation_error
@@ -99,6 +100,15 @@ class CassetteProvider:
         frames.append({"type": "done", "message": exchange.response.model_dump(mode="json")})
         return frames
 
+    async def _steer(self, engine: Engine, turn: int) -> None:
+        """What reached the run's inbox during model call ``turn``, in the inbox again: the
+        steering check after it takes the same messages."""
+        for message in self.cassette.steered(turn):
+            request = InboxPushRequest(
+                session_id=self.cassette.session_id, name="steering", item=message
+            )
+            await INBOX_PUSH.send(engine, request)
+
     def worker_spec(self) -> WorkerSpec[Any]:
         provider, model = self.name, self.model
 
@@ -115,7 +125,10 @@ class CassetteProvider:
 
                 async def frames() -> None:
                     await writer.send({"type": "start", "provider": provider, "model": model})
-                    for frame in self._frames(request):
+                    answer = self._frames(request)
+                    if answer[-1]["type"] == "done":
+                        await self._steer(engine, self.calls)
+                    for frame in answer:
                         await writer.send(frame)
 
                 return await send_stream(writer, frames, who=f"cassette of {provider!r}")
