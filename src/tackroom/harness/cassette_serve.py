@@ -18,6 +18,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from tackroom.contracts.cassette import Cassette, CassetteTool, Divergence, ToolExchange
+from tackroom.contracts.messages import AgentMessage
 from tackroom.contracts.provider import (
     FunctionCallDelta,
     ProviderRequest,
@@ -56,6 +57,10 @@ class CassetteProvider:
         self.model = cassette.model
         self.calls = 0
         self.divergence: Divergence | None = None
+        self._transcript = cassette.transcript()
+        self._tools = [tool.spec() for tool in cassette.tools]
+        self._verified = 0
+        self._steered = _steered(cassette)
 
     def check(self, request: ProviderRequest) -> Divergence | None:
         """How the next request differs from the recorded one (``None``: it does not)."""
@@ -69,14 +74,18 @@ class CassetteProvider:
                 replayed=f"model call {turn}",
             )
         exchange = cassette.exchanges[turn - 1]
-        return request_divergence(
+        found = request_divergence(
             turn=turn,
             request=request,
             model=cassette.model,
             system_prompt=cassette.system_prompt,
-            tools=[tool.spec() for tool in cassette.tools],
-            messages=cassette.transcript()[: exchange.context],
+            tools=self._tools,
+            messages=self._transcript[: exchange.context],
+            verified=self._verified,
         )
+        if found is None:
+            self._verified = exchange.context
+        return found
 
     def _frames(self, request: ProviderRequest) -> list[dict[str, Any]]:
         """The frames answering the next call, or an ``error`` frame naming the divergence."""
@@ -103,7 +112,7 @@ class CassetteProvider:
     async def _steer(self, engine: Engine, turn: int) -> None:
         """What reached the run's inbox during model call ``turn``, in the inbox again: the
         steering check after it takes the same messages."""
-        for message in self.cassette.steered(turn):
+        for message in self._steered.get(turn, []):
             request = InboxPushRequest(
                 session_id=self.cassette.session_id, name="steering", item=message
             )
@@ -164,6 +173,17 @@ class CassetteProvider:
             config_model=_NoConfig,
             start=start,
         )
+
+
+def _steered(cassette: Cassette) -> dict[int, list[AgentMessage]]:
+    """:meth:`Cassette.steered` for every turn, in one pass over the run's entries."""
+    prefix = f"{cassette.run_id}-t"
+    taken: dict[int, list[AgentMessage]] = {}
+    for entry in cassette.messages:
+        turn, marker, index = entry.entry_id.removeprefix(prefix).partition("-in")
+        if entry.entry_id.startswith(prefix) and marker and turn.isdigit() and index.isdigit():
+            taken.setdefault(int(turn), []).append(entry.message)
+    return taken
 
 
 def _parse(payload: Any) -> ProviderRequest:

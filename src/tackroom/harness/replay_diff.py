@@ -80,8 +80,13 @@ def request_divergence(
     system_prompt: str,
     tools: Sequence[ToolSpec],
     messages: Sequence[AgentMessage],
+    verified: int = 0,
 ) -> Divergence | None:
-    """How the ``turn``-th model request differs from the one recorded, if it does."""
+    """How the ``turn``-th model request differs from the one recorded, if it does.
+
+    ``verified``: how many of its first messages an earlier request carried and matched; a
+    session's path within a run only grows, so they are not compared again.
+    """
     for name, recorded, replayed in (
         ("model", model, request.model),
         ("system_prompt", system_prompt, request.system_prompt),
@@ -93,7 +98,8 @@ def request_divergence(
                 where="request", turn=turn, field=found[0], recorded=found[1], replayed=found[2]
             )
     if len(request.messages) == len(messages) and all(
-        new == old for new, old in zip(request.messages, messages, strict=True)
+        new == old
+        for new, old in zip(request.messages[verified:], messages[verified:], strict=True)
     ):
         return None  # the common case, without dumping a transcript per call
     recorded_messages = [_visible(m, None) for m in messages]

@@ -66,7 +66,7 @@ async def read_cassette(bus: Caller, run: str, *, session: str | None = None) ->
     path = [CassetteEntry(entry_id=m.entry_id, message=m.message) for m in reply.messages]
     first = next((i for i, e in enumerate(path) if e.entry_id.startswith(prefix)), len(path))
     history, own = path[:first], [e for e in path[first:] if e.entry_id.startswith(prefix)]
-    frames = await _run_events(bus, record)
+    frames = _Frames(await _run_events(bus, record))
     calls = _call_blocks(record, own)
     tool_calls = [await _tool_exchange(bus, record, entry, frames, calls) for entry in own]
     return Cassette(
@@ -84,7 +84,7 @@ async def read_cassette(bus: Caller, run: str, *, session: str | None = None) ->
         messages=own,
         exchanges=_exchanges(history, own, frames),
         tool_calls=[call for call in tool_calls if call is not None],
-        budget=_budget(frames),
+        budget=_budget(frames.budget),
         state="failed" if record.state == "failed" else "stopped",
         stop_reason=record.stop_reason,
         usage=record.usage,
@@ -152,8 +152,28 @@ def _inputs(record: TurnRecord, own: list[CassetteEntry]) -> list[AgentMessage]:
     return inputs
 
 
+class _Frames:
+    """The run's events, indexed once: deltas by message, decisions by call."""
+
+    def __init__(self, frames: list[dict[str, Any]]) -> None:
+        self.updates: dict[str, list[dict[str, Any]]] = {}
+        self.by_call: dict[tuple[str, str], dict[str, Any]] = {}
+        self.budget: list[dict[str, Any]] = []
+        for frame in frames:
+            kind, data = frame.get("type"), frame.get("data")
+            if not isinstance(data, dict):
+                continue
+            if kind == "message_update":
+                self.updates.setdefault(str(data.get("message_id")), []).append(data)
+            elif kind in ("gate_decision", "approval_resolved"):
+                kept = {k: v for k, v in data.items() if k not in _NOT_KEPT}
+                self.by_call[(str(kind), str(data.get("function_call_id")))] = kept
+            elif kind == "budget_decision":
+                self.budget.append(frame)
+
+
 def _exchanges(
-    history: list[CassetteEntry], own: list[CassetteEntry], frames: list[dict[str, Any]]
+    history: list[CassetteEntry], own: list[CassetteEntry], frames: _Frames
 ) -> list[ModelExchange]:
     exchanges: list[ModelExchange] = []
     for index, entry in enumerate(own):
@@ -169,13 +189,9 @@ def _exchanges(
     return exchanges
 
 
-def _chunks(message_id: str, frames: list[dict[str, Any]]) -> list[StreamChunk]:
+def _chunks(message_id: str, frames: _Frames) -> list[StreamChunk]:
     """The deltas of the message's last stream (a call re-run after a crash streams anew)."""
-    updates = [
-        f["data"]
-        for f in frames
-        if f.get("type") == "message_update" and f.get("data", {}).get("message_id") == message_id
-    ]
+    updates = frames.updates.get(message_id, [])
     if not updates:
         return []
     last = updates[-1].get("stream_id")
@@ -191,7 +207,7 @@ async def _tool_exchange(
     bus: Caller,
     record: TurnRecord,
     entry: CassetteEntry,
-    frames: list[dict[str, Any]],
+    frames: _Frames,
     calls: dict[str, _Call],
 ) -> ToolExchange | None:
     result = entry.message
@@ -201,8 +217,8 @@ async def _tool_exchange(
     call = calls.get(call_id, ("", result.function_id, {}))
     ledger = await _state(bus, LEDGER_SCOPE, f"{record.session_id}/{record.run_id}/{call_id}")
     duration = ledger.get("duration_ms") if isinstance(ledger, dict) else None
-    gate = _data(frames, "gate_decision", call_id)
-    approval = _data(frames, "approval_resolved", call_id)
+    gate = frames.by_call.get(("gate_decision", call_id))
+    approval = frames.by_call.get(("approval_resolved", call_id))
     return ToolExchange(
         call_id=call_id,
         tool_name=call[0],
@@ -228,31 +244,21 @@ def _call_blocks(record: TurnRecord, own: list[CassetteEntry]) -> dict[str, _Cal
     return calls
 
 
-def _data(frames: list[dict[str, Any]], kind: str, call_id: str) -> dict[str, Any] | None:
-    found = None
-    for frame in frames:
-        data = frame.get("data", {})
-        if frame.get("type") == kind and data.get("function_call_id") == call_id:
-            found = {k: v for k, v in data.items() if k not in _NOT_KEPT}
-    return found
-
-
 _NOT_KEPT = frozenset({"function_call_id", "function_id", "matched_constraint", "arguments"})
 
 
 def _budget(frames: list[dict[str, Any]]) -> list[BudgetRecord]:
     decisions: list[BudgetRecord] = []
     for frame in frames:
-        if frame.get("type") == "budget_decision":
-            data = frame.get("data", {})
-            parts = str(frame.get("event_id", "")).split(":")
-            turn = parts[-2].lstrip("t") if len(parts) > 1 else ""
-            decisions.append(
-                BudgetRecord(
-                    turn=int(turn) if turn.isdigit() else len(decisions) + 1,
-                    allowed=bool(data.get("allowed")),
-                    estimate_usd=float(data.get("estimate_usd") or 0.0),
-                    reason=data.get("reason"),
-                )
+        data = frame.get("data", {})
+        parts = str(frame.get("event_id", "")).split(":")
+        turn = parts[-2].lstrip("t") if len(parts) > 1 else ""
+        decisions.append(
+            BudgetRecord(
+                turn=int(turn) if turn.isdigit() else len(decisions) + 1,
+                allowed=bool(data.get("allowed")),
+                estimate_usd=float(data.get("estimate_usd") or 0.0),
+                reason=data.get("reason"),
             )
+        )
     return decisions
