@@ -2,14 +2,15 @@
 
     python bench/replay.py [--quick] [--turns N] [--repeats R]
 
-A run of N turns is recorded on an embedded harness (temp SQLite file): the scripted model calls
-the Python tool ``add`` in each of the first N-1 turns and streams an answer in the last, so a
-turn is one model call and, but for the last, one tool call. Its cassette is exported and
-replayed R times (``tackroom.harness.replay.replay``: a fresh in-memory engine, the sessions
-worker, the real orchestrator, the provider and the tool answering from the cassette, the
-request of every model call checked against the recorded one, and the session compared byte for
-byte at the end). A one-turn run is replayed as often, so the fixed cost of a replay (booting its
-harness, the final comparison) is measured apart from the cost per turn:
+A run of N turns (default 20: a long agent run) is recorded on an embedded harness (temp SQLite
+file): the scripted model calls the Python tool ``add`` in each of the first N-1 turns and
+streams an answer in the last, so a turn is one model call and, but for the last, one tool call.
+Its cassette is exported and replayed R times (``tackroom.harness.replay.replay``: a fresh
+in-memory engine, the sessions worker, the real orchestrator, the provider and the tool
+answering from the cassette, the request of every model call checked against the recorded one,
+and the session compared byte for byte at the end). A one-turn run is replayed as often, so the
+fixed cost of a replay (booting its harness, the final comparison) is measured apart from the
+cost per turn:
 
 - ``turns_per_s``: (N - 1) / (median replay of the N-turn run - median replay of the 1-turn
   run): turns replayed per second once a replay is going (target >= 500);
@@ -17,6 +18,9 @@ harness, the final comparison) is measured apart from the cost per turn:
   the load of other processes does not change;
 - ``replay_s``: the median whole replay of each run, harness boot included;
 - ``export_ms``: reading the N-turn run's cassette from the stores.
+
+The orchestrator's cost per turn grows with the transcript (its record and the session path a
+model call reads), so ``--turns 200`` shows a lower rate than the default.
 
 Targets are informational (the exit code is 0 whatever the figures); timings are wall clock on a
 shared machine.
@@ -144,11 +148,11 @@ async def run(turns: int, repeats: int, *, quick: bool) -> dict[str, Any]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
     parser.add_argument("--quick", action="store_true", help="small sizes: a smoke run")
-    parser.add_argument("--turns", type=int, help="turns of the long run (default 200; quick 20)")
-    parser.add_argument("--repeats", type=int, help="replays of each run (default 5; quick 2)")
+    parser.add_argument("--turns", type=int, help="turns of the long run (default 20; quick 6)")
+    parser.add_argument("--repeats", type=int, help="replays of each run (default 10; quick 2)")
     args = parser.parse_args()
-    turns = args.turns or (20 if args.quick else 200)
-    repeats = args.repeats or (2 if args.quick else 5)
+    turns = args.turns or (6 if args.quick else 20)
+    repeats = args.repeats or (2 if args.quick else 10)
     if turns < 2 or repeats < 1:
         parser.error("--turns must be at least 2 and --repeats at least 1")
     print(json.dumps(asyncio.run(run(turns, repeats, quick=args.quick)), indent=2))
