@@ -6,7 +6,9 @@
 - :func:`wait_until`, :func:`next_item`, :func:`take`: deadline-based waiting, no racy sleeps;
 - :class:`FunctionModel`: a model answering with a Python function (``Harness(FunctionModel(f))``);
 - :class:`ScriptedProvider`, :class:`Script`, :class:`ScriptTurn`: a provider that replays a
-  script through the provider stream protocol; :func:`collect_stream` reads a provider stream.
+  script through the provider stream protocol; :func:`collect_stream` reads a provider stream;
+- :class:`Cassette`: a recorded run (``tackroom replay RUN --export``) loaded as a scripted
+  provider or replayed offline, to turn an incident into a regression test.
 """
 
 from __future__ import annotations
@@ -32,6 +34,7 @@ __all__ = [
     "FAST_QUEUE",
     "MEMORY_URL",
     "Call",
+    "Cassette",
     "CollectedStream",
     "FunctionModel",
     "InvalidScript",
@@ -56,6 +59,7 @@ __all__ = [
 
 if TYPE_CHECKING:
     from tackroom.harness.models import ToolCall
+    from tackroom.testing.cassette import Cassette
     from tackroom.testing.function_model import FunctionModel, ModelInfo
     from tackroom.testing.spans import SpanRecorder
 
@@ -71,6 +75,10 @@ def __getattr__(name: str) -> Any:
         from tackroom.testing import function_model
 
         return getattr(function_model, name)
+    if name == "Cassette":
+        from tackroom.testing.cassette import Cassette
+
+        return Cassette
     if name == "ToolCall":
         from tackroom.harness.models import ToolCall
 

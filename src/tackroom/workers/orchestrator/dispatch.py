@@ -278,10 +278,13 @@ def _keepable(
 def _as_result(call: CallState, tool: ToolOffer, value: Any) -> FunctionResultMessage:
     """A function's return value as the result the model reads.
 
-    A value shaped like a result (``{"content": [...], ...}``) passes through; anything else is
+    A value shaped like a result (``{"content": [...], ...}``) passes through, with its
+    ``timestamp`` when it has one (a replay hands back the recorded clock); anything else is
     shown to the model as JSON text and kept whole in ``details``.
     """
     if isinstance(value, dict) and isinstance(value.get("content"), list):
+        stamp = value.get("timestamp")
+        when = {"timestamp": stamp} if isinstance(stamp, (int, float)) else {}
         try:
             return FunctionResultMessage(
                 function_call_id=call.id,
@@ -289,6 +292,7 @@ def _as_result(call: CallState, tool: ToolOffer, value: Any) -> FunctionResultMe
                 content=value["content"],
                 is_error=bool(value.get("is_error", False)),
                 details=value.get("details"),
+                **when,
             )
         except ValidationError:
             pass

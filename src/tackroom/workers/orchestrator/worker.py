@@ -31,6 +31,7 @@ from tackroom.engine.protocol import QueueConfig
 from tackroom.hooks import HookSubscriptions
 from tackroom.runtime.tools import serve_tool
 from tackroom.runtime.worker import WorkerConfig, WorkerContext, WorkerSpec
+from tackroom.workers.orchestrator.cassette import RUNS_SCOPE, runs_key
 from tackroom.workers.orchestrator.clipping import DEFAULT_MAX_RESULT_CHARS, MIN_RESULT_CHARS
 from tackroom.workers.orchestrator.context import ContextAssembler
 from tackroom.workers.orchestrator.dispatch import Dispatcher
@@ -157,6 +158,7 @@ class Orchestrator:
             if not current.terminal:
                 return await self._busy(request, current)
             await self._driver.settle(current)
+            await self._keep_finished(current)
         run_id = request.run_id or f"run-{uuid.uuid4().hex[:12]}"
         await self._sessions.ensure(sid)
         record = TurnRecord(
@@ -187,6 +189,15 @@ class Orchestrator:
             raise
         await self._wake(sid, run_id)
         return RunStartResponse(session_id=sid, started=True, run_id=run_id)
+
+    async def _keep_finished(self, record: TurnRecord) -> None:
+        """Keep the final record of a run the next one replaces: a replay of it needs its system
+        prompt and tools (``tackroom replay``). Written before the replacement: the same value
+        again is harmless."""
+        kept = record.model_copy(update={"outbox": [], "inbox_taken": {}})
+        await self._engine.set_state(
+            RUNS_SCOPE, runs_key(record.session_id, record.run_id), kept.model_dump(mode="json")
+        )
 
     async def _busy(self, request: RunStartRequest, current: TurnRecord) -> RunStartResponse:
         reason = f"session_busy: run {current.run_id} is in state {current.state}"
