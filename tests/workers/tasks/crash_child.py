@@ -47,7 +47,7 @@ def _say(**item: object) -> None:
 async def main(url: str, kill_at: int, mode: str) -> None:
     engine = KillingEngine(open_engine(url))
     engine.arm(fail_at=kill_at or None, mode="after" if mode == "after" else "before")
-    async with host_for(engine) as host:  # type: ignore[arg-type]
+    async with host_for(engine) as host:
         _say(marker="booted")
         bus = host.engine
         async with approving(bus):

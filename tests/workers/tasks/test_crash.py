@@ -11,6 +11,7 @@ count for a soak.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import os
 import random
@@ -58,10 +59,8 @@ async def _child(url: str, workdir: Path, *, kill_at: int = 0, mode: str = "befo
             await process.wait()
     lines: list[Any] = []
     for line in out.splitlines():
-        try:
+        with contextlib.suppress(ValueError):  # a line cut by SIGKILL
             lines.append(json.loads(line))
-        except ValueError:
-            pass  # a line cut by SIGKILL
     lines.append(process.returncode)
     expected = {0} if kill_at == 0 else {0, -signal.SIGKILL}
     assert process.returncode in expected, stderr_path.read_text()[-3000:]
