@@ -100,11 +100,12 @@ def approval_session(run_id: str) -> str:
 
 
 class _Spec(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    # Built at first use: every harness boots this worker, few runs use a graph.
+    model_config = ConfigDict(extra="forbid", frozen=True, defer_build=True)
 
 
 class _Record(BaseModel):
-    model_config = ConfigDict(extra="ignore")
+    model_config = ConfigDict(extra="ignore", defer_build=True)
 
 
 # -- the graph ---------------------------------------------------------------------------------
@@ -149,7 +150,7 @@ class StepSpec(_Spec):
     graph: GraphSpec | None = Field(default=None, description="a sub-graph (its file, inlined)")
     input: Any = Field(default=None, description="call payload / sub-graph inputs (templates)")
     depends_on: list[str] = Field(default_factory=list)
-    retry: RetrySpec = RetrySpec()
+    retry: RetrySpec = Field(default_factory=RetrySpec)
     timeout: float | None = Field(default=None, gt=0, le=86_400, description="per attempt")
     requires_approval: bool = False
     when: str | None = Field(default=None, description="a condition; false: the step is skipped")
@@ -277,7 +278,7 @@ class StepDelivery(_Record):
 
 
 class _Request(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", defer_build=True)
 
 
 class TaskRunRequest(_Request):
@@ -374,5 +375,3 @@ RERUN: Function[RerunRequest, ControlResponse] = Function(
     ControlResponse,
     description="Run a step again, and every step after it; earlier outputs are kept.",
 )
-
-StepSpec.model_rebuild()

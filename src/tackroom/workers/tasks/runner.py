@@ -17,8 +17,6 @@ import json
 import time
 from typing import Any
 
-import jsonschema
-
 from tackroom.contracts.approvals import (
     DECISIONS_SCOPE,
     REQUEST,
@@ -248,6 +246,8 @@ def _child_result(child: TaskRun) -> Outcome:
 
 
 def _structured(answer: str, schema: dict[str, Any]) -> Outcome:
+    import jsonschema  # only agent steps with an output schema pay for it
+
     text = answer.strip().removeprefix("```json").removeprefix("```").removesuffix("```")
     try:
         value = json.loads(text)

@@ -21,347 +21,54 @@ repeated delivery finds its instance already past that attempt and does nothing.
 
 from __future__ import annotations
 
-import time
-from collections import OrderedDict
-from collections.abc import Callable
-from pathlib import Path
-from typing import Any
-
-from pydantic import BaseModel, ConfigDict, Field
+from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from tackroom.contracts import tasks as c
 from tackroom.contracts.approvals import DECISIONS_SCOPE
-from tackroom.engine.errors import FunctionError, RevisionConflict
 from tackroom.engine.protocol import QueueConfig
-from tackroom.kit.taskgraph import GraphError, load_graph
-from tackroom.runtime.worker import WorkerConfig, WorkerContext, WorkerSpec
-from tackroom.workers.tasks import control
-from tackroom.workers.tasks.planner import (
-    GraphPlan,
-    Outcome,
-    advance,
-    apply_outcome,
-    step_of,
-)
-from tackroom.workers.tasks.runner import Runner, approval_call_id
+from tackroom.runtime.worker import WorkerContext, WorkerSpec
+from tackroom.workers.tasks.config import Schedule, TasksConfig
 
-__all__ = ["WORKER", "Schedule", "Tasks", "TasksConfig"]
+if TYPE_CHECKING:
+    from tackroom.workers.tasks.service import Tasks
 
-_COMMIT_TRIES = 200
-Change = Callable[[c.TaskRun, GraphPlan], list[str] | None]
+__all__ = ["WORKER", "Schedule", "TasksConfig"]
+
+T = TypeVar("T")
+R = TypeVar("R")
 
 
-class Schedule(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+class _Lazy:
+    """The service, imported and built at its first use: a harness that runs no graph pays
+    for registering a few functions, nothing more."""
 
-    cron: str
-    graph: Path
-    inputs: dict[str, Any] = Field(default_factory=dict)
-
-
-class TasksConfig(WorkerConfig):
-    call_timeout: float = Field(default=60.0, gt=0)
-    agent_timeout: float = Field(default=1800.0, gt=0)
-    max_deliveries: int = Field(default=20, ge=1)
-    visibility_timeout: float = Field(default=120.0, gt=0)
-    concurrency: int = Field(default=64, ge=1)
-    schedules: list[Schedule] = Field(default_factory=list)
-
-
-class Tasks:
     def __init__(self, ctx: WorkerContext[TasksConfig]) -> None:
-        self.engine = ctx.engine
-        self._plans: OrderedDict[str, GraphPlan] = OrderedDict()
-        self.runner = Runner(
-            ctx.engine,
-            call_timeout=ctx.config.call_timeout,
-            agent_timeout=ctx.config.agent_timeout,
-            start_child=self.start_child,
-        )
+        self._ctx = ctx
+        self._tasks: Tasks | None = None
 
-    # -- reading and committing ------------------------------------------------------------
+    def get(self) -> Tasks:
+        if self._tasks is None:
+            from tackroom.workers.tasks.service import Tasks
 
-    async def plan(self, run_id: str) -> GraphPlan:
-        plan = self._plans.get(run_id)
-        if plan is None:
-            graph = await c.GRAPHS_SCOPE.get(self.engine, run_id)
-            if graph is None:
-                raise FunctionError(c.NOT_FOUND_ERROR, f"no graph stored for run {run_id!r}")
-            plan = self._plans[run_id] = GraphPlan(graph)
-            while len(self._plans) > 256:
-                self._plans.popitem(last=False)
-        return plan
+            self._tasks = Tasks(self._ctx)
+        return self._tasks
 
-    async def commit(self, run_id: str, change: Change) -> tuple[c.TaskRun, bool] | None:
-        """Apply ``change`` to the run and write it with compare-and-set (again on a conflict,
-        from the new record); ``change`` returns the instances to queue, or ``None`` for
-        nothing to write. Returns the run and whether it was written."""
-        plan = await self.plan(run_id)
-        for _ in range(_COMMIT_TRIES):
-            entry = await c.RUNS_SCOPE.get_entry(self.engine, run_id)
-            if entry is None:
-                return None
-            run, revision = entry
-            was_terminal = run.terminal
-            queued = change(run, plan)
-            if queued is None:
-                return run, False
-            run.updated_at = time.time()
-            try:
-                await c.RUNS_SCOPE.set(self.engine, run_id, run, expected_revision=revision)
-            except RevisionConflict:
-                continue
-            await self.enqueue(run, queued)
-            if run.terminal and not was_terminal:
-                await self._ended(run)
-            return run, True
-        raise FunctionError("contention", f"run {run_id}: too many concurrent commits")
+    def bind(self, name: str) -> Callable[[Any], Awaitable[Any]]:
+        async def handler(request: Any) -> Any:
+            return await getattr(self.get(), name)(request)
 
-    async def enqueue(self, run: c.TaskRun, instance_ids: list[str], wake: c.Wake = "run") -> None:
-        for instance_id in instance_ids:
-            instance = run.instances[instance_id]
-            delivery = c.StepDelivery(
-                run_id=run.run_id, instance=instance_id, attempt=instance.attempt, wake=wake
-            )
-            key = f"{run.run_id}/{instance_id}/{instance.epoch}/{instance.attempt}/{run.wake}"
-            key += "" if wake == "run" else f"/{wake}"
-            await self.engine.enqueue(
-                c.STEP, delivery.model_dump(mode="json"), queue=c.STEP_QUEUE, dedupe_key=key
-            )
-
-    async def _ended(self, run: c.TaskRun) -> None:
-        if run.status == "cancelled":
-            for instance in run.instances.values():
-                if instance.status == "in_child" and instance.child_run:
-                    await self.cancel(c.ControlRequest(run_id=instance.child_run))
-        parent = run.parent
-        if parent is not None:
-            entry = await c.RUNS_SCOPE.get(self.engine, parent.run_id)
-            if entry is not None and parent.instance in entry.instances:
-                await self.enqueue(entry, [parent.instance], "child")
-
-    async def kick(self, run: c.TaskRun) -> None:
-        """Enqueue again whatever a running run waits on (harmless when already queued)."""
-        if run.status != "running":
-            return
-        await self.enqueue(run, [i for i, inst in run.instances.items() if inst.status == "queued"])
-        for instance_id, instance in run.instances.items():
-            if instance.status == "awaiting_approval":
-                key = f"{c.approval_session(run.run_id)}/"
-                key += approval_call_id(instance_id, instance)
-                if await self.engine.get_state(DECISIONS_SCOPE.name, key) is not None:
-                    await self.enqueue(run, [instance_id], "approval")
-            elif instance.status == "in_child" and instance.child_run:
-                child = await c.RUNS_SCOPE.get(self.engine, instance.child_run)
-                if child is not None and child.terminal:
-                    await self.enqueue(run, [instance_id], "child")
-
-    # -- starting runs -----------------------------------------------------------------------
-
-    async def run(self, request: c.TaskRunRequest) -> c.TaskRunResponse:
-        run_id = request.run_id or f"{_slug(request.graph.name)}-{time.time_ns() // 1000:x}"
-        try:
-            run, created = await self.create(
-                request.graph,
-                request.inputs,
-                run_id=run_id,
-                source=request.source,
-                model=request.model,
-                parent=None,
-            )
-        except control.InputsError as exc:
-            raise FunctionError(c.INPUTS_ERROR, str(exc)) from None
-        except GraphError as exc:
-            raise FunctionError(c.GRAPH_ERROR, str(exc)) from None
-        return c.TaskRunResponse(run_id=run.run_id, created=created, status=run.status)
-
-    async def start_child(
-        self,
-        *,
-        run: c.TaskRun,
-        graph: c.GraphSpec,
-        inputs: dict[str, Any],
-        run_id: str,
-        instance_id: str,
-        attempt: int,
-    ) -> c.TaskRun:
-        parent = c.ParentRef(run_id=run.run_id, instance=instance_id, attempt=attempt)
-        child, _ = await self.create(
-            graph, inputs, run_id=run_id, source=run.source, model=run.model, parent=parent
-        )
-        return child
-
-    async def create(
-        self,
-        graph: c.GraphSpec,
-        inputs: dict[str, Any],
-        *,
-        run_id: str,
-        source: str | None,
-        model: str | None,
-        parent: c.ParentRef | None,
-    ) -> tuple[c.TaskRun, bool]:
-        """The run ``run_id`` of ``graph``, created (and its first steps queued) unless it
-        exists; a retried start changes nothing but re-enqueues what the run waits on."""
-        from tackroom.kit.taskgraph import check_graph
-
-        check_graph(graph, source=source)
-        merged = control.merged_inputs(graph, inputs)
-        existing = await c.RUNS_SCOPE.get(self.engine, run_id)
-        if existing is not None:
-            await self.kick(existing)
-            return existing, False
-        try:
-            await c.GRAPHS_SCOPE.set(self.engine, run_id, graph, expected_revision=0)
-        except RevisionConflict:
-            stored = await c.GRAPHS_SCOPE.get(self.engine, run_id)
-            if stored != graph:
-                raise FunctionError(
-                    c.GRAPH_ERROR, f"run id {run_id!r} is taken by another graph"
-                ) from None
-        now = time.time()
-        run = c.TaskRun(
-            run_id=run_id,
-            graph_name=graph.name,
-            source=source,
-            inputs=merged,
-            model=model,
-            parent=parent,
-            created_at=now,
-            updated_at=now,
-        )
-        self._plans.pop(run_id, None)
-        queued = advance(run, await self.plan(run_id), now=now)
-        try:
-            await c.RUNS_SCOPE.set(self.engine, run_id, run, expected_revision=0)
-        except RevisionConflict:
-            latest = await c.RUNS_SCOPE.get(self.engine, run_id)
-            assert latest is not None
-            return latest, False
-        await self.enqueue(run, queued)
-        if run.terminal:
-            await self._ended(run)
-        return run, True
-
-    # -- the step delivery -------------------------------------------------------------------
-
-    async def step(self, payload: Any) -> None:
-        delivery = c.StepDelivery.model_validate(payload)
-        run = await c.RUNS_SCOPE.get(self.engine, delivery.run_id)
-        if run is None or not _current(run, delivery):
-            return
-        plan = await self.plan(run.run_id)
-        step = plan.steps[step_of(delivery.instance)]
-        outcome = await self.runner.attempt(run, plan, step, delivery.instance)
-        if outcome is not None:
-            await self.commit(run.run_id, _recorder(delivery, outcome))
-
-    async def on_approval(self, payload: Any) -> None:
-        key = str(payload.get("key", "")) if isinstance(payload, dict) else ""
-        session, _, call_id = key.partition("/")
-        if not session.startswith("tasks.") or payload.get("new_value") is None:
-            return
-        run = await c.RUNS_SCOPE.get(self.engine, session.removeprefix("tasks."))
-        instance_id = call_id.split("@", 1)[0]
-        if run is None or run.status != "running" or instance_id not in run.instances:
-            return
-        if run.instances[instance_id].status == "awaiting_approval":
-            await self.enqueue(run, [instance_id], "approval")
-
-    async def recover(self) -> None:
-        for _, run in await c.RUNS_SCOPE.list(self.engine):
-            await self.kick(run)
-
-    # -- control -----------------------------------------------------------------------------
-
-    async def status(self, request: c.StatusRequest) -> c.TaskRun | None:
-        return await c.RUNS_SCOPE.get(self.engine, request.run_id)
-
-    async def list(self, request: c.ListRequest) -> c.ListResponse:
-        return control.summaries(await c.RUNS_SCOPE.list(self.engine), request.status)
-
-    async def cancel(self, request: c.ControlRequest) -> c.ControlResponse:
-        return await self._control(request.run_id, control.cancelling(request.reason))
-
-    async def pause(self, request: c.ControlRequest) -> c.ControlResponse:
-        return await self._control(request.run_id, control.pausing)
-
-    async def resume(self, request: c.ControlRequest) -> c.ControlResponse:
-        reply = await self._control(request.run_id, control.resuming)
-        run = await c.RUNS_SCOPE.get(self.engine, request.run_id)
-        if reply.changed and run is not None:
-            await self.kick(run)
-        return reply
-
-    async def rerun(self, request: c.RerunRequest) -> c.ControlResponse:
-        plan = await self.plan(request.run_id)
-        if request.step not in plan.steps:
-            raise FunctionError(
-                c.NOT_FOUND_ERROR, f"run {request.run_id!r} has no step {request.step!r}"
-            )
-        return await self._control(request.run_id, control.rerunning(request.step))
-
-    async def _control(self, run_id: str, change: Change) -> c.ControlResponse:
-        result = await self.commit(run_id, change)
-        if result is None:
-            raise FunctionError(c.NOT_FOUND_ERROR, f"no task run {run_id!r}")
-        run, changed = result
-        return c.ControlResponse(run_id=run_id, status=run.status, changed=changed)
-
-    # -- cron --------------------------------------------------------------------------------
-
-    def scheduled(self, schedule: Schedule) -> Callable[[Any], Any]:
-        graph = load_graph(schedule.graph)
-
-        async def fire(payload: Any) -> None:
-            fired = str(payload.get("fired_at", "")) if isinstance(payload, dict) else ""
-            stamp = "".join(ch for ch in fired if ch.isalnum()) or f"{time.time_ns():x}"
-            await self.create(
-                graph,
-                dict(schedule.inputs),
-                run_id=f"{_slug(graph.name)}-cron-{stamp}",
-                source=str(schedule.graph),
-                model=None,
-                parent=None,
-            )
-
-        return fire
-
-
-def _current(run: c.TaskRun, delivery: c.StepDelivery) -> bool:
-    instance = run.instances.get(delivery.instance)
-    if run.status != "running" or instance is None or instance.attempt != delivery.attempt:
-        return False
-    return instance.status in _WAKES[delivery.wake]
-
-
-_WAKES: dict[str, frozenset[str]] = {
-    "run": frozenset({"queued", "awaiting_approval", "in_child"}),
-    "approval": frozenset({"awaiting_approval"}),
-    "child": frozenset({"in_child"}),
-}
-
-
-def _recorder(delivery: c.StepDelivery, outcome: Outcome) -> Change:
-    def record(run: c.TaskRun, plan: GraphPlan) -> list[str] | None:
-        if not _current(run, delivery):
-            return None
-        return apply_outcome(run, plan, delivery.instance, outcome, now=time.time())
-
-    return record
-
-
-def _slug(name: str) -> str:
-    slug = "".join(ch if ch.isalnum() or ch in "_-" else "-" for ch in name).strip("-")
-    return (slug or "graph")[:60]
+        return handler
 
 
 async def _start(ctx: WorkerContext[TasksConfig]) -> None:
-    tasks = Tasks(ctx)
+    tasks = _Lazy(ctx)
     schedules: list[tuple[Schedule, Callable[[Any], Any]]] = []
     for schedule in ctx.config.schedules:
+        from tackroom.kit.taskgraph import GraphError
+
         try:
-            schedules.append((schedule, tasks.scheduled(schedule)))
+            schedules.append((schedule, tasks.get().scheduled(schedule)))
         except GraphError as exc:
             raise ValueError(f"worker_config.tasks.schedules: {exc}") from None
     await ctx.engine.configure_queue(
@@ -374,15 +81,17 @@ async def _start(ctx: WorkerContext[TasksConfig]) -> None:
             concurrency=ctx.config.concurrency,
         ),
     )
-    await ctx.serve(c.RUN, tasks.run)
-    await ctx.serve(c.STATUS, tasks.status)
-    await ctx.serve(c.LIST, tasks.list)
-    await ctx.serve(c.CANCEL, tasks.cancel)
-    await ctx.serve(c.PAUSE, tasks.pause)
-    await ctx.serve(c.RESUME, tasks.resume)
-    await ctx.serve(c.RERUN, tasks.rerun)
+    await ctx.serve(c.RUN, tasks.bind("run"))
+    await ctx.serve(c.STATUS, tasks.bind("status"))
+    await ctx.serve(c.LIST, tasks.bind("list"))
+    await ctx.serve(c.CANCEL, tasks.bind("cancel"))
+    await ctx.serve(c.PAUSE, tasks.bind("pause"))
+    await ctx.serve(c.RESUME, tasks.bind("resume"))
+    await ctx.serve(c.RERUN, tasks.bind("rerun"))
     await ctx.register_function(
-        c.ON_APPROVAL, tasks.on_approval, description="Wake a task step parked for approval."
+        c.ON_APPROVAL,
+        tasks.bind("on_approval"),
+        description="Wake a task step parked for approval.",
     )
     await ctx.add_state_trigger(DECISIONS_SCOPE.name, c.ON_APPROVAL)
     for index, (schedule, fire) in enumerate(schedules):
@@ -392,8 +101,9 @@ async def _start(ctx: WorkerContext[TasksConfig]) -> None:
 
     async def serve_steps() -> None:
         # Deliveries start once the whole boot list is up: a step's function must be served.
-        await ctx.register_function(c.STEP, tasks.step, description="Run one task step.")
-        await tasks.recover()
+        await ctx.register_function(c.STEP, tasks.bind("step"), description="Run one task step.")
+        if await ctx.engine.list_state(c.RUNS_SCOPE.name):
+            await tasks.get().recover()
 
     ctx.after_start(serve_steps)
 
