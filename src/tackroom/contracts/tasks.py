@@ -116,7 +116,7 @@ class RetrySpec(_Spec):
     backoff: float = Field(default=0.0, ge=0, le=3600, description="seconds before attempt 2")
     factor: float = Field(default=2.0, ge=1, le=10, description="the delay grows by this")
     max_backoff: float = Field(default=300.0, ge=0, le=3600)
-    on: list[str] = Field(
+    on_errors: list[str] = Field(
         default_factory=lambda: ["*"],
         description="error classes retried: timeout, unavailable, not_found, invalid_output,"
         " agent_failed, or a function's error code (internal, …); * = any",
@@ -127,7 +127,7 @@ class RetrySpec(_Spec):
         return min(self.max_backoff, self.backoff * self.factor ** max(0, attempt - 2))
 
     def retries(self, error_class: str) -> bool:
-        return "*" in self.on or error_class in self.on
+        return "*" in self.on_errors or error_class in self.on_errors
 
 
 class AgentSpec(_Spec):

@@ -46,14 +46,14 @@ GRAPH: dict[str, Any] = {
             "depends_on": ["items"],
             "call": "fx::flaky",
             "input": {"key": "${task.idempotency_key}", "attempt": "${task.attempt}"},
-            "retry": {"attempts": 3, "on": ["flaky"]},
+            "retry": {"attempts": 3, "on_errors": ["flaky"]},
         },
         {
             "id": "slow",
             "call": "fx::slow",
             "timeout": 0.5,
             "input": {"key": "${task.idempotency_key}", "attempt": "${task.attempt}"},
-            "retry": {"attempts": 2, "on": ["timeout"]},
+            "retry": {"attempts": 2, "on_errors": ["timeout"]},
         },
         {
             "id": "approve",

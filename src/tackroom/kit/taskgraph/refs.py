@@ -3,7 +3,8 @@
 A reference is ``${ROOT.PATH}``; roots are ``inputs``, ``steps`` (``steps.ID.output…``),
 ``item`` and ``index`` (inside a ``for_each`` step) and ``task`` (``task.run_id``,
 ``task.instance``, ``task.attempt``, ``task.idempotency_key``). A path goes on with ``.name`` or
-``[N]``. A string that is exactly one reference takes the referenced value with its type;
+``[N]``; a path through a skipped step's output (``null``) is ``null``. A string that is
+exactly one reference takes the referenced value with its type;
 references inside a longer string are written into it (strings as they are, anything else as
 JSON). ``$${`` writes a literal ``${``.
 
@@ -50,6 +51,8 @@ class Ref:
             raise RefError(f"${{{self.text}}}: {self.root} is not available here")
         value = scope[self.root]
         for part in self.parts:
+            if value is None and self.root == "steps":
+                return None  # through a skipped step's output (null)
             if isinstance(part, int):
                 if not isinstance(value, list) or part >= len(value):
                     raise RefError(f"${{{self.text}}}: no item [{part}]")

@@ -27,3 +27,8 @@ class TasksConfig(WorkerConfig):
     visibility_timeout: float = Field(default=120.0, gt=0)
     concurrency: int = Field(default=64, ge=1)
     schedules: list[Schedule] = Field(default_factory=list)
+    execute: bool = Field(
+        default=True,
+        description="run steps here; false: serve tasks::* only (a CLI command that controls"
+        " runs must not start executing them in its own process)",
+    )

@@ -1,42 +1,21 @@
-"""Cancel, pause, resume, re-run and a run's inputs — pure changes to a run record."""
+"""Cancel, pause, resume and re-run — pure changes to a run record."""
 
 from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from typing import Any
 
 from tackroom.contracts.tasks import (
-    GraphSpec,
     ListResponse,
     RunStatus,
     RunSummary,
     TaskRun,
 )
-from tackroom.kit.taskgraph import GraphError
 from tackroom.workers.tasks.planner import GraphPlan, advance, rerun
 
-__all__ = ["cancelling", "merged_inputs", "pausing", "rerunning", "resuming", "summaries"]
+__all__ = ["cancelling", "pausing", "rerunning", "resuming", "summaries"]
 
 Change = Callable[[TaskRun, GraphPlan], list[str] | None]
-
-
-def merged_inputs(graph: GraphSpec, given: dict[str, Any]) -> dict[str, Any]:
-    """The graph's declared defaults overlaid with ``given``; a required one missing or an
-    undeclared one given is a :class:`GraphError` (the caller maps it to ``invalid_inputs``)."""
-    unknown = sorted(set(given) - set(graph.inputs))
-    if unknown:
-        declared = ", ".join(sorted(graph.inputs)) or "none"
-        raise InputsError(f"unknown input(s) {', '.join(unknown)} (declared: {declared})")
-    merged = {**graph.inputs, **given}
-    missing = sorted(name for name, value in merged.items() if value is None)
-    if missing:
-        raise InputsError(f"missing required input(s): {', '.join(missing)} (give --input k=v)")
-    return merged
-
-
-class InputsError(GraphError):
-    """Inputs that do not fit the graph's ``inputs:``."""
 
 
 def cancelling(reason: str | None) -> Change:

@@ -18,6 +18,7 @@ from tackroom.contracts import tasks as c
 from tackroom.contracts.approvals import DECISIONS_SCOPE
 from tackroom.engine.errors import FunctionError, RevisionConflict
 from tackroom.kit.taskgraph import GraphError, check_graph, load_graph
+from tackroom.kit.taskgraph.inputs import InputsError, merged_inputs
 from tackroom.runtime.worker import WorkerContext
 from tackroom.workers.tasks import control
 from tackroom.workers.tasks.config import Schedule, TasksConfig
@@ -137,7 +138,7 @@ class Tasks:
                 model=request.model,
                 parent=None,
             )
-        except control.InputsError as exc:
+        except InputsError as exc:
             raise FunctionError(c.INPUTS_ERROR, str(exc)) from None
         except GraphError as exc:
             raise FunctionError(c.GRAPH_ERROR, str(exc)) from None
@@ -172,7 +173,7 @@ class Tasks:
         """The run ``run_id`` of ``graph``, created (and its first steps queued) unless it
         exists; a retried start changes nothing but re-enqueues what the run waits on."""
         check_graph(graph, source=source)
-        merged = control.merged_inputs(graph, inputs)
+        merged = merged_inputs(graph, inputs)
         existing = await c.RUNS_SCOPE.get(self.engine, run_id)
         if existing is not None:
             await self.kick(existing)

@@ -105,7 +105,8 @@ async def _start(ctx: WorkerContext[TasksConfig]) -> None:
         if await ctx.engine.list_state(c.RUNS_SCOPE.name):
             await tasks.get().recover()
 
-    ctx.after_start(serve_steps)
+    if ctx.config.execute:
+        ctx.after_start(serve_steps)
 
 
 WORKER: WorkerSpec[TasksConfig] = WorkerSpec(
