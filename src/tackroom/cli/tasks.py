@@ -5,7 +5,8 @@ agent workers (the config's, with ``tasks``) and follows the run to its end, pri
 as it moves; when a ``tackroom serve`` owns the engine it starts the run there. ``resume``
 follows a paused or interrupted run the same way. ``status`` only reads. Exit codes: 0 the run
 succeeded (or the command did its job); 1 the run failed or was cancelled, or no such run; 2 a
-bad graph, input or option.
+bad graph, input or option; 3 the run waits for an approval (``tackroom approve``, then
+``tackroom tasks resume RUN``).
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from typing import Any
 
 from tackroom.cli._bus import Caller, bus
 from tackroom.contracts import tasks as c
+from tackroom.contracts.approvals import DECISIONS_SCOPE, call_key
 from tackroom.contracts.engine import STATE_GET, StateGetRequest
 from tackroom.engine.errors import FunctionNotFound, InvocationError
 from tackroom.harness.tasks import mermaid, tree
@@ -239,7 +241,7 @@ async def _follow(caller: Caller, run_id: str, *, as_json: bool) -> int:
             return 1
         for line in progress(run, seen):
             print(line, flush=True)
-        if run.terminal or run.status == "paused":
+        if run.terminal or run.status == "paused" or await _undecided(caller, run):
             break
         await asyncio.sleep(pause)
         pause = min(pause * 1.5, 0.3)
@@ -247,7 +249,32 @@ async def _follow(caller: Caller, run_id: str, *, as_json: bool) -> int:
         print(json.dumps(run.model_dump(mode="json"), indent=2, ensure_ascii=False))
     else:
         print(_ending(run))
+    if _parked(run):
+        return 3
     return 0 if run.status in ("succeeded", "paused") else 1
+
+
+async def _undecided(caller: Caller, run: c.TaskRun) -> bool:
+    """Parked, and no decision is written yet (a decided call wakes its step soon)."""
+    if not _parked(run):
+        return False
+    for instance_id, instance in run.instances.items():
+        if instance.status == "awaiting_approval":
+            key = call_key(
+                c.approval_session(run.run_id), c.approval_call_id(instance_id, instance.epoch)
+            )
+            found = await STATE_GET.call(
+                caller, StateGetRequest(scope=DECISIONS_SCOPE.name, key=key)
+            )
+            if found is not None:
+                return False
+    return True
+
+
+def _parked(run: c.TaskRun) -> bool:
+    """Nothing can move without a person: every step under way waits for an approval."""
+    waiting = [i.status for i in run.instances.values() if i.status in c.ACTIVE_INSTANCE]
+    return run.status == "running" and bool(waiting) and set(waiting) == {"awaiting_approval"}
 
 
 def progress(run: c.TaskRun, seen: dict[str, str]) -> list[str]:
@@ -271,7 +298,7 @@ def _shown(run: c.TaskRun, instance_id: str, instance: c.Instance) -> str:
     if instance.attempt > 1:
         text += f" (attempt {instance.attempt})"
     if instance.status == "awaiting_approval":
-        call = instance_id if instance.epoch == 0 else f"{instance_id}@{instance.epoch}"
+        call = c.approval_call_id(instance_id, instance.epoch)
         text += f": tackroom approve {c.approval_session(run.run_id)} {call}"
     elif instance.error and instance.status != "succeeded":
         text += f": {clip(instance.error, 160)}"
@@ -285,6 +312,11 @@ def _ending(run: c.TaskRun) -> str:
         )
     if run.status == "paused":
         return f"run {run.run_id} paused: tackroom tasks resume {run.run_id}"
+    if _parked(run):
+        return (
+            f"run {run.run_id} waits for approval (above); once decided:"
+            f" tackroom tasks resume {run.run_id}"
+        )
     return f"run {run.run_id} {run.status}: {run.error or ''}".rstrip(": ")
 
 

@@ -23,6 +23,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 from tackroom.contracts.bus import Function, Scope
 
 __all__ = [
+    "ACTIVE_INSTANCE",
     "CANCEL",
     "GRAPHS_SCOPE",
     "GRAPH_ERROR",
@@ -64,6 +65,7 @@ __all__ = [
     "TaskRunRequest",
     "TaskRunResponse",
     "Wake",
+    "approval_call_id",
     "approval_session",
     "cron_function",
 ]
@@ -95,8 +97,14 @@ def cron_function(index: int) -> str:
 
 
 def approval_session(run_id: str) -> str:
-    """The approvals ``session_id`` of a run's steps (the call id is the step instance)."""
+    """The approvals ``session_id`` of a run's steps."""
     return f"tasks.{run_id}"
+
+
+def approval_call_id(instance_id: str, epoch: int) -> str:
+    """The approvals ``function_call_id`` of a step instance: its id (``INSTANCE@EPOCH`` after
+    a re-run, so a re-run asks again)."""
+    return instance_id if epoch == 0 else f"{instance_id}@{epoch}"
 
 
 class _Spec(BaseModel):
@@ -200,6 +208,8 @@ InstanceStatus = Literal[
     "pending", "queued", "awaiting_approval", "in_child", "succeeded", "failed"
 ]
 TERMINAL_STEP: frozenset[str] = frozenset({"succeeded", "failed", "skipped"})
+ACTIVE_INSTANCE: frozenset[str] = frozenset({"queued", "awaiting_approval", "in_child"})
+"""An instance under way (it counts against the concurrency limits)."""
 
 
 class Instance(_Record):

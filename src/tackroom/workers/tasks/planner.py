@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from tackroom.contracts.tasks import (
+    ACTIVE_INSTANCE,
     TERMINAL_STEP,
     GraphSpec,
     Instance,
@@ -22,7 +23,7 @@ from tackroom.kit.taskgraph.refs import Condition, RefError, render
 
 __all__ = ["ACTIVE", "GraphPlan", "Outcome", "advance", "apply_outcome", "rerun", "template_scope"]
 
-ACTIVE = frozenset({"queued", "awaiting_approval", "in_child"})
+ACTIVE = ACTIVE_INSTANCE
 
 
 class GraphPlan:

@@ -30,6 +30,7 @@ from tackroom.contracts.tasks import (
     Instance,
     StepSpec,
     TaskRun,
+    approval_call_id,
     approval_session,
 )
 from tackroom.contracts.turn import RUN_ABORT, RUN_START, RunAbortRequest, RunStartRequest
@@ -44,7 +45,7 @@ from tackroom.kit.output import answer_format
 from tackroom.kit.taskgraph.refs import RefError, render
 from tackroom.workers.tasks.planner import GraphPlan, Outcome, template_scope
 
-__all__ = ["Runner", "agent_ids", "approval_call_id", "child_run_id"]
+__all__ = ["Runner", "agent_ids", "child_run_id"]
 
 _MAX_ID = 120
 
@@ -53,10 +54,6 @@ def _bounded(text: str, prefix: str) -> str:
     if len(text) <= _MAX_ID:
         return text
     return f"{prefix}-{hashlib.sha256(text.encode()).hexdigest()[:24]}"
-
-
-def approval_call_id(instance_id: str, instance: Instance) -> str:
-    return instance_id if instance.epoch == 0 else f"{instance_id}@{instance.epoch}"
 
 
 def child_run_id(run_id: str, instance_id: str, instance: Instance) -> str:
@@ -105,7 +102,7 @@ class Runner:
         self, run: TaskRun, step: StepSpec, instance_id: str, instance: Instance, payload: Any
     ) -> Outcome | bool | None:
         session = approval_session(run.run_id)
-        call_id = approval_call_id(instance_id, instance)
+        call_id = approval_call_id(instance_id, instance.epoch)
         decision = await DECISIONS_SCOPE.get(self._engine, call_key(session, call_id))
         if decision is not None:
             if decision.decision == "allow":

@@ -29,7 +29,7 @@ from tackroom.workers.tasks.planner import (
     apply_outcome,
     step_of,
 )
-from tackroom.workers.tasks.runner import Runner, approval_call_id
+from tackroom.workers.tasks.runner import Runner
 
 __all__ = ["Tasks"]
 
@@ -117,7 +117,7 @@ class Tasks:
         for instance_id, instance in run.instances.items():
             if instance.status == "awaiting_approval":
                 key = f"{c.approval_session(run.run_id)}/"
-                key += approval_call_id(instance_id, instance)
+                key += c.approval_call_id(instance_id, instance.epoch)
                 if await self.engine.get_state(DECISIONS_SCOPE.name, key) is not None:
                     await self.enqueue(run, [instance_id], "approval")
             elif instance.status == "in_child" and instance.child_run:
