@@ -61,13 +61,28 @@ class Tasks:
                 self._plans.popitem(last=False)
         return plan
 
-    async def commit(self, run_id: str, change: Change) -> tuple[c.TaskRun, bool] | None:
+    async def read(self, run_id: str) -> tuple[c.TaskRun, int] | None:
+        return await c.RUNS_SCOPE.get_entry(self.engine, run_id)
+
+    async def write(self, run: c.TaskRun, *, expected_revision: int) -> None:
+        """The record without its default values (an instance is mostly defaults; a run's
+        record is written whole at every step, so its size is the step's cost)."""
+        value = run.model_dump(mode="json", exclude_defaults=True)
+        value["schema_version"] = c.SCHEMA_VERSION
+        await self.engine.set_state(
+            c.RUNS_SCOPE.name, run.run_id, value, expected_revision=expected_revision
+        )
+
+    async def commit(
+        self, run_id: str, change: Change, *, first: tuple[c.TaskRun, int] | None = None
+    ) -> tuple[c.TaskRun, bool] | None:
         """Apply ``change`` to the run and write it with compare-and-set (again on a conflict,
         from the new record); ``change`` returns the instances to queue, or ``None`` for
-        nothing to write. Returns the run and whether it was written."""
+        nothing to write. Returns the run and whether it was written. ``first``: the record
+        as the caller read it (a fresh copy), tried before reading again."""
         plan = await self.plan(run_id)
         for _ in range(_COMMIT_TRIES):
-            entry = await c.RUNS_SCOPE.get_entry(self.engine, run_id)
+            entry, first = first or await self.read(run_id), None
             if entry is None:
                 return None
             run, revision = entry
@@ -77,7 +92,7 @@ class Tasks:
                 return run, False
             run.updated_at = time.time()
             try:
-                await c.RUNS_SCOPE.set(self.engine, run_id, run, expected_revision=revision)
+                await self.write(run, expected_revision=revision)
             except RevisionConflict:
                 continue
             await self.enqueue(run, queued)
@@ -200,7 +215,7 @@ class Tasks:
         self._plans.pop(run_id, None)
         queued = advance(run, await self.plan(run_id), now=now)
         try:
-            await c.RUNS_SCOPE.set(self.engine, run_id, run, expected_revision=0)
+            await self.write(run, expected_revision=0)
         except RevisionConflict:
             latest = await c.RUNS_SCOPE.get(self.engine, run_id)
             assert latest is not None
@@ -214,14 +229,15 @@ class Tasks:
 
     async def step(self, payload: Any) -> None:
         delivery = c.StepDelivery.model_validate(payload)
-        run = await c.RUNS_SCOPE.get(self.engine, delivery.run_id)
-        if run is None or not _current(run, delivery):
+        entry = await self.read(delivery.run_id)
+        if entry is None or not _current(entry[0], delivery):
             return
+        run = entry[0]
         plan = await self.plan(run.run_id)
         step = plan.steps[step_of(delivery.instance)]
         outcome = await self.runner.attempt(run, plan, step, delivery.instance)
         if outcome is not None:
-            await self.commit(run.run_id, _recorder(delivery, outcome))
+            await self.commit(run.run_id, _recorder(delivery, outcome), first=entry)
 
     async def on_approval(self, payload: Any) -> None:
         key = str(payload.get("key", "")) if isinstance(payload, dict) else ""
