@@ -79,8 +79,10 @@ async def test_a_file_is_checked_before_anything_starts(tmp_path: Path) -> None:
         await harness.tasks.start(GRAPH, inputs={"c": 1})
 
 
+EXAMPLE = Path(__file__).resolve().parents[3] / "examples" / "tasks" / "review.yaml"
+
+
 async def test_the_review_example_runs_with_a_model_and_an_approval(tmp_path: Path) -> None:
-    example = Path(__file__).resolve().parents[3] / "examples" / "tasks" / "review.yaml"
 
     def answer(messages: list[AgentMessage], info: ModelInfo) -> str:
         prompt = text_of(messages[-1].content)
@@ -88,12 +90,17 @@ async def test_the_review_example_runs_with_a_model_and_an_approval(tmp_path: Pa
             return json.dumps({"publish": True, "reason": "fine"})
         return f"answer to: {prompt[:20]}"
 
-    async with Harness(FunctionModel(answer), home=tmp_path) as harness:
-        async with approving(harness.engine):
-            run = await harness.tasks.run(example, inputs={"topic": "graphs"}, timeout=60)
+    harness = Harness(FunctionModel(answer), home=tmp_path)
+    async with harness, approving(await _started(harness)):
+        run = await harness.tasks.run(EXAMPLE, inputs={"topic": "graphs"}, timeout=60)
     assert run.status == "succeeded", run.error
     assert run.outputs is not None
     assert run.outputs["draft"] == "answer to: Write a 150-word not"
     assert run.outputs["verdict"] == {"publish": True, "reason": "fine"}
     assert run.outputs["published_at"]
     assert run.steps["critique"].count == 3
+
+
+async def _started(harness: Harness) -> Any:
+    await harness.start()
+    return harness.engine
