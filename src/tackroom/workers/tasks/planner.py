@@ -117,7 +117,9 @@ def advance(run: TaskRun, plan: GraphPlan, *, now: float) -> list[str]:
     if run.status != "running":
         return []
     for step_id in plan.order:
-        record = run.steps.setdefault(step_id, StepRecord())
+        record = run.steps.get(step_id)
+        if record is None:
+            record = run.steps[step_id] = StepRecord()
         if record.status == "waiting":
             _decide(run, plan, step_id, record)
     queued = _fill(run, plan, now=now)

@@ -9,6 +9,7 @@ repeated delivery finds its instance already past that attempt and does nothing.
 
 from __future__ import annotations
 
+import asyncio
 import time
 from collections import OrderedDict
 from collections.abc import Callable
@@ -41,6 +42,7 @@ class Tasks:
     def __init__(self, ctx: WorkerContext[TasksConfig]) -> None:
         self.engine = ctx.engine
         self._plans: OrderedDict[str, GraphPlan] = OrderedDict()
+        self._locks: dict[str, asyncio.Lock] = {}
         self.runner = Runner(
             ctx.engine,
             call_timeout=ctx.config.call_timeout,
@@ -81,6 +83,30 @@ class Tasks:
         nothing to write. Returns the run and whether it was written. ``first``: the record
         as the caller read it (a fresh copy), tried before reading again."""
         plan = await self.plan(run_id)
+        async with self._lock(run_id):
+            return await self._commit(run_id, plan, change, first)
+
+    def _lock(self, run_id: str) -> asyncio.Lock:
+        """One committer per run in this process: concurrent steps of one run would otherwise
+        lose their compare-and-set to each other, each retry re-reading the whole record.
+        Compare-and-set still guards against other processes (NATS)."""
+        lock = self._locks.get(run_id)
+        if lock is None:
+            lock = self._locks[run_id] = asyncio.Lock()
+            while len(self._locks) > 1024:
+                oldest = next(iter(self._locks))
+                if self._locks[oldest].locked():
+                    break
+                del self._locks[oldest]
+        return lock
+
+    async def _commit(
+        self,
+        run_id: str,
+        plan: GraphPlan,
+        change: Change,
+        first: tuple[c.TaskRun, int] | None,
+    ) -> tuple[c.TaskRun, bool] | None:
         for _ in range(_COMMIT_TRIES):
             entry, first = first or await self.read(run_id), None
             if entry is None:
