@@ -5,7 +5,7 @@ runs again (its call count is what it was at the kill) — on every backend.
 The points are engine writes (any worker's: the run record's commits, the queue, approvals,
 the test functions' effects), chosen from a calibration run's count with a fixed seed, killed
 just before or just after the write alternately. ``TACKROOM_TASKS_CRASH_POINTS`` raises the
-count for a soak.
+count for a soak (once the run has ended, the remaining points are not used).
 """
 
 from __future__ import annotations
@@ -95,11 +95,11 @@ async def test_sigkill_at_random_points_resumes_to_the_same_outputs(
     for n in range(POINTS):
         gap, mode = rng.randint(1, 8), rng.choice(["before", "after"])
         first = await _child(url, tmp_path, kill_at=gap, mode=mode)
+        if first[-1] == 0:
+            break  # it finished before its kill point
         at_kill, calls_at_kill = await _state(url)
         where = f"kill {n + 1}: {mode} write {gap} of its process"
         snapshots.append((where, _done_keys(at_kill), calls_at_kill))
-        if first[-1] == 0:
-            break
     await _child(url, tmp_path)
     run, calls = await _state(url)
     assert run is not None
@@ -113,4 +113,5 @@ async def test_sigkill_at_random_points_resumes_to_the_same_outputs(
                 assert calls[key] == calls_at_kill[key], (
                     f"{where}: {key} ran again after it was done"
                 )
-    assert len(snapshots) == POINTS, f"the run ended after {len(snapshots)} of {POINTS} kills"
+    least = min(POINTS, 10)  # a soak's later points may fall after the run's end
+    assert len(snapshots) >= least, f"the run ended after {len(snapshots)} kills, not {least}"
