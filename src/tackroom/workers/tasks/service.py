@@ -43,6 +43,8 @@ class Tasks:
         self.engine = ctx.engine
         self._plans: OrderedDict[str, GraphPlan] = OrderedDict()
         self._locks: dict[str, asyncio.Lock] = {}
+        self._waiting: dict[str, list[tuple[Change, asyncio.Future[None]]]] = {}
+        self._revisions: dict[str, int] = {}
         self.runner = Runner(
             ctx.engine,
             call_timeout=ctx.config.call_timeout,
@@ -71,9 +73,12 @@ class Tasks:
         record is written whole at every step, so its size is the step's cost)."""
         value = run.model_dump(mode="json", exclude_defaults=True)
         value["schema_version"] = c.SCHEMA_VERSION
-        await self.engine.set_state(
+        entry = await self.engine.set_state(
             c.RUNS_SCOPE.name, run.run_id, value, expected_revision=expected_revision
         )
+        self._revisions[run.run_id] = entry.revision
+        if len(self._revisions) > 4096:
+            self._revisions.pop(next(iter(self._revisions)))
 
     async def commit(
         self, run_id: str, change: Change, *, first: tuple[c.TaskRun, int] | None = None
@@ -107,6 +112,8 @@ class Tasks:
         change: Change,
         first: tuple[c.TaskRun, int] | None,
     ) -> tuple[c.TaskRun, bool] | None:
+        if first is not None and first[1] < self._revisions.get(run_id, 0):
+            first = None  # this process has committed since it was read
         for _ in range(_COMMIT_TRIES):
             entry, first = first or await self.read(run_id), None
             if entry is None:
@@ -263,7 +270,31 @@ class Tasks:
         step = plan.steps[step_of(delivery.instance)]
         outcome = await self.runner.attempt(run, plan, step, delivery.instance)
         if outcome is not None:
-            await self.commit(run.run_id, _recorder(delivery, outcome), first=entry)
+            await self.record(run.run_id, _recorder(delivery, outcome), first=entry)
+
+    async def record(
+        self, run_id: str, change: Change, *, first: tuple[c.TaskRun, int] | None
+    ) -> None:
+        """Commit a step's outcome, together with the outcomes other deliveries of the run
+        are waiting to commit (one record write for all of them: a wide fan-out finishing
+        writes the record a few times, not once per item)."""
+        done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self._waiting.setdefault(run_id, []).append((change, done))
+        plan = await self.plan(run_id)
+        async with self._lock(run_id):
+            if not done.done():
+                batch = self._waiting.pop(run_id, [])
+                try:
+                    await self._commit(run_id, plan, _together([ch for ch, _ in batch]), first)
+                except BaseException as exc:
+                    for _, waiter in batch:
+                        if not waiter.done():
+                            waiter.set_exception(exc)
+                    raise
+                for _, waiter in batch:
+                    if not waiter.done():
+                        waiter.set_result(None)
+        await done
 
     async def on_approval(self, payload: Any) -> None:
         key = str(payload.get("key", "")) if isinstance(payload, dict) else ""
@@ -349,6 +380,20 @@ _WAKES: dict[str, frozenset[str]] = {
     "approval": frozenset({"awaiting_approval"}),
     "child": frozenset({"in_child"}),
 }
+
+
+def _together(changes: list[Change]) -> Change:
+    """Several changes as one: what each queues, or ``None`` when none changed anything."""
+
+    def change(run: c.TaskRun, plan: GraphPlan) -> list[str] | None:
+        queued: list[str] | None = None
+        for one in changes:
+            more = one(run, plan)
+            if more is not None:
+                queued = [*(queued or []), *more]
+        return None if queued is None else list(dict.fromkeys(queued))
+
+    return change
 
 
 def _recorder(delivery: c.StepDelivery, outcome: Outcome) -> Change:
