@@ -1,4 +1,4 @@
-"""Cancel, pause, resume and re-run — pure changes to a run record."""
+"""Pure changes to a run record: a step's outcome, cancel, pause, resume and re-run."""
 
 from __future__ import annotations
 
@@ -9,11 +9,21 @@ from tackroom.contracts.tasks import (
     ListResponse,
     RunStatus,
     RunSummary,
+    StepDelivery,
     TaskRun,
 )
-from tackroom.workers.tasks.planner import GraphPlan, advance, rerun
+from tackroom.workers.tasks.planner import GraphPlan, Outcome, advance, apply_outcome, rerun
 
-__all__ = ["cancelling", "pausing", "rerunning", "resuming", "summaries"]
+__all__ = [
+    "cancelling",
+    "current",
+    "pausing",
+    "recording",
+    "rerunning",
+    "resuming",
+    "summaries",
+    "together",
+]
 
 Change = Callable[[TaskRun, GraphPlan], list[str] | None]
 
@@ -69,3 +79,40 @@ def summaries(runs: list[tuple[str, TaskRun]], status: RunStatus | None) -> List
             for run in chosen
         ]
     )
+
+
+def current(run: TaskRun, delivery: StepDelivery) -> bool:
+    instance = run.instances.get(delivery.instance)
+    if run.status != "running" or instance is None or instance.attempt != delivery.attempt:
+        return False
+    return instance.status in _WAKES[delivery.wake]
+
+
+_WAKES: dict[str, frozenset[str]] = {
+    "run": frozenset({"queued", "awaiting_approval", "in_child"}),
+    "approval": frozenset({"awaiting_approval"}),
+    "child": frozenset({"in_child"}),
+}
+
+
+def together(changes: list[Change]) -> Change:
+    """Several changes as one: what each queues, or ``None`` when none changed anything."""
+
+    def change(run: TaskRun, plan: GraphPlan) -> list[str] | None:
+        queued: list[str] | None = None
+        for one in changes:
+            more = one(run, plan)
+            if more is not None:
+                queued = [*(queued or []), *more]
+        return None if queued is None else list(dict.fromkeys(queued))
+
+    return change
+
+
+def recording(delivery: StepDelivery, outcome: Outcome) -> Change:
+    def record(run: TaskRun, plan: GraphPlan) -> list[str] | None:
+        if not current(run, delivery):
+            return None
+        return apply_outcome(run, plan, delivery.instance, outcome, now=time.time())
+
+    return record

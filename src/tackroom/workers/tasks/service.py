@@ -25,9 +25,7 @@ from tackroom.workers.tasks import control
 from tackroom.workers.tasks.config import Schedule, TasksConfig
 from tackroom.workers.tasks.planner import (
     GraphPlan,
-    Outcome,
     advance,
-    apply_outcome,
     step_of,
 )
 from tackroom.workers.tasks.runner import Runner
@@ -263,14 +261,14 @@ class Tasks:
     async def step(self, payload: Any) -> None:
         delivery = c.StepDelivery.model_validate(payload)
         entry = await self.read(delivery.run_id)
-        if entry is None or not _current(entry[0], delivery):
+        if entry is None or not control.current(entry[0], delivery):
             return
         run = entry[0]
         plan = await self.plan(run.run_id)
         step = plan.steps[step_of(delivery.instance)]
         outcome = await self.runner.attempt(run, plan, step, delivery.instance)
         if outcome is not None:
-            await self.record(run.run_id, _recorder(delivery, outcome), first=entry)
+            await self.record(run.run_id, control.recording(delivery, outcome), first=entry)
 
     async def record(
         self, run_id: str, change: Change, *, first: tuple[c.TaskRun, int] | None
@@ -285,7 +283,9 @@ class Tasks:
             if not done.done():
                 batch = self._waiting.pop(run_id, [])
                 try:
-                    await self._commit(run_id, plan, _together([ch for ch, _ in batch]), first)
+                    await self._commit(
+                        run_id, plan, control.together([ch for ch, _ in batch]), first
+                    )
                 except BaseException as exc:
                     for _, waiter in batch:
                         if not waiter.done():
@@ -366,43 +366,6 @@ class Tasks:
             )
 
         return fire
-
-
-def _current(run: c.TaskRun, delivery: c.StepDelivery) -> bool:
-    instance = run.instances.get(delivery.instance)
-    if run.status != "running" or instance is None or instance.attempt != delivery.attempt:
-        return False
-    return instance.status in _WAKES[delivery.wake]
-
-
-_WAKES: dict[str, frozenset[str]] = {
-    "run": frozenset({"queued", "awaiting_approval", "in_child"}),
-    "approval": frozenset({"awaiting_approval"}),
-    "child": frozenset({"in_child"}),
-}
-
-
-def _together(changes: list[Change]) -> Change:
-    """Several changes as one: what each queues, or ``None`` when none changed anything."""
-
-    def change(run: c.TaskRun, plan: GraphPlan) -> list[str] | None:
-        queued: list[str] | None = None
-        for one in changes:
-            more = one(run, plan)
-            if more is not None:
-                queued = [*(queued or []), *more]
-        return None if queued is None else list(dict.fromkeys(queued))
-
-    return change
-
-
-def _recorder(delivery: c.StepDelivery, outcome: Outcome) -> Change:
-    def record(run: c.TaskRun, plan: GraphPlan) -> list[str] | None:
-        if not _current(run, delivery):
-            return None
-        return apply_outcome(run, plan, delivery.instance, outcome, now=time.time())
-
-    return record
 
 
 def _slug(name: str) -> str:
