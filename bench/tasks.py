@@ -43,12 +43,19 @@ SCHEMA_VERSION = 1
 class Clock:
     def __init__(self) -> None:
         self.calls: list[float] = []
+        self.until = 0
+        self.reached = asyncio.Event()
+
+    def note(self) -> None:
+        self.calls.append(time.perf_counter())
+        if len(self.calls) >= self.until:
+            self.reached.set()
 
 
 def _worker(clock: Clock) -> WorkerSpec[WorkerConfig]:
     async def start(ctx: WorkerContext[WorkerConfig]) -> None:
         async def noop(payload: Any) -> dict[str, Any]:
-            clock.calls.append(time.perf_counter())
+            clock.note()
             return {}
 
         await ctx.register_function("bench::noop", noop)
@@ -76,10 +83,17 @@ def layered(n: int, *, layers: int = 10) -> dict[str, Any]:
     return {"name": "layered", "steps": steps, "concurrency": 64}
 
 
-async def run_graph(engine: Engine, graph: dict[str, Any], run_id: str) -> tuple[float, c.TaskRun]:
+async def run_graph(
+    engine: Engine, graph: dict[str, Any], run_id: str, clock: Clock
+) -> tuple[float, c.TaskRun]:
+    """Run ``graph`` to its end: wait for its last call (reading the run's record while it
+    runs would load the same event loop), then for the record to say so."""
     spec = parse_graph(graph)
+    clock.until = len(clock.calls) + len(spec.steps)
+    clock.reached.clear()
     start = time.perf_counter()
     await c.RUN.call(engine, c.TaskRunRequest(graph=spec, run_id=run_id))
+    await clock.reached.wait()
     pause = 0.001
     while True:
         run = await c.RUNS_SCOPE.get(engine, run_id)
@@ -101,12 +115,12 @@ async def main(args: argparse.Namespace) -> dict[str, Any]:
         workers = [load_worker("engine"), load_worker("tasks"), _worker(clock)]
         async with Host(engine=open_engine(url), workers=workers, config=config) as host:
             engine = host.engine
-            await run_graph(engine, chain(20), "warm-up")
+            await run_graph(engine, chain(20), "warm-up", clock)
             clock.calls.clear()
-            await run_graph(engine, chain(args.chain), "chain")
+            await run_graph(engine, chain(args.chain), "chain", clock)
             gaps = [b - a for a, b in zip(clock.calls, clock.calls[1:], strict=False)]
-            elapsed, run = await run_graph(engine, layered(args.steps), "layered")
-            size = len(json.dumps(run.model_dump(mode="json")))
+            elapsed, run = await run_graph(engine, layered(args.steps), "layered", clock)
+            size = len(json.dumps(run.model_dump(mode="json", exclude_defaults=True)))
     return {
         "schema_version": SCHEMA_VERSION,
         "benchmark": "tasks",
