@@ -4,7 +4,8 @@
 scenario's workers on ``URL``, starts (or finds) the run, approves what waits, and prints JSON
 lines: ``{"marker": "booted"}``, then ``{"marker": "finished", "status", "writes"}`` — unless
 write ``N`` (every worker's, from the start) comes first: then the process kills
-itself with SIGKILL, just before that write or just after it (``--mode``). ``--kill-at 0``
+itself with SIGKILL, just before that write or just after it (``--mode``); ``--only PREFIX``
+counts only the writes whose label starts with it (``set_state task-runs/``: the commits). ``--kill-at 0``
 never kills (the calibration run, and the resume).
 """
 
@@ -27,10 +28,13 @@ T = TypeVar("T")
 
 
 class KillingEngine(FaultyEngine):
-    """Counts writes once armed and dies with SIGKILL at the ``fail_at``-th."""
+    """Counts writes once armed (those whose label starts with ``only``) and dies with SIGKILL
+    at the ``fail_at``-th."""
+
+    only = ""
 
     async def _write(self, label: str, write: Callable[[], Awaitable[T]]) -> T:
-        if not self.armed:
+        if not self.armed or not label.startswith(self.only):
             return await write()
         self.writes.append(label)
         if len(self.writes) == self.fail_at:
@@ -44,8 +48,9 @@ def _say(**item: object) -> None:
     print(json.dumps(item), flush=True)
 
 
-async def main(url: str, kill_at: int, mode: str) -> None:
+async def main(url: str, kill_at: int, mode: str, only: str) -> None:
     engine = KillingEngine(open_engine(url))
+    engine.only = only
     engine.arm(fail_at=kill_at or None, mode="after" if mode == "after" else "before")
     async with host_for(engine) as host:
         _say(marker="booted")
@@ -61,5 +66,6 @@ if __name__ == "__main__":
     parser.add_argument("url")
     parser.add_argument("--kill-at", type=int, default=0)
     parser.add_argument("--mode", choices=["before", "after"], default="before")
+    parser.add_argument("--only", default="", help="count only writes whose label starts so")
     args = parser.parse_args()
-    asyncio.run(main(args.url, args.kill_at, args.mode))
+    asyncio.run(main(args.url, args.kill_at, args.mode, args.only))

@@ -35,7 +35,9 @@ TIMEOUT = 240
 CHILD_TIMEOUT = 60.0
 
 
-async def _child(url: str, workdir: Path, *, kill_at: int = 0, mode: str = "before") -> list[Any]:
+async def _child(
+    url: str, workdir: Path, *, kill_at: int = 0, mode: str = "before", only: str = ""
+) -> list[Any]:
     """Run ``crash_child``; its JSON lines, and its exit code last."""
     stderr_path = workdir / f"child-{kill_at}-{mode}.stderr"
     with stderr_path.open("ab") as stderr:
@@ -46,6 +48,7 @@ async def _child(url: str, workdir: Path, *, kill_at: int = 0, mode: str = "befo
             url,
             f"--kill-at={kill_at}",
             f"--mode={mode}",
+            f"--only={only}",
             stdout=asyncio.subprocess.PIPE,
             stderr=stderr,
             cwd=ROOT,
@@ -115,3 +118,23 @@ async def test_sigkill_at_random_points_resumes_to_the_same_outputs(
                 )
     least = min(POINTS, 10)  # a soak's later points may fall after the run's end
     assert len(snapshots) >= least, f"the run ended after {len(snapshots)} kills, not {least}"
+
+
+@pytest.mark.timeout(240)
+@pytest.mark.parametrize("commit", [3, 9])
+async def test_a_step_committed_just_before_the_kill_is_not_run_again(
+    commit: int, tmp_path: Path
+) -> None:
+    """Killed right after a step's commit, before its delivery is acknowledged: the message
+    comes again after the restart and must find the step done (its call count stays)."""
+    url = engine_url_for("embedded", tmp_path)
+    first = await _child(url, tmp_path, kill_at=commit, mode="after", only="set_state task-runs/")
+    assert first[-1] == -signal.SIGKILL
+    at_kill, calls_at_kill = await _state(url)
+    done = [key for key in _done_keys(at_kill) if key in calls_at_kill]
+    assert done, "no step with a side effect had finished at the kill"
+    await _child(url, tmp_path)
+    run, calls = await _state(url)
+    assert run is not None
+    assert (run.status, run.outputs) == ("succeeded", EXPECTED_OUTPUTS)
+    assert {key: calls[key] for key in done} == {key: calls_at_kill[key] for key in done}
