@@ -5,8 +5,8 @@ scenario's workers on ``URL``, starts (or finds) the run, approves what waits, a
 lines: ``{"marker": "booted"}``, then ``{"marker": "finished", "status", "writes"}`` — unless
 write ``N`` (every worker's, from the start) comes first: then the process kills
 itself with SIGKILL, just before that write or just after it (``--mode``); ``--only PREFIX``
-counts only the writes whose label starts with it (``set_state task-runs/``: the commits). ``--kill-at 0``
-never kills (the calibration run, and the resume).
+counts only the writes whose label starts with it (``set_state task-runs/``: the commits).
+``--kill-at 0`` never kills (the resume).
 """
 
 from __future__ import annotations
