@@ -34,6 +34,7 @@ COMMAND_MODULES: dict[str, str] = {
     "traces": "traces",
     "replay": "replay",
     "cassette": "replay",
+    "tasks": "tasks",
 }
 """Which ``tackroom.cli`` module defines each command. Only the one being run is imported, so
 ``tackroom run`` does not pay for the approvals or budget commands' imports."""

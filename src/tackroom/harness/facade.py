@@ -65,6 +65,8 @@ from tackroom.runtime.worker import WorkerSpec
 if TYPE_CHECKING:
     from opentelemetry.sdk.trace import TracerProvider
 
+    from tackroom.harness.tasks import TaskGraphs
+
 __all__ = ["Harness"]
 
 
@@ -254,6 +256,13 @@ class Harness:
     @property
     def config(self) -> HarnessConfig:
         return self._config
+
+    @property
+    def tasks(self) -> TaskGraphs:
+        """Task graphs on this harness: ``await harness.tasks.run("tasks.yaml")``."""
+        from tackroom.harness.tasks import TaskGraphs
+
+        return TaskGraphs(self)
 
     async def __aenter__(self) -> Harness:
         await self.start()

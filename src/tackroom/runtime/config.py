@@ -156,6 +156,7 @@ class AgentSettings(_Section):
             "http",
             "policy",
             "approvals",
+            "tasks",
         ]
     )
     """The workers an agent run needs besides its provider (``mcp`` joins them when

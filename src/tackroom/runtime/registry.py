@@ -54,6 +54,7 @@ BUILTIN_WORKERS: dict[str, str] = {
     "memory": "tackroom.workers.memory.worker:WORKER",
     "compactor": "tackroom.workers.compactor.worker:WORKER",
     "memory-postgres": "tackroom.workers.memory_postgres.worker:WORKER",
+    "tasks": "tackroom.workers.tasks.worker:WORKER",
 }
 
 

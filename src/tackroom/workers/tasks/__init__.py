@@ -1,0 +1,1 @@
+"""The ``tasks`` worker: declarative task graphs (see ``worker.py``)."""
