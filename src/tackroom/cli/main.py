@@ -32,6 +32,7 @@ COMMAND_MODULES: dict[str, str] = {
     "approvals": "approvals",
     "budget": "budget",
     "traces": "traces",
+    "audit": "audit",
 }
 """Which ``tackroom.cli`` module defines each command. Only the one being run is imported, so
 ``tackroom run`` does not pay for the approvals or budget commands' imports."""
