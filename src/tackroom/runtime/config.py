@@ -151,6 +151,7 @@ class AgentSettings(_Section):
             "http",
             "policy",
             "approvals",
+            "audit",
         ]
     )
     """The workers an agent run needs besides its provider (``mcp`` joins them when

@@ -156,28 +156,31 @@ class AuditStore:
             return Appended(record["seq"], record["hash"], duplicate=False)
 
     def _with_principal(self, fact: AuditFact) -> AuditFact:
-        """Remember the principal a run acts for; fill it in for a fact of the run without one."""
+        """The run's principal as its state changes named it (roles and all) on a fact of the run
+        that names none or only its id; a fact naming one of a run not seen yet teaches it."""
         if fact.run_id is None:
-            return fact
-        if fact.principal is not None:
-            self._db.execute(
-                "INSERT OR REPLACE INTO runs VALUES (?, ?, ?)",
-                (fact.run_id, fact.principal.model_dump_json(), self._clock()),
-            )
             return fact
         row = self._db.execute(
             "SELECT principal FROM runs WHERE run_id = ?", (fact.run_id,)
         ).fetchone()
         if row is None:
+            if fact.principal is not None:
+                self._remember(fact.run_id, fact.principal)
             return fact
-        return fact.model_copy(update={"principal": Principal.model_validate_json(row[0])})
+        known = Principal.model_validate_json(row[0])
+        if fact.principal is None or fact.principal.id == known.id:
+            return fact.model_copy(update={"principal": known})
+        return fact
+
+    def _remember(self, run_id: str, principal: Principal) -> None:
+        self._db.execute(
+            "INSERT OR REPLACE INTO runs VALUES (?, ?, ?)",
+            (run_id, principal.model_dump_json(), self._clock()),
+        )
 
     def learn_principal(self, run_id: str, principal: Principal) -> None:
         with self._lock, _Transaction(self._db):
-            self._db.execute(
-                "INSERT OR REPLACE INTO runs VALUES (?, ?, ?)",
-                (run_id, principal.model_dump_json(), self._clock()),
-            )
+            self._remember(run_id, principal)
 
     # -- archiving ---------------------------------------------------------------------------
     def archive(self, *, older_than: float, directory: Path) -> tuple[int, Path | None]:
