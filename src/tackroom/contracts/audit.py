@@ -6,13 +6,14 @@ of every field but ``hash`` (:func:`tackroom.kit.audit.record_hash`) — and sto
 :class:`AuditRecord`. Editing, removing or reordering a stored or exported record breaks the chain
 where it happened, and ``audit::verify`` / ``tackroom audit verify`` name that record.
 
-Facts arrive three ways:
+Facts arrive two ways:
 
-- the worker derives them from :data:`tackroom.contracts.events.EVENTS` (gate, approval and budget
-  decisions, tool calls with argument digests, run ends) through a durable stream trigger;
-- workers that own other facts (credential use, policy reloads, session deletion) append them to
-  the stream :data:`FACTS` — an append never fails because no audit worker runs, and nothing is
-  lost while it is down (:func:`tackroom.kit.audit.record_fact`);
+- on the stream :data:`FACTS` (one group, so one order for all): the event emitter records the
+  facts of security-relevant ``agent::events`` (run starts, gate, approval and budget decisions,
+  tool calls with argument digests, run ends) as it emits them, and the workers that own other
+  facts (credential use, policy reloads, session deletion) append theirs
+  (:func:`tackroom.kit.audit.record_fact`) — an append never fails because no audit worker runs,
+  and nothing is lost while it is down: the worker reads the stream from its stored cursor;
 - any caller may ``audit::append`` (:data:`APPEND`) and get the record's ``seq`` back.
 
 Every fact has a ``fact_id``; a fact seen before is not recorded again (a redelivered trigger, a
@@ -62,6 +63,7 @@ GENESIS_HASH = "0" * 64
 FACTS_GROUP = "facts"
 
 KINDS: dict[str, str] = {
+    "run_started": "a run began (with the principal it acts for)",
     "gate_decision": "the gate allowed, denied or asked about a tool call, and by which rule",
     "approval_resolved": "a person (or the expiry) decided a parked call",
     "budget_decision": "the budget allowed or refused a model call",

@@ -29,6 +29,7 @@ from tackroom.contracts.audit import (
     ChainAnchor,
     ChainProblem,
 )
+from tackroom.contracts.policy import PolicyStatus
 
 __all__ = [
     "EXPORT_HEADER_KEY",
@@ -37,6 +38,7 @@ __all__ = [
     "digest",
     "record_fact",
     "record_hash",
+    "record_policy_load",
     "verify_chain",
 ]
 
@@ -64,6 +66,26 @@ def record_hash(record: dict[str, Any]) -> str:
 
 class _Appender(Protocol):
     async def append(self, stream: str, group_id: str, data: Any) -> int: ...
+
+
+async def record_policy_load(engine: _Appender, status: PolicyStatus, *, actor: str) -> None:
+    """A policy file (or the built-in defaults) came into force: path, digest, generation."""
+    fact = AuditFact(
+        fact_id=f"policy:{actor}:{status.digest}:{status.loaded_at!r}",
+        kind="policy_loaded",
+        actor=actor,
+        at=status.loaded_at,
+        fact={
+            "language": status.language,
+            "source": status.source,
+            "path": status.path,
+            "digest": status.digest,
+            "generation": status.generation,
+            "rule_count": status.rule_count,
+            "default_decision": status.default_decision,
+        },
+    )
+    await record_fact(engine, fact)
 
 
 async def record_fact(engine: _Appender, fact: AuditFact) -> None:

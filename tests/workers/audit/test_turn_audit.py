@@ -23,12 +23,12 @@ from tackroom.contracts.audit import (
 from tackroom.contracts.credentials import AUTH_GET_TOKEN, ProviderRequest, fingerprint
 from tackroom.contracts.events import EVENTS
 from tackroom.contracts.principal import Principal
-from tackroom.engine import Engine
+from tackroom.engine import Engine, open_engine
 from tackroom.harness import Harness
 from tackroom.kit.audit import digest, record_fact
+from tackroom.kit.events import EventEmitter
 from tackroom.testing import wait_until
 from tackroom.testing.backends import BACKENDS, engine_url_for
-from tackroom.workers.audit.worker import ON_EVENT
 
 SECRET = "sk-planted-0123456789-SECRET"
 WRITE = {"function_id": "fs::write", "arguments": {"path": "a.txt", "content": SECRET}, "id": "w1"}
@@ -116,39 +116,43 @@ async def test_a_gated_turn_is_audited_with_its_principal(
 
 
 @pytest.mark.parametrize("backend", list(BACKENDS))
-async def test_a_redelivered_fact_is_recorded_once(tmp_path: Path, backend: str) -> None:
-    """A trigger delivered again (a crash before its acknowledgement), an append retried after a
-    lost reply, a fact appended twice to audit::facts: one record each — the fact id decides."""
-    harness = Harness(
-        "scripted:demo",
-        home=tmp_path / "home",
-        engine=engine_url_for(backend, tmp_path),
-        script=[{"text": "hi"}],
-    )
+async def test_a_fact_is_recorded_once_and_none_is_lost_while_no_audit_runs(
+    tmp_path: Path, backend: str
+) -> None:
+    """An event emitted again (a step replayed after a crash), an append retried after a lost
+    reply, a fact appended twice: one record each — the fact id decides. A fact recorded while no
+    audit worker runs is in the log once one starts; a restart reads on from its cursor."""
+    url = engine_url_for(backend, tmp_path)
+    home = tmp_path / "home"
     fact = AuditFact(fact_id="test:once", kind="session_deleted", session_id="gone")
-    async with harness:
+    async with Harness("scripted:demo", home=home, engine=url, script=[{"text": "hi"}]) as harness:
         result = await harness.run("hello", session="s1")
-        await wait_for(harness.engine, {"run_end"})
         stored = await harness.engine.read(EVENTS.name, "s1")
         [end] = [r for r in stored if r.data["type"] == "agent_end"]
-        delivery = {"stream": EVENTS.name, "group_id": "s1", "seq": end.seq, "data": end.data}
-        await harness.engine.trigger(ON_EVENT, delivery)
-        await harness.engine.trigger(ON_EVENT, delivery)
+        await EventEmitter(harness.engine).emit_frame("s1", end.data)
         first = await APPEND.call(harness.engine, AppendRequest(fact=fact))
         again = await APPEND.call(harness.engine, AppendRequest(fact=fact))
         await record_fact(harness.engine, fact)
         await record_fact(harness.engine, fact.model_copy(update={"fact_id": "test:marker"}))
-        await wait_until(
-            lambda: _has(harness.engine, "test:marker"), message="the marker fact recorded"
-        )
-        found = await records(harness.engine)
-        report = await VERIFY.call(harness.engine, VerifyRequest())
-    assert report.ok
+        await wait_until(lambda: _has(harness.engine, "test:marker"), message="the marker")
     assert (first.duplicate, again.duplicate) == (False, True)
     assert again.seq == first.seq
-    assert [r["fact_id"] for r in found].count("test:once") == 1
-    ends = [r for r in found if r["kind"] == "run_end"]
-    assert [r["run_id"] for r in ends] == [result.run_id]
+
+    engine = open_engine(url)
+    await engine.start()
+    try:
+        await record_fact(engine, fact.model_copy(update={"fact_id": "test:while-down"}))
+    finally:
+        await engine.close()
+    async with Harness("scripted:demo", home=home, engine=url, script=[{"text": "hi"}]) as harness:
+        found = await records(harness.engine)
+        report = await VERIFY.call(harness.engine, VerifyRequest())
+    assert report.ok, report.problem
+    ids = [r["fact_id"] for r in found]
+    assert len(ids) == len(set(ids))
+    assert "test:while-down" in ids
+    assert [r["run_id"] for r in found if r["kind"] == "run_end"] == [result.run_id]
+    assert [r["kind"] for r in found if r["run_id"] == result.run_id][:1] == ["run_started"]
 
 
 async def _has(engine: Engine, fact_id: str) -> bool:

@@ -128,9 +128,27 @@ class AuditStore:
         return int(self._meta("head_seq", "0")), self._meta("head_hash", GENESIS_HASH)
 
     # -- writing -----------------------------------------------------------------------------
-    def append(self, fact: AuditFact) -> Appended:
-        """Record ``fact`` at the head of the chain (once: a known ``fact_id`` is a no-op)."""
+    def facts_cursor(self) -> int:
+        """The last record of ``audit::facts`` read (stored with the fact it held)."""
+        with self._lock:
+            return int(self._meta("facts_cursor", "0"))
+
+    def find(self, fact_id: str) -> Appended | None:
+        """The record of ``fact_id``, if it was recorded."""
+        with self._lock:
+            row = self._db.execute(
+                "SELECT seq, body FROM records WHERE fact_id = ?", (fact_id,)
+            ).fetchone()
+        if row is None:
+            return None
+        return Appended(row["seq"], json.loads(row["body"])["hash"], duplicate=True)
+
+    def append(self, fact: AuditFact, *, facts_seq: int | None = None) -> Appended:
+        """Record ``fact`` at the head of the chain (once: a known ``fact_id`` is a no-op);
+        ``facts_seq``: the ``audit::facts`` record it came from, now read."""
         with self._lock, _Transaction(self._db):
+            if facts_seq is not None:
+                self._set_meta("facts_cursor", facts_seq)
             known = self._db.execute(
                 "SELECT seq, body FROM records WHERE fact_id = ?", (fact.fact_id,)
             ).fetchone()

@@ -3,35 +3,38 @@
 ```yaml
 worker_config:
   audit:
-    path: .tackroom/audit.db        # relative: to the working directory (a home: under it)
+    path: .tackroom/audit.db        # default: beside an embedded engine's file (a home: in it)
     retention_days: null            # records older than this go to archive_dir (null: kept)
-    archive_dir: .tackroom/audit-archive
+    archive_dir: .tackroom/audit-archive   # default: audit-archive beside the log
     archive_interval_hours: 24      # how often the retention runs (and once at start)
 ```
 
-It records facts from two streams through durable stream triggers — ``agent::events`` (gate,
-approval and budget decisions, tool calls, run ends: :mod:`tackroom.workers.audit.facts`) and
-``audit::facts`` (credential use, policy reloads, session deletion, from the workers that own
-them) — and serves ``audit::append|export|verify|status|archive``
-(:mod:`tackroom.contracts.audit`). A trigger delivery that fails (a full disk) is retried by the
-engine; one delivered twice is recorded once (by ``fact_id``). See ``docs/audit.md``.
+It reads ``audit::facts`` from its stored cursor (:mod:`tackroom.workers.audit.reader`): the facts
+the event emitter makes of security-relevant events (run starts, gate, approval and budget
+decisions, tool calls, run ends: :mod:`tackroom.kit.audit_facts`) and those of the workers that
+own other facts (credential use, policy reloads, session deletion). It serves
+``audit::append|export|verify|status|archive`` (:mod:`tackroom.contracts.audit`); a query waits
+for the facts recorded before the worker started (a ``tackroom audit export`` right after a
+``tackroom run`` sees that run). A fact is recorded once (by ``fact_id``). See ``docs/audit.md``.
 """
 
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TypeVar
 
-from pydantic import Field, ValidationError
+from pydantic import Field
 
 from tackroom.contracts.audit import (
     APPEND,
     ARCHIVE,
     EXPORT,
     FACTS,
+    FACTS_GROUP,
     STATUS,
     VERIFY,
     AppendRequest,
@@ -46,87 +49,85 @@ from tackroom.contracts.audit import (
     VerifyReport,
     VerifyRequest,
 )
-from tackroom.contracts.events import EVENTS
 from tackroom.engine.errors import FunctionError
+from tackroom.engine.protocol import Engine
 from tackroom.runtime.worker import WorkerConfig, WorkerContext, WorkerSpec
-from tackroom.workers.audit.facts import fact_of, principal_of
+from tackroom.workers.audit.reader import FactReader
 from tackroom.workers.audit.store import AuditStore
 
-__all__ = ["DEFAULT_PATH", "ON_EVENT", "ON_FACT", "WORKER", "AuditConfig"]
+__all__ = ["DEFAULT_PATH", "WORKER", "AuditConfig"]
 
 DEFAULT_PATH = Path(".tackroom") / "audit.db"
-ON_EVENT = "audit::on_event"
-"""The worker's own stream trigger on ``agent::events``; nobody else calls it."""
-ON_FACT = "audit::on_fact"
-"""The worker's own stream trigger on ``audit::facts``; nobody else calls it."""
 
 T = TypeVar("T")
-_AUDITED = frozenset(
-    {
-        "turn_state_changed",
-        "gate_decision",
-        "approval_resolved",
-        "budget_decision",
-        "function_execution_start",
-        "function_execution_end",
-        "agent_end",
-    }
-)
 _log = logging.getLogger("tackroom.audit")
 
 
+MEMORY = Path(":memory:")
+
+
+def default_path(engine: object) -> Path:
+    """Beside an embedded engine's database file (in its home); in memory beside an in-memory
+    engine (a throwaway log for a throwaway engine); else ``.tackroom/audit.db``."""
+    if not hasattr(engine, "path"):
+        return DEFAULT_PATH
+    where = engine.path
+    return where.parent / "audit.db" if isinstance(where, Path) else MEMORY
+
+
 class AuditConfig(WorkerConfig):
-    path: Path = Field(
-        default=DEFAULT_PATH, description="the SQLite file (relative: to the working directory)"
+    path: Path | None = Field(
+        default=None,
+        description="the SQLite file (relative: to the working directory); default: beside an"
+        " embedded engine's file, else .tackroom/audit.db",
     )
     retention_days: float | None = Field(
         default=None, gt=0, description="days a record is kept before archiving; null: kept"
     )
-    archive_dir: Path = Field(
-        default=Path(".tackroom") / "audit-archive",
-        description="where archived records go, one JSONL file per archiving",
+    archive_dir: Path | None = Field(
+        default=None,
+        description="where archived records go, one JSONL file per archiving; default:"
+        " audit-archive beside the log",
     )
     archive_interval_hours: float = Field(default=24.0, gt=0)
+    facts_stream_days: float = Field(
+        default=7.0,
+        gt=0,
+        description="days audit::facts keeps a fact for an audit worker that was down to read",
+    )
 
 
 class _Audit:
-    def __init__(self, store: AuditStore, config: AuditConfig) -> None:
+    def __init__(
+        self, engine: Engine, store: AuditStore, config: AuditConfig, reader: FactReader
+    ) -> None:
+        self.engine = engine
         self.store = store
+        beside = store.path.parent if store.path != MEMORY else Path(".tackroom")
+        self.archive_dir = (config.archive_dir or beside / "audit-archive").expanduser()
         self.config = config
+        self.reader = reader
 
     async def on_store(self, work: Callable[[AuditStore], T]) -> T:
+        await self.reader.caught_up()
         try:
             return await asyncio.to_thread(work, self.store)
         except Exception as exc:  # the disk failed: one line; a trigger delivery is retried
             raise FunctionError("unavailable", f"the audit log failed: {exc}") from None
 
-    async def on_event(self, payload: dict[str, Any]) -> None:
-        data = payload.get("data")
-        if not isinstance(data, dict) or data.get("type") not in _AUDITED:
-            return  # streamed text and the like: nothing to record, nothing to parse
-        try:
-            event = EVENTS.parse(data)
-        except ValidationError:
-            return  # a frame of a newer writer: its known facts come in its known types
-        principal = principal_of(event)
-        if principal is not None:
-            run_id = event.run_id
-            await self.on_store(lambda store: store.learn_principal(run_id, principal))
-        fact = fact_of(event)
-        if fact is not None:
-            await self.on_store(lambda store: store.append(fact))
-
-    async def on_fact(self, payload: dict[str, Any]) -> None:
-        try:
-            fact = AuditFact.model_validate(payload.get("data"))
-        except ValidationError as exc:
-            _log.warning("audit::facts record %s skipped: %s", payload.get("seq"), exc)
-            return
-        await self.on_store(lambda store: store.append(fact))
-
     async def append(self, request: AppendRequest) -> AppendResponse:
-        done = await self.on_store(lambda store: store.append(request.fact))
-        return AppendResponse(seq=done.seq, hash=done.hash, duplicate=done.duplicate)
+        """Through ``audit::facts`` like every fact, so every log reading it (a replica's) holds
+        the same facts in the same order; answered once this log has recorded it."""
+        fact = request.fact
+        known = await self.on_store(lambda store: store.find(fact.fact_id))
+        if known is None:
+            seq = await self.engine.append(FACTS.name, FACTS_GROUP, fact.model_dump(mode="json"))
+            await self.reader.reached(seq)
+            known = await self.on_store(lambda store: store.find(fact.fact_id))
+            if known is None:
+                raise FunctionError("unavailable", f"fact {fact.fact_id} was not recorded")
+            known = dataclasses.replace(known, duplicate=False)
+        return AppendResponse(seq=known.seq, hash=known.hash, duplicate=known.duplicate)
 
     async def export(self, request: ExportRequest) -> ExportPage:
         anchor, head, records = await self.on_store(
@@ -165,7 +166,7 @@ class _Audit:
         return await self.archive_older(days)
 
     async def archive_older(self, days: float) -> ArchiveResponse:
-        directory = self.config.archive_dir.expanduser()
+        directory = self.archive_dir
         moved, target = await self.on_store(
             lambda store: store.archive(older_than=days * 86400.0, directory=directory)
         )
@@ -202,19 +203,17 @@ def _archived_fact(moved: int, target: Path) -> AuditFact:
 
 
 async def _start(ctx: WorkerContext[AuditConfig]) -> None:
-    path = ctx.config.path.expanduser()
+    path = (ctx.config.path or default_path(ctx.engine)).expanduser()
     store = await asyncio.to_thread(AuditStore.open, path)
-    audit = _Audit(store, ctx.config)
+    reader = FactReader(ctx.engine, store, keep_days=ctx.config.facts_stream_days)
+    audit = _Audit(ctx.engine, store, ctx.config, reader)
+    ctx.spawn(reader.run(), name="audit: read audit::facts")
     ctx.spawn(audit.keep_retention(), name="audit: retention")
-    await ctx.register_function(ON_EVENT, audit.on_event, description="audit: agent::events")
-    await ctx.register_function(ON_FACT, audit.on_fact, description="audit: audit::facts")
     await ctx.serve(APPEND, audit.append)
     await ctx.serve(EXPORT, audit.export)
     await ctx.serve(VERIFY, audit.verify)
     await ctx.serve(STATUS, audit.status)
     await ctx.serve(ARCHIVE, audit.archive)
-    await ctx.add_stream_trigger(EVENTS.name, ON_EVENT)
-    await ctx.add_stream_trigger(FACTS.name, ON_FACT)
 
 
 WORKER: WorkerSpec[AuditConfig] = WorkerSpec(

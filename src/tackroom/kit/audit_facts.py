@@ -1,7 +1,9 @@
 """From an ``agent::events`` frame to the audit fact it makes (pure).
 
-Only security-relevant events make a fact: gate, approval and budget decisions, tool calls and
-their ends, the end of a run. Tool arguments and results are recorded as digests
+The event emitter (:mod:`tackroom.kit.events`) records each such fact on ``audit::facts`` as it
+emits the event. Only security-relevant events make a fact: a run's start (with the principal it
+acts for, roles and all), gate, approval and budget decisions, tool calls and their ends, the end
+of a run. Tool arguments and results are recorded as digests
 (:func:`tackroom.kit.audit.digest`), never as themselves; error messages are left out (they may
 quote arguments), their kind is kept. A fact's id is ``event:<event_id>``: the event id is the
 same on every replay of a step, so a redelivered or re-emitted event is recorded once.
@@ -25,14 +27,20 @@ from tackroom.contracts.events import (
 from tackroom.contracts.principal import Principal
 from tackroom.kit.audit import digest
 
-__all__ = ["fact_of", "principal_of"]
+__all__ = ["AUDITED", "fact_of"]
 
-
-def principal_of(event: AgentEvent) -> Principal | None:
-    """The principal an event names in full (a run's state changes carry it)."""
-    if isinstance(event, TurnStateChanged):
-        return event.data.principal
-    return None
+AUDITED = frozenset(
+    {
+        "turn_state_changed",
+        "gate_decision",
+        "approval_resolved",
+        "budget_decision",
+        "function_execution_start",
+        "function_execution_end",
+        "agent_end",
+    }
+)
+"""The event types that may make a fact (the others are not even parsed)."""
 
 
 def fact_of(event: AgentEvent) -> AuditFact | None:
@@ -54,6 +62,9 @@ def fact_of(event: AgentEvent) -> AuditFact | None:
 def _kind_and_fact(event: AgentEvent) -> tuple[str, dict[str, Any], dict[str, Any]] | None:
     fact: dict[str, Any]
     match event:
+        case TurnStateChanged(data=data) if data.from_ == "provisioning":
+            fact = {"turn_count": data.turn_count}
+            return "run_started", fact, {"principal": data.principal}
         case GateDecided(data=data):
             fact = {
                 "function_call_id": data.function_call_id,
