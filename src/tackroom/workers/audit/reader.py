@@ -51,7 +51,7 @@ class FactReader:
             await self._engine.configure_stream(FACTS.name, self._keep)
         except Exception as exc:  # a read-only engine: it only reads
             _log.debug("audit::facts retention not set: %s", exc)
-        cursor = await asyncio.to_thread(self._store.facts_cursor)
+        cursor = await self._checked(await asyncio.to_thread(self._store.facts_cursor))
         while True:
             records = await self._engine.read(FACTS.name, FACTS_GROUP, after=cursor, limit=PAGE)
             for record in records:
@@ -66,6 +66,27 @@ class FactReader:
                 await self._ingest(record)
         finally:
             await subscription.aclose()
+
+    async def _checked(self, cursor: int) -> int:
+        """``cursor``, or 0 when the stream holds records before it but not the one at it: the
+        log was kept with another engine (or the stream was reset). Reading it all again costs
+        nothing twice: a known fact is recorded once."""
+        if cursor == 0 or await self._engine.read(
+            FACTS.name, FACTS_GROUP, after=cursor - 1, limit=1
+        ):
+            return cursor
+        first = await self._engine.read(FACTS.name, FACTS_GROUP, after=0, limit=1)
+        if first and first[0].seq > cursor:
+            _log.warning(
+                "audit::facts records %d..%d are gone (past the stream's retention) before the"
+                " audit log read them",
+                cursor + 1,
+                first[0].seq - 1,
+            )
+            return cursor
+        if first:
+            _log.warning("audit::facts is shorter than the log's cursor %d: reading it all", cursor)
+        return 0
 
     async def _ingest(self, record: StreamRecord) -> None:
         try:
