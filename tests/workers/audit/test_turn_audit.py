@@ -22,11 +22,13 @@ from tackroom.contracts.audit import (
 )
 from tackroom.contracts.credentials import AUTH_GET_TOKEN, ProviderRequest, fingerprint
 from tackroom.contracts.events import EVENTS
+from tackroom.contracts.policy import POLICY_RELOAD, EmptyRequest
 from tackroom.contracts.principal import Principal
 from tackroom.engine import Engine, open_engine
 from tackroom.harness import Harness
 from tackroom.kit.audit import digest, record_fact
 from tackroom.kit.events import EventEmitter
+from tackroom.runtime.config import HarnessConfig
 from tackroom.testing import wait_until
 from tackroom.testing.backends import BACKENDS, engine_url_for
 
@@ -157,3 +159,25 @@ async def test_a_fact_is_recorded_once_and_none_is_lost_while_no_audit_runs(
 
 async def _has(engine: Engine, fact_id: str) -> bool:
     return any(r["fact_id"] == fact_id for r in await records(engine))
+
+
+async def test_policy_loads_and_reloads_are_audited(tmp_path: Path) -> None:
+    rules = tmp_path / "permissions.yaml"
+    rules.write_text("schema_version: 1\nrules: []\n")
+    config = HarnessConfig.model_validate(
+        {
+            "schema_version": 1,
+            "worker_config": {"policy": {"rules_path": str(rules), "reload_interval": 0}},
+        }
+    )
+    async with Harness("scripted:demo", home=tmp_path / "home", script=[], config=config) as h:
+        rules.write_text(
+            "schema_version: 1\nrules:\n  - id: calc\n    function: calc::*\n    decision: allow\n"
+        )
+        reloaded = await POLICY_RELOAD.call(h.engine, EmptyRequest())
+        found = await records(h.engine)
+    loads = [r for r in found if r["kind"] == "policy_loaded"]
+    assert [(r["fact"]["generation"], r["fact"]["rule_count"]) for r in loads] == [(1, 0), (2, 1)]
+    assert loads[1]["fact"]["digest"] == reloaded.digest
+    assert loads[1]["fact"]["path"] == str(rules)
+    assert loads[1]["actor"] == "policy"
