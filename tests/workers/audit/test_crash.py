@@ -19,6 +19,7 @@ from tackroom.testing.backends import BACKENDS, engine_url_for
 from tests.faults.procs import run_child
 from tests.faults.report import rng
 from tests.faults.workload import SESSION
+from tests.turn.harness import turn_of
 
 pytestmark = [pytest.mark.parametrize("backend", list(BACKENDS)), pytest.mark.timeout(240)]
 
@@ -45,6 +46,16 @@ async def audited(url: str, workdir: Path) -> tuple[bool, list[str], set[str]]:
     return report.ok, [r["fact_id"] for r in page.records], expected
 
 
+async def started(url: str) -> bool:
+    """Whether a killed child got as far as starting the run (a kill may land before)."""
+    engine = open_engine(url)
+    await engine.start()
+    try:
+        return await turn_of(engine, SESSION) is not None
+    finally:
+        await engine.close()
+
+
 async def test_a_killed_harness_leaves_a_whole_audit_log(backend: str, tmp_path: Path) -> None:
     rand = rng(f"audit-kill:{backend}")
     url = engine_url_for(backend, tmp_path)
@@ -55,7 +66,7 @@ async def test_a_killed_harness_leaves_a_whole_audit_log(backend: str, tmp_path:
             url,
             tmp_path,
             "turn",
-            "--phase=first" if attempt == 0 else "--phase=resume",
+            "--phase=resume" if await started(url) else "--phase=first",
             f"--after={cursor}",
             name=f"child-{attempt}",
             kill_after=None if last else rand.uniform(0.0, 1.0),
