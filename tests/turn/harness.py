@@ -208,6 +208,7 @@ def harness_config(
 ) -> HarnessConfig:
     sections: dict[str, dict[str, Any] | None] = {
         "files": {"workspace_root": str(workdir / "workspaces")},
+        "audit": {"path": str(workdir / "audit.db")},
         # Thin unless a test names a gate: these tests are about durability, and the test tools
         # would otherwise ask a person under the default policy.
         "orchestrator": {

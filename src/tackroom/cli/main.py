@@ -35,6 +35,7 @@ COMMAND_MODULES: dict[str, str] = {
     "replay": "replay",
     "cassette": "replay",
     "tasks": "tasks",
+    "audit": "audit",
 }
 """Which ``tackroom.cli`` module defines each command. Only the one being run is imported, so
 ``tackroom run`` does not pay for the approvals or budget commands' imports."""

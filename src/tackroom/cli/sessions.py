@@ -1,4 +1,5 @@
-"""``tackroom sessions list|show|fork|pin|unpin|compact``: browse, branch and curate sessions.
+"""``tackroom sessions list|show|fork|delete|pin|unpin|compact``: browse, branch, delete and
+curate sessions.
 
 Runs the sessions worker in-process on the config's engine (read-only for ``list`` and ``show``);
 when a ``tackroom serve`` already owns that engine, it goes through the serve's local endpoint
@@ -10,14 +11,16 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import getpass
 import json
+import os
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 from tackroom.cli._bus import bus
 from tackroom.cli.curate import add_curate_parsers, entry_line
-from tackroom.contracts.sessions import FORK, LIST, MESSAGES
+from tackroom.contracts.sessions import DELETE, FORK, LIST, MESSAGES
 from tackroom.runtime.config import load_config
 from tackroom.runtime.typed import request_for
 
@@ -45,6 +48,13 @@ def add_parsers(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -
     _common(fork)
     fork.set_defaults(run=lambda args: asyncio.run(_fork(args)))
     add_curate_parsers(actions, common=_common)
+
+    delete = actions.add_parser(
+        "delete", help="delete a session (its entries and inboxes); the audit log records it"
+    )
+    delete.add_argument("session_id")
+    _common(delete)
+    delete.set_defaults(run=lambda args: asyncio.run(_delete(args)))
 
 
 def _common(parser: argparse.ArgumentParser) -> None:
@@ -90,6 +100,29 @@ async def _fork(args: argparse.Namespace) -> int:
     else:
         print(reply.session_id)
     return 0
+
+
+async def _delete(args: argparse.Namespace) -> int:
+    request = request_for(DELETE, session_id=args.session_id, requested_by=local_user())
+    async with bus(load_config(args.config), ("engine", "sessions", "audit")) as caller:
+        reply = await DELETE.call(caller, request)
+    if args.json:
+        print(json.dumps(DELETE.dump_response(reply), indent=2, ensure_ascii=False))
+    else:
+        print(
+            f"deleted {reply.session_id}: {reply.entries} entries, {reply.inboxes} inboxes"
+            " (recorded in the audit log)"
+        )
+    return 0
+
+
+def local_user() -> str:
+    """``local:<OS user>`` (``local:uid<N>`` for an account with no name), as ``tackroom run``
+    names the principal."""
+    try:
+        return f"local:{getpass.getuser()}"
+    except (KeyError, OSError):
+        return f"local:uid{os.getuid()}"
 
 
 def _summary(message: dict[str, Any]) -> str:

@@ -23,6 +23,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from tackroom.contracts.bus import Stream
 from tackroom.contracts.messages import AgentMessage, FunctionResultMessage, Usage
+from tackroom.contracts.principal import Principal
 from tackroom.contracts.turn import TurnState
 
 __all__ = [
@@ -88,6 +89,8 @@ class TurnStateChangedData(_Data):
     from_: TurnState = Field(alias="from")
     to: TurnState
     turn_count: int
+    principal: Principal | None = None
+    """Who the run acts for, when it named one (the audit trail learns it here)."""
 
 
 class TurnStateChanged(_Frame):

@@ -331,6 +331,9 @@ class ListResponse(_Model):
 
 class DeleteRequest(_Model):
     session_id: SessionId
+    requested_by: str | None = Field(
+        default=None, max_length=200, description="who asked (named in the audit trail)"
+    )
 
 
 class DeleteResponse(_Model):

@@ -119,6 +119,7 @@ def with_home(config: HarnessConfig, home: Path, *, engine: str | None) -> Harne
     section("directory", user_dir=str(home / "skills"))
     section("traces", path=str(home / "traces.db"))
     section("memory", path=str(home / "memory.db"))
+    section("audit", path=str(home / "audit.db"), archive_dir=str(home / "audit-archive"))
     endpoint = config.endpoint.model_copy(update={"socket": home / "tackroom.sock"})
     return config.model_copy(
         update={

@@ -3,7 +3,8 @@
 Every writer of the event stream — the orchestrator's steps, the approvals worker's decisions —
 appends through :class:`EventEmitter`, so every frame has the same shape and the same id scheme
 (:func:`tackroom.contracts.events.event_id`). A ``turn_end`` event also goes to
-``agent::turn_end``, the stream a compactor wakes on.
+``agent::turn_end``, the stream a compactor wakes on; a security-relevant event also makes its
+audit fact on ``audit::facts`` (:mod:`tackroom.kit.audit_facts`).
 """
 
 from __future__ import annotations
@@ -19,6 +20,8 @@ from tackroom.contracts.events import (
     event_id,
     event_of,
 )
+from tackroom.kit.audit import record_fact
+from tackroom.kit.audit_facts import AUDITED, fact_of
 
 __all__ = ["Appender", "EventEmitter"]
 
@@ -39,6 +42,7 @@ class EventEmitter:
         seq = await self._engine.append(EVENTS.name, event.session_id, frame)
         if isinstance(event, TurnEnd):
             await self._engine.append(TURN_END.name, event.session_id, frame)
+        await self._audit(event)
         return seq
 
     async def emit_frame(self, session_id: str, frame: dict[str, Any]) -> int:
@@ -46,7 +50,16 @@ class EventEmitter:
         seq = await self._engine.append(EVENTS.name, session_id, frame)
         if frame.get("type") == "turn_end":
             await self._engine.append(TURN_END.name, session_id, frame)
+        if frame.get("type") in AUDITED:
+            await self._audit(EVENTS.parse(frame))
         return seq
+
+    async def _audit(self, event: AgentEvent) -> None:
+        """The event's audit fact, if it makes one, on ``audit::facts`` (after the event: a crash
+        in between re-emits both, and the audit keeps a fact once)."""
+        fact = fact_of(event)
+        if fact is not None:
+            await record_fact(self._engine, fact)
 
     async def emit_data(
         self, *, session_id: str, run_id: str, key: tuple[str | int, ...], data: EventData

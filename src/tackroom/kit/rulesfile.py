@@ -20,7 +20,7 @@ import asyncio
 import hashlib
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Generic, Literal, TypeVar
@@ -133,8 +133,11 @@ class RulesSource(Generic[T]):
         builtin_name: str,
         default_decision: Decision,
         reload_interval: float,
+        on_load: Callable[[PolicyStatus], Awaitable[None]] | None = None,
     ) -> None:
+        """``on_load`` hears of every set of rules that comes into force (the audit trail)."""
         self.path = path.expanduser().absolute()
+        self._on_load = on_load
         self._required = required
         self._language = language
         self._parse = parse
@@ -197,10 +200,11 @@ class RulesSource(Generic[T]):
                         raise PolicyFileError(str(self.path), "no such file (rules_path is set)")
                     builtin = self._builtin_text, self._builtin_name
                     self._apply(await asyncio.to_thread(self._compile, *builtin), "builtin", None)
+                    await self._loaded(True)
                     return
                 if read.text is not None:
                     loaded = await asyncio.to_thread(self._compile, read.text, str(self.path))
-                    self._apply(loaded, "file", read.signature)
+                    await self._loaded(self._apply(loaded, "file", read.signature))
                     return
                 await asyncio.sleep(0.05)
             raise PolicyFileError(str(self.path), "the file kept changing while being read")
@@ -225,7 +229,7 @@ class RulesSource(Generic[T]):
                     _log.warning("policy: %s is gone; the built-in defaults apply", self.path)
                     builtin = self._builtin_text, self._builtin_name
                     loaded = await asyncio.to_thread(self._compile, *builtin)
-                    return self._apply(loaded, "builtin", None)
+                    return await self._loaded(self._apply(loaded, "builtin", None))
                 if read.text is None:
                     return False
                 current = self._current
@@ -238,7 +242,12 @@ class RulesSource(Generic[T]):
             except PolicyFileError as exc:
                 self._reject(exc, read.signature if read is not None else None)
                 return False
-            return self._apply(loaded, "file", read.signature)
+            return await self._loaded(self._apply(loaded, "file", read.signature))
+
+    async def _loaded(self, changed: bool) -> bool:
+        if changed and self._on_load is not None:
+            await self._on_load(self.status())
+        return changed
 
     async def reload(self) -> None:
         """Read the file now, even if it looks unchanged; raise PolicyFileError if it is bad."""

@@ -157,6 +157,7 @@ class AgentSettings(_Section):
             "policy",
             "approvals",
             "tasks",
+            "audit",
         ]
     )
     """The workers an agent run needs besides its provider (``mcp`` joins them when

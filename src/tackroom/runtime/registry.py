@@ -55,6 +55,7 @@ BUILTIN_WORKERS: dict[str, str] = {
     "compactor": "tackroom.workers.compactor.worker:WORKER",
     "memory-postgres": "tackroom.workers.memory_postgres.worker:WORKER",
     "tasks": "tackroom.workers.tasks.worker:WORKER",
+    "audit": "tackroom.workers.audit.worker:WORKER",
 }
 
 

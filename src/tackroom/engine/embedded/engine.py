@@ -96,6 +96,11 @@ class EmbeddedEngine:
         # meets many sessions keeps only the recent ones (a miss reads stream_heads).
         self._heads: OrderedDict[tuple[str, str], int] = OrderedDict()
 
+    @property
+    def path(self) -> Path | None:
+        """The database file (``None``: everything in memory)."""
+        return self._path
+
     # -- lifecycle ------------------------------------------------------------------------------
     async def start(self) -> None:
         if self._open:

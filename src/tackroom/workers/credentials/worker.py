@@ -16,13 +16,17 @@ seen at once. Nothing here logs, raises or returns a token except ``auth::get_to
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import os
-from collections.abc import Mapping
+import time
+import uuid
+from collections.abc import Awaitable, Callable, Mapping
 from pathlib import Path
 
 from pydantic import Field
 
+from tackroom.contracts.audit import AuditFact
 from tackroom.contracts.credentials import (
     AUTH_DELETE_TOKEN,
     AUTH_GET_TOKEN,
@@ -48,6 +52,7 @@ from tackroom.contracts.credentials import (
     fingerprint,
 )
 from tackroom.engine.errors import FunctionError
+from tackroom.kit.audit import record_fact
 from tackroom.runtime.worker import WorkerConfig, WorkerContext, WorkerSpec
 from tackroom.workers.credentials.vault import Vault, VaultError
 
@@ -77,10 +82,31 @@ def _usable(token: str) -> bool:
 class Credentials:
     """The handlers, over one vault and the process environment."""
 
-    def __init__(self, vault: Vault, *, env_vars: Mapping[str, str], use_env: bool = True) -> None:
+    def __init__(
+        self,
+        vault: Vault,
+        *,
+        env_vars: Mapping[str, str],
+        use_env: bool = True,
+        audit: Callable[[AuditFact], Awaitable[None]] | None = None,
+    ) -> None:
         self.vault = vault
         self.env_vars = dict(env_vars)
         self.use_env = use_env
+        self._audit = audit
+
+    async def _record(self, kind: str, provider: str, **fact: object) -> None:
+        """An audit fact of a key's use or change: the key by fingerprint, never itself."""
+        if self._audit is not None:
+            await self._audit(
+                AuditFact(
+                    fact_id=f"credentials:{uuid.uuid4().hex}",
+                    kind=kind,
+                    actor="credentials",
+                    at=time.time(),
+                    fact={"provider": provider, **fact},
+                )
+            )
 
     async def _stored(self) -> dict[str, str]:
         try:
@@ -104,6 +130,11 @@ class Credentials:
     async def get_token(self, request: ProviderRequest) -> TokenResponse:
         token, source = self._resolve(request.provider, await self._stored())
         _log.debug("auth: token for %s from %s", request.provider, source)
+        if token is not None:
+            label = fingerprint(token)
+            await self._record(
+                "credential_used", request.provider, source=source, fingerprint=label
+            )
         return TokenResponse(provider=request.provider, token=token, source=source)
 
     async def set_token(self, request: SetTokenRequest) -> SetTokenResponse:
@@ -120,6 +151,7 @@ class Credentials:
             raise FunctionError(VAULT_ERROR, str(exc)) from None
         label = fingerprint(token)
         _log.info("auth: stored a token for %s (%s)", request.provider, label)
+        await self._record("credential_changed", request.provider, change="set", fingerprint=label)
         return SetTokenResponse(provider=request.provider, stored=True, fingerprint=label)
 
     async def delete_token(self, request: ProviderRequest) -> DeleteTokenResponse:
@@ -129,6 +161,7 @@ class Credentials:
             raise FunctionError(VAULT_ERROR, str(exc)) from None
         if deleted:
             _log.info("auth: deleted the stored token of %s", request.provider)
+            await self._record("credential_changed", request.provider, change="delete")
         source: Source = "env" if self._from_env(request.provider) is not None else "none"
         return DeleteTokenResponse(provider=request.provider, deleted=deleted, source=source)
 
@@ -161,6 +194,7 @@ async def _start(ctx: WorkerContext[CredentialsConfig]) -> None:
         Vault(config.vault_path.expanduser()),
         env_vars={**DEFAULT_ENV_VARS, **config.env},
         use_env=config.use_env,
+        audit=functools.partial(record_fact, ctx.engine),
     )
     await ctx.serve(AUTH_GET_TOKEN, service.get_token)
     await ctx.serve(AUTH_SET_TOKEN, service.set_token)

@@ -189,7 +189,12 @@ def transition(record: TurnRecord, event: StepEvent) -> Transition:
         effects.insert(
             0,
             EmitEvent(
-                TurnStateChangedData(from_=record.state, to=new.state, turn_count=new.turn_count)
+                TurnStateChangedData(
+                    from_=record.state,
+                    to=new.state,
+                    turn_count=new.turn_count,
+                    principal=new.principal,
+                )
             ),
         )
     return Transition(new, effects)

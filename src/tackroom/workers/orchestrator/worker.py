@@ -11,6 +11,7 @@ from pydantic import Field
 
 from tackroom.contracts.approvals import DECISIONS_SCOPE
 from tackroom.contracts.context import COMPACT, ContextSettings
+from tackroom.contracts.events import EVENTS, TURN_END
 from tackroom.contracts.results import MAX_PAGE_CHARS, RESULTS_READ
 from tackroom.contracts.turn import (
     RUN_ABORT,
@@ -27,7 +28,7 @@ from tackroom.contracts.turn import (
     TurnStateView,
 )
 from tackroom.engine.errors import FunctionError, RevisionConflict
-from tackroom.engine.protocol import QueueConfig
+from tackroom.engine.protocol import QueueConfig, StreamRetention
 from tackroom.hooks import HookSubscriptions
 from tackroom.runtime.tools import serve_tool
 from tackroom.runtime.worker import WorkerConfig, WorkerContext, WorkerSpec
@@ -83,6 +84,11 @@ class OrchestratorConfig(WorkerConfig):
     compaction_function: str | None = COMPACT.id
     """Who summarises history that does not fit (``None``: such a run fails with
     ``context_overflow``)."""
+    events_retention_days: float | None = Field(default=None, gt=0)
+    """Days ``agent::events`` keeps a run's events (the engine trims older ones); ``None``: kept.
+    The audit log keeps the security-relevant facts for its own retention."""
+    events_max_per_session: int | None = Field(default=None, ge=100)
+    """Events kept at most per session (the oldest go first); ``None``: no limit."""
     max_deliveries: int = 50
     """Only an engine that is away fails a ``turn-step`` delivery (anything else fails the turn
     with its reason), so a step is retried through an outage of minutes (backoff to 10 s)
@@ -287,6 +293,7 @@ async def start(ctx: WorkerContext[OrchestratorConfig]) -> None:
             concurrency=256,
         ),
     )
+    await _keep_events(ctx)
     await ctx.serve(RUN_START, orchestrator.run_start)
     await ctx.serve(RUN_ABORT, orchestrator.run_abort)
     await ctx.serve(TURN_GET_STATE, orchestrator.get_state)
@@ -305,6 +312,16 @@ async def start(ctx: WorkerContext[OrchestratorConfig]) -> None:
         await orchestrator.recover()
 
     ctx.after_start(serve_steps)
+
+
+async def _keep_events(ctx: WorkerContext[OrchestratorConfig]) -> None:
+    """The event streams' retention, when the config sets one."""
+    days, most = ctx.config.events_retention_days, ctx.config.events_max_per_session
+    if days is None and most is None:
+        return
+    retention = StreamRetention(max_age=None if days is None else days * 86400.0, max_len=most)
+    for stream in (EVENTS.name, TURN_END.name):
+        await ctx.engine.configure_stream(stream, retention)
 
 
 WORKER = WorkerSpec(

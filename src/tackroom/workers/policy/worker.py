@@ -21,6 +21,7 @@ and one catch-all rule (``function: "*"``) changes it.
 
 from __future__ import annotations
 
+import functools
 from pathlib import Path
 
 from pydantic import Field
@@ -37,6 +38,7 @@ from tackroom.contracts.policy import (
     PolicyStatus,
 )
 from tackroom.engine.errors import FunctionError
+from tackroom.kit.audit import record_policy_load
 from tackroom.kit.rulesfile import PolicyFileError, RulesSource
 from tackroom.runtime.worker import WorkerConfig, WorkerContext, WorkerSpec
 from tackroom.workers.policy.loader import BUILTIN_NAME, builtin_text, parse_rules
@@ -71,6 +73,7 @@ async def _start(ctx: WorkerContext[PolicyConfig]) -> None:
         builtin_name=BUILTIN_NAME,
         default_decision=config.default_decision,
         reload_interval=config.reload_interval,
+        on_load=functools.partial(record_policy_load, ctx.engine, actor=ctx.name),
     )
     await source.load()
 

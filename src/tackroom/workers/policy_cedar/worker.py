@@ -21,6 +21,7 @@ in force stay (``policy::status`` shows why).
 
 from __future__ import annotations
 
+import functools
 from importlib import resources
 from pathlib import Path
 
@@ -38,6 +39,7 @@ from tackroom.contracts.policy import (
     PolicyStatus,
 )
 from tackroom.engine.errors import FunctionError
+from tackroom.kit.audit import record_policy_load
 from tackroom.kit.rulesfile import PolicyFileError, RulesSource
 from tackroom.runtime.worker import WorkerConfig, WorkerContext, WorkerSpec
 from tackroom.workers.policy_cedar.policies import CedarPolicies, decide, parse_policies
@@ -76,6 +78,7 @@ async def _start(ctx: WorkerContext[CedarPolicyConfig]) -> None:
         builtin_name=BUILTIN_NAME,
         default_decision=config.default_decision,
         reload_interval=config.reload_interval,
+        on_load=functools.partial(record_policy_load, ctx.engine, actor=ctx.name),
     )
     await source.load()
 

@@ -3,9 +3,14 @@
 
 from __future__ import annotations
 
+import time
+import uuid
+
 from pydantic import Field
 
 from tackroom.contracts import sessions as c
+from tackroom.contracts.audit import AuditFact
+from tackroom.kit.audit import record_fact
 from tackroom.runtime.worker import WorkerConfig, WorkerContext, WorkerSpec
 from tackroom.workers.sessions.inbox import Inbox
 from tackroom.workers.sessions.pins import Pins
@@ -88,7 +93,9 @@ async def _start(ctx: WorkerContext[SessionsConfig]) -> None:
         return c.ListResponse(sessions=[meta.info() for meta in metas], next_cursor=cursor)
 
     async def delete(request: c.DeleteRequest) -> c.DeleteResponse:
-        return await delete_session(ctx.engine, store.index, request.session_id)
+        deleted = await delete_session(ctx.engine, store.index, request.session_id)
+        await record_fact(ctx.engine, _deletion_fact(deleted, request.requested_by))
+        return deleted
 
     async def push(request: c.InboxPushRequest) -> c.InboxPushResponse:
         await store.load(request.session_id)  # session_not_found for a typo'd id
@@ -130,3 +137,15 @@ WORKER = WorkerSpec(
     config_model=SessionsConfig,
     start=_start,
 )
+
+
+def _deletion_fact(deleted: c.DeleteResponse, requested_by: str | None) -> AuditFact:
+    """The audit fact of a deletion (the one trace of the session that stays)."""
+    return AuditFact(
+        fact_id=f"session_deleted:{deleted.session_id}:{uuid.uuid4().hex}",
+        kind="session_deleted",
+        actor=requested_by,
+        session_id=deleted.session_id,
+        at=time.time(),
+        fact={"entries": deleted.entries, "inboxes": deleted.inboxes},
+    )
