@@ -28,6 +28,7 @@ if TYPE_CHECKING:
         GateDecided,
         MessageComplete,
         MessageUpdate,
+        ModelSwitch,
         TurnEnd,
         TurnStateChanged,
     )
@@ -61,6 +62,7 @@ __all__ = [
     "HarnessConfig",
     "MessageComplete",
     "MessageUpdate",
+    "ModelSwitch",
     "OutputInvalid",
     "PendingApproval",
     "Principal",
@@ -92,6 +94,7 @@ _HOMES = {
             "GateDecided",
             "MessageComplete",
             "MessageUpdate",
+            "ModelSwitch",
             "TurnEnd",
             "TurnStateChanged",
         ),

@@ -52,6 +52,8 @@ __all__ = [
     "MessageCompleteData",
     "MessageUpdate",
     "MessageUpdateData",
+    "ModelSwitch",
+    "ModelSwitchData",
     "TurnEnd",
     "TurnEndData",
     "TurnStateChanged",
@@ -199,6 +201,29 @@ class BudgetDecided(_Frame):
     data: BudgetDecidedData
 
 
+class ModelSwitchData(_Data):
+    """A model call moved to the next model of the run's chain (failover).
+
+    Only before the failed model streamed anything, so nothing shown is taken back; the next
+    model's deltas come under a new ``stream_id``.
+    """
+
+    from_provider: str
+    from_model: str
+    to_provider: str
+    to_model: str
+    error_kind: str
+    """The failed call's error kind (``transient``, ``rate_limited``): what made it switch."""
+    reason: str = ""
+    position: int
+    """The index of ``to_*`` in the run's chain (1: the first fallback)."""
+
+
+class ModelSwitch(_Frame):
+    type: Literal["model_switch"] = "model_switch"
+    data: ModelSwitchData
+
+
 class TurnEndData(_Data):
     turn_count: int
     message_id: str
@@ -243,6 +268,7 @@ AgentEvent = Annotated[
     | ApprovalResolved
     | GateDecided
     | BudgetDecided
+    | ModelSwitch
     | TurnEnd
     | AgentEnd
     | AgentError,
@@ -260,6 +286,7 @@ EventType = Literal[
     "approval_resolved",
     "gate_decision",
     "budget_decision",
+    "model_switch",
     "turn_end",
     "agent_end",
     "error",
@@ -275,6 +302,7 @@ EventData = (
     | ApprovalResolvedData
     | GateDecidedData
     | BudgetDecidedData
+    | ModelSwitchData
     | TurnEndData
     | AgentEndData
     | ErrorData
@@ -291,6 +319,7 @@ _FRAME_OF: dict[type[_Data], type[_Frame]] = {
     ApprovalResolvedData: ApprovalResolved,
     GateDecidedData: GateDecided,
     BudgetDecidedData: BudgetDecided,
+    ModelSwitchData: ModelSwitch,
     TurnEndData: TurnEnd,
     AgentEndData: AgentEnd,
     ErrorData: AgentError,
