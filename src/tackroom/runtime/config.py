@@ -136,6 +136,9 @@ class AgentSettings(_Section):
     the policy's denials, plan mode and required permissions still hold."""
     principal: Principal | None = None
     """Who runs act for (``{id, roles}``); ``tackroom run`` uses the OS user when unset."""
+    routes: dict[str, str] = Field(default_factory=dict)
+    """Task tag → model chain (``code: "openai:gpt-5-mini -> anthropic:claude-haiku-4-5"``): a
+    run tagged with the task (``Harness.run(..., task="code")``) runs on that chain."""
     workers: list[str] = Field(
         default_factory=lambda: [
             "engine",
