@@ -16,7 +16,7 @@ from tackroom.contracts.sessions import MESSAGES, MessagesRequest
 from tackroom.hooks import block, replace
 from tackroom.runtime.config import HarnessConfig
 from tackroom.testing.backends import BACKENDS, engine_url_for
-from tackroom.testing.fake_llm import FakeOpenAIServer, Reply
+from tackroom.testing.fake_llm import Answer, FakeOpenAIServer, Reply
 
 pytestmark = pytest.mark.parametrize("backend", list(BACKENDS))
 
@@ -222,6 +222,25 @@ async def test_no_failover_on_an_auth_error(backend: str, tmp_path: Path) -> Non
         assert up.requests == []
     assert result.stop_reason == "error"
     assert not [e for e in events if isinstance(e, ModelSwitch)]
+
+
+async def test_no_failover_once_deltas_were_shown(backend: str, tmp_path: Path) -> None:
+    """A stream that broke after its first deltas went out is not replaced by another model's
+    answer: the reader saw the start of this one."""
+    async with FakeOpenAIServer() as flaky, FakeOpenAIServer() as up:
+        flaky.add(Reply.disconnect(Answer(text="The answer is forty-", chunk=4), after=3))
+        harness = Harness(
+            "primary:gpt-a -> backup:gpt-b",
+            config=_config({"primary": _profile(flaky), "backup": _profile(up)}),
+            engine=engine_url_for(backend, tmp_path),
+            home=tmp_path,
+        )
+        async with harness:
+            events, result = await _events(harness, "hello")
+        assert up.requests == []
+    assert [e for e in events if isinstance(e, MessageUpdate)]  # something was shown
+    assert not [e for e in events if isinstance(e, ModelSwitch)]
+    assert result.stop_reason == "error"
 
 
 async def test_a_route_chooses_the_model_by_task(backend: str, tmp_path: Path) -> None:
