@@ -15,8 +15,9 @@ from tackroom.contracts.messages import AssistantMessage, FunctionResultMessage,
 from tackroom.contracts.sessions import MESSAGES, MessagesRequest
 from tackroom.hooks import block, replace
 from tackroom.runtime.config import HarnessConfig
+from tackroom.testing import SpanRecorder
 from tackroom.testing.backends import BACKENDS, engine_url_for
-from tackroom.testing.fake_llm import Answer, FakeOpenAIServer, Reply
+from tackroom.testing.fake_llm import Answer, FakeAnthropicServer, FakeOpenAIServer, Reply
 
 pytestmark = pytest.mark.parametrize("backend", list(BACKENDS))
 
@@ -206,6 +207,40 @@ async def test_failover_to_the_second_endpoint(backend: str, tmp_path: Path) -> 
     assert switch.data.position == 1
     (answer,) = [m for m in result.messages if isinstance(m, AssistantMessage)]
     assert (answer.provider, answer.model) == ("backup", "gpt-b")
+
+
+async def test_failover_across_providers_is_a_span_event(backend: str, tmp_path: Path) -> None:
+    recorder = SpanRecorder()
+    async with FakeOpenAIServer() as down, FakeAnthropicServer() as claude:
+        down.add(Reply.server_error(status=503), Reply.server_error(status=503))
+        claude.add(Reply.say("answered by claude"))
+        config = _config({"primary": _profile(down)})
+        sections = dict(config.worker_config)
+        sections["anthropic"] = {"profiles": {"anthropic": _profile(claude)}}
+        harness = Harness(
+            "primary:gpt-a -> anthropic:claude-haiku-4-5",
+            config=config.model_copy(update={"worker_config": sections}),
+            engine=engine_url_for(backend, tmp_path),
+            home=tmp_path,
+            tracer_provider=recorder.provider,
+        )
+        async with harness:
+            events, result = await _events(harness, "hello")
+        assert [r.model for r in claude.requests] == ["claude-haiku-4-5"]
+    assert result.output == "answered by claude"
+    assert len([e for e in events if isinstance(e, ModelSwitch)]) == 1
+    switched = [
+        span
+        for span in recorder.spans()
+        if any(event.name == "tackroom.model_switch" for event in span.events)
+    ]
+    assert len(switched) == 1
+    attributes = dict(switched[0].attributes or {})
+    assert attributes["tackroom.model_switches"] == 1
+    assert attributes["tackroom.model"] == "anthropic:claude-haiku-4-5"
+    (event,) = [e for e in switched[0].events if e.name == "tackroom.model_switch"]
+    assert dict(event.attributes or {})["tackroom.model_switch.from"] == "primary:gpt-a"
+    recorder.shutdown()
 
 
 async def test_no_failover_on_an_auth_error(backend: str, tmp_path: Path) -> None:
