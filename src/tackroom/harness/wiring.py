@@ -27,6 +27,7 @@ __all__ = [
     "agent_host_config",
     "agent_workers",
     "choose_model",
+    "fallback_providers",
     "gateway_host_config",
     "parse_model",
     "resolve_config",
@@ -267,10 +268,25 @@ def gateway_host_config(config: HarnessConfig) -> HarnessConfig:
     return config.model_copy(update={"worker_config": sections})
 
 
+def fallback_providers(config: HarnessConfig) -> list[str]:
+    """The providers ``agent.model``'s fallbacks and the routes name (their workers boot too)."""
+    sections = dict(config.worker_config)
+    providers = _route_providers(config, sections)
+    model = config.agent.model or ""
+    if "->" in model:
+        try:
+            providers.extend(ref.provider for ref in parse_model_chain(model)[1:])
+        except ValueError as exc:
+            raise UsageError(f"{exc} in agent.model {model!r}") from None
+    return providers
+
+
 def served_config(config: HarnessConfig, workers: Sequence[str]) -> HarnessConfig:
     """What ``tackroom serve`` hosts ``workers`` with: the gate on when a policy and an approvals
-    worker are among them (as for ``tackroom run``), and the gateway's run defaults."""
+    worker are among them (as for ``tackroom run``), ``agent.routes`` as the orchestrator's, and
+    the gateway's run defaults."""
     sections = dict(config.worker_config)
+    _route_providers(config, sections)
     _gate_on(sections, list(workers), auto_approve=config.agent.auto_approve)
     config = config.model_copy(update={"worker_config": sections})
     return gateway_host_config(config) if "gateway" in workers else config
