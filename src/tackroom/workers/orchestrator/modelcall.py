@@ -29,7 +29,6 @@ from tackroom.contracts.provider import (
     ToolCalling,
     profile_function,
 )
-from tackroom.contracts.turn import ModelRef
 from tackroom.engine.errors import EngineError, FunctionNotFound, unavailable_cause
 from tackroom.engine.protocol import Engine
 from tackroom.kit import texttools
@@ -124,22 +123,27 @@ class ModelCall:
             return request
         hold_back = self._hooks.listening(AFTER_MODEL_CALL)
         show = _holding(emit) if hold_back else emit
-        chain = [ModelRef(provider=record.provider, model=record.model), *record.fallbacks]
+        chain = [(record.provider, record.model)]
+        chain.extend((ref.provider, ref.model) for ref in record.fallbacks)
         message_id = record.entry_id(f"t{turn}-a")
-        message = error_message("permanent", "no model was asked")
-        for position, ref in enumerate(chain):
+        for position, (provider, model) in enumerate(chain):
             tried = await self._one_model(
-                ref, request, show, message_id=message_id, abort_requested=abort_requested
+                provider,
+                model,
+                request,
+                show,
+                message_id=message_id,
+                abort_requested=abort_requested,
             )
             message = tried.streamed.message
             following = chain[position + 1] if position + 1 < len(chain) else None
             if following is None or not _switches(message, shown=tried.shown and not hold_back):
                 break
             data = ModelSwitchData(
-                from_provider=ref.provider,
-                from_model=ref.model,
-                to_provider=following.provider,
-                to_model=following.model,
+                from_provider=provider,
+                from_model=model,
+                to_provider=following[0],
+                to_model=following[1],
                 error_kind=message.error_kind or "transient",
                 reason=message.error_message or "",
                 position=position + 1,
@@ -147,7 +151,7 @@ class ModelCall:
             key = f"t{turn}:switch{position + 1}"
             await emit(key if attempt == 1 else f"{key}@{attempt}", data)
             _on_span(data)
-        if message.stop_reason == "aborted":
+        if message.stop_reason == "aborted" or not self._hooks.listening(AFTER_MODEL_CALL):
             return message
         return await self._hooks.after(
             CallIds(record.session_id, record.run_id, turn, message.provider, message.model),
@@ -156,26 +160,28 @@ class ModelCall:
 
     async def _one_model(
         self,
-        ref: ModelRef,
+        provider: str,
+        model: str,
         request: ProviderRequest,
         emit: Emit,
         *,
         message_id: str,
         abort_requested: AbortCheck | None,
     ) -> _Try:
-        request = request.model_copy(update={"model": ref.model})
-        if await self._profiles.tool_calling(ref.provider) == "native":
+        if model != request.model:
+            request = request.model_copy(update={"model": model})
+        if await self._profiles.tool_calling(provider) == "native":
             streamed = await self._caller.stream(
-                ref.provider, request, emit, message_id=message_id, abort_requested=abort_requested
+                provider, request, emit, message_id=message_id, abort_requested=abort_requested
             )
             return _Try(streamed, streamed.shown)
         return await self._in_text(
-            ref, request, emit, message_id=message_id, abort_requested=abort_requested
+            provider, request, emit, message_id=message_id, abort_requested=abort_requested
         )
 
     async def _in_text(
         self,
-        ref: ModelRef,
+        provider: str,
         request: ProviderRequest,
         emit: Emit,
         *,
@@ -195,7 +201,7 @@ class ModelCall:
         shown, usage = False, Usage()
         for correction in range(self._corrections + 1):
             streamed = await self._caller.stream(
-                ref.provider,
+                provider,
                 text_request,
                 emit,
                 message_id=message_id,
