@@ -17,12 +17,18 @@ from tackroom.hooks import block, replace
 from tackroom.runtime.config import HarnessConfig
 from tackroom.testing import SpanRecorder
 from tackroom.testing.backends import BACKENDS, engine_url_for
-from tackroom.testing.fake_llm import Answer, FakeAnthropicServer, FakeOpenAIServer, Reply
+from tackroom.testing.fake_llm import (
+    Answer,
+    FakeAnthropicServer,
+    FakeLLMServer,
+    FakeOpenAIServer,
+    Reply,
+)
 
 pytestmark = pytest.mark.parametrize("backend", list(BACKENDS))
 
 
-def _profile(server: FakeOpenAIServer, **fields: Any) -> dict[str, Any]:
+def _profile(server: FakeLLMServer, **fields: Any) -> dict[str, Any]:
     return {"base_url": server.base_url, "api_key_env": "TEST_KEY", "catalog": False, **fields}
 
 
