@@ -566,12 +566,19 @@ class Harness:
         )
 
     async def _trigger_start(self, request: RunStartRequest) -> RunStartResponse:
-        if not self._model_checked and not serves_elsewhere(self._config, self.provider):
-            problem = await unknown_model_problem(self.bus, self.provider, self.model)
-            if problem is not None:
-                raise UsageError(problem)
+        if not self._model_checked:
+            # Every model of the chain: a misspelt fallback would only show when it is needed.
+            for provider, model in [(self.provider, self.model), *self._fallback_pairs()]:
+                if serves_elsewhere(self._config, provider):
+                    continue
+                problem = await unknown_model_problem(self.bus, provider, model)
+                if problem is not None:
+                    raise UsageError(problem)
             self._model_checked = True
         return await RUN_START.call(self.bus, request)
+
+    def _fallback_pairs(self) -> list[tuple[str, str]]:
+        return [(ref.provider, ref.model) for ref in self.fallbacks]
 
     async def _finish(self, stream: RunStream, *, return_when_parked: bool) -> RunResult[Any]:
         """Fold the run into its result; a parked run's stream stays open for :meth:`wait`."""
