@@ -29,6 +29,7 @@ if TYPE_CHECKING:
         GateDecided,
         MessageComplete,
         MessageUpdate,
+        ModelSwitch,
         TurnEnd,
         TurnStateChanged,
     )
@@ -63,6 +64,7 @@ __all__ = [
     "HarnessConfig",
     "MessageComplete",
     "MessageUpdate",
+    "ModelSwitch",
     "OutputInvalid",
     "PendingApproval",
     "Principal",
@@ -95,6 +97,7 @@ _HOMES = {
             "GateDecided",
             "MessageComplete",
             "MessageUpdate",
+            "ModelSwitch",
             "TurnEnd",
             "TurnStateChanged",
         ),

@@ -7,12 +7,15 @@ whose catalog is authoritative (OpenAI, Anthropic) refuse; local servers take an
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
+from pathlib import Path
 from typing import Any
 
 import pytest
 
+from tackroom import Harness
 from tackroom.contracts.catalog import MODELS_CHECK, CheckRequest, CheckResponse
 from tackroom.engine import Engine, open_engine
+from tackroom.harness.errors import UsageError
 from tackroom.harness.modelcheck import is_typo_of, unknown_model_problem
 from tackroom.runtime import HarnessConfig, Host
 from tackroom.testing import memory_engine
@@ -117,3 +120,15 @@ async def test_a_catalog_that_fails_refuses_nothing() -> None:
     async with memory_engine() as engine:
         await engine.register_function(MODELS_CHECK.id, broken)
         assert await unknown_model_problem(engine, "openai", "gpt-5-mni") is None
+
+
+async def test_a_mistyped_fallback_is_refused_before_the_run(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-ant-not-used")
+    harness = Harness(
+        "scripted:demo -> anthropic:claude-sonet-4-5", script=[{"text": "hi"}], home=tmp_path
+    )
+    async with harness:
+        with pytest.raises(UsageError, match="did you mean claude-sonnet-4-5"):
+            await harness.run("hello")

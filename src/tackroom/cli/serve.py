@@ -19,6 +19,7 @@ from pathlib import Path
 from tackroom.cli import _startup
 from tackroom.harness.wiring import (
     agent_workers,
+    fallback_providers,
     gateway_host_config,
     provider_worker_for,
     served_config,
@@ -79,7 +80,9 @@ def serve_workers(config: HarnessConfig, *, agent: bool = False) -> list[str]:
         section = config.worker_config.get("scripted") or {}
         if name != "scripted" or section.get("script") or section.get("script_path"):
             provider = provider_worker_for(name, config.worker_config)
-    workers = agent_workers(config, provider_worker_name=provider)
+    workers = agent_workers(
+        config, provider_worker_name=provider, more_providers=fallback_providers(config)
+    )
     if _wants_gateway(config):
         workers.append(_GATEWAY)
     return list(dict.fromkeys(workers))

@@ -55,6 +55,8 @@ __all__ = [
     "MessageCompleteData",
     "MessageUpdate",
     "MessageUpdateData",
+    "ModelSwitch",
+    "ModelSwitchData",
     "TurnEnd",
     "TurnEndData",
     "TurnStateChanged",
@@ -230,6 +232,29 @@ class ContextAssembled(_Frame):
     data: ContextAssembledData
 
 
+class ModelSwitchData(_Data):
+    """A model call moved to the next model of the run's chain (failover).
+
+    Only before the failed model streamed anything, so nothing shown is taken back; the next
+    model's deltas come under a new ``stream_id``.
+    """
+
+    from_provider: str
+    from_model: str
+    to_provider: str
+    to_model: str
+    error_kind: str
+    """The failed call's error kind (``transient``, ``rate_limited``): what made it switch."""
+    reason: str = ""
+    position: int
+    """The index of ``to_*`` in the run's chain (1: the first fallback)."""
+
+
+class ModelSwitch(_Frame):
+    type: Literal["model_switch"] = "model_switch"
+    data: ModelSwitchData
+
+
 class TurnEndData(_Data):
     turn_count: int
     message_id: str
@@ -275,6 +300,7 @@ AgentEvent = Annotated[
     | GateDecided
     | BudgetDecided
     | ContextAssembled
+    | ModelSwitch
     | TurnEnd
     | AgentEnd
     | AgentError,
@@ -293,6 +319,7 @@ EventType = Literal[
     "gate_decision",
     "budget_decision",
     "context_assembled",
+    "model_switch",
     "turn_end",
     "agent_end",
     "error",
@@ -309,6 +336,7 @@ EventData = (
     | GateDecidedData
     | BudgetDecidedData
     | ContextAssembledData
+    | ModelSwitchData
     | TurnEndData
     | AgentEndData
     | ErrorData
@@ -326,6 +354,7 @@ _FRAME_OF: dict[type[_Data], type[_Frame]] = {
     GateDecidedData: GateDecided,
     BudgetDecidedData: BudgetDecided,
     ContextAssembledData: ContextAssembled,
+    ModelSwitchData: ModelSwitch,
     TurnEndData: TurnEnd,
     AgentEndData: AgentEnd,
     ErrorData: AgentError,

@@ -18,7 +18,7 @@ from pydantic import BaseModel, ConfigDict, Field, StringConstraints
 from tackroom.contracts.budget import Budget, UsageResponse
 from tackroom.contracts.principal import Principal
 from tackroom.contracts.sessions import ID_PATTERN, PathMessage, SessionInfo
-from tackroom.contracts.turn import Mode
+from tackroom.contracts.turn import TASK_PATTERN, Mode
 
 __all__ = [
     "RUN_ID_PATTERN",
@@ -86,7 +86,13 @@ class RunBody(_Body):
         default=None,
         max_length=200,
         pattern=r"^[A-Za-z0-9_-]+:\S.*$",
-        description="PROVIDER:MODEL; default: agent.model",
+        description="PROVIDER:MODEL, or a chain tried in order on transient failures"
+        " (PROVIDER:MODEL -> PROVIDER:MODEL); default: agent.model",
+    )
+    task: str | None = Field(
+        default=None,
+        pattern=TASK_PATTERN,
+        description="the kind of task: a route of that name chooses the model chain",
     )
     tools: list[_Glob] | None = Field(
         default=None, max_length=256, description="function ids or globs; default: agent.tools"

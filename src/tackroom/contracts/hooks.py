@@ -15,6 +15,8 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints
 
 from tackroom.contracts.bus import Function, Scope
+from tackroom.contracts.messages import AgentMessage, AssistantMessage
+from tackroom.contracts.provider import ToolSpec
 
 __all__ = [
     "AFTER_FUNCTION_CALL",
@@ -24,6 +26,7 @@ __all__ = [
     "CONTENTION_ERROR",
     "DEFAULT_MERGE_RULES",
     "LIST",
+    "MODEL_CALL_SCHEMA_VERSION",
     "PUBLISH_COLLECT",
     "SCHEMA_VERSION",
     "SUBSCRIBE",
@@ -32,6 +35,8 @@ __all__ = [
     "TOPIC_PATTERN",
     "TURN_END",
     "UNSUBSCRIBE",
+    "AfterModelCall",
+    "BeforeModelCall",
     "HookEvent",
     "HookReply",
     "ListRequest",
@@ -64,8 +69,8 @@ MergeRule = Literal["first_block_wins", "transform", "observe"]
 DEFAULT_MERGE_RULES: dict[str, MergeRule] = {
     BEFORE_FUNCTION_CALL: "first_block_wins",
     AFTER_FUNCTION_CALL: "transform",
-    BEFORE_MODEL_CALL: "observe",
-    AFTER_MODEL_CALL: "observe",
+    BEFORE_MODEL_CALL: "transform",
+    AFTER_MODEL_CALL: "transform",
     TURN_END: "observe",
 }
 """The merge rule each orchestrator topic is published with."""
@@ -124,6 +129,45 @@ class HookReply(BaseModel):
     block: bool = False
     reason: str | None = None
     payload: Any = None
+
+
+# -- the payloads of the model-call topics -----------------------------------------------------
+
+MODEL_CALL_SCHEMA_VERSION = 1
+
+
+class BeforeModelCall(_Model):
+    """``before_model_call``'s payload: the request about to be sent. A subscriber may block it
+    or ``replace`` it with this model changed (``system_prompt``, ``messages``, ``tools``,
+    ``max_output_tokens``, ``temperature``); the ids, ``provider`` and ``model`` are read-only
+    (a hook that changes them blocks the call: choose models with routes, not hooks)."""
+
+    schema_version: int = MODEL_CALL_SCHEMA_VERSION
+    session_id: str
+    run_id: str
+    turn: int
+    provider: str
+    model: str
+    system_prompt: str = ""
+    messages: list[AgentMessage]
+    tools: list[ToolSpec] = Field(default_factory=list)
+    max_output_tokens: int | None = None
+    temperature: float | None = None
+
+
+class AfterModelCall(_Model):
+    """``after_model_call``'s payload: the model's answer before it is stored. A subscriber may
+    block it (the run stops, the answer is dropped) or ``replace`` it with ``message`` changed
+    (redacted); the message's ``usage``, ``provider`` and ``model`` are kept as the provider
+    reported them."""
+
+    schema_version: int = MODEL_CALL_SCHEMA_VERSION
+    session_id: str
+    run_id: str
+    turn: int
+    provider: str
+    model: str
+    message: AssistantMessage
 
 
 # -- hook-fanout::* --------------------------------------------------------------------------

@@ -37,17 +37,21 @@ __all__ = [
     "FunctionCallDelta",
     "ProviderCheckRequest",
     "ProviderEvent",
+    "ProviderProfile",
+    "ProviderProfileRequest",
     "ProviderRequest",
     "StartEvent",
     "StopEvent",
     "StreamResult",
     "TextDelta",
     "ThinkingDelta",
+    "ToolCalling",
     "ToolNames",
     "ToolSpec",
     "UsageEvent",
     "check_function",
     "complete_function",
+    "profile_function",
     "provider_event_adapter",
     "request_field",
     "stream_function",
@@ -101,6 +105,42 @@ def check_function(provider: str) -> Function[ProviderCheckRequest, CheckResult]
         CheckResult,
         description=f"Is {provider} usable: a key set, its server reachable (never the key).",
     )
+
+
+@cache
+def profile_function(provider: str) -> Function[ProviderProfileRequest, ProviderProfile]:
+    """``provider::<name>::profile``: how the orchestrator must talk to this provider (no I/O).
+
+    A provider worker without it is taken to call tools natively.
+    """
+    return Function(
+        f"provider::{provider}::profile",
+        ProviderProfileRequest,
+        ProviderProfile,
+        description=f"How {provider} is called: native tool calling or tools written in text.",
+    )
+
+
+ToolCalling = Literal["native", "text"]
+
+
+class ProviderProfileRequest(BaseModel):
+    """``profile`` takes nothing (``{}`` or ``null``)."""
+
+    model_config = ConfigDict(extra="ignore")
+
+
+class ProviderProfile(BaseModel):
+    """The answer of ``provider::<name>::profile``."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    schema_version: int = SCHEMA_VERSION
+    provider: str
+    tool_calling: ToolCalling = "native"
+    """``text``: the model has no native tool calling; the orchestrator describes the tools in
+    the system prompt and reads calls written as ``tool_call`` blocks
+    (``tackroom.kit.texttools``)."""
 
 
 class ProviderCheckRequest(BaseModel):

@@ -6,6 +6,7 @@ parked turn waits for are :data:`tackroom.contracts.approvals.DECISIONS_SCOPE`.
 
 from __future__ import annotations
 
+import re
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
@@ -19,12 +20,14 @@ from tackroom.contracts.versions import renamed_before
 __all__ = [
     "RUN_ABORT",
     "RUN_START",
+    "TASK_PATTERN",
     "TERMINAL_STATES",
     "TURN_GET_STATE",
     "TURN_ON_APPROVAL",
     "TURN_STEP",
     "TURN_STEP_QUEUE",
     "Mode",
+    "ModelRef",
     "ParkedCall",
     "RunAbortRequest",
     "RunAbortResponse",
@@ -34,6 +37,7 @@ __all__ = [
     "TurnState",
     "TurnStateRequest",
     "TurnStateView",
+    "parse_model_chain",
 ]
 
 TURN_STEP = "turn::step"
@@ -59,6 +63,36 @@ Mode = Literal["plan", "ask", "agent"]
 
 class _Model(BaseModel):
     model_config = ConfigDict(extra="forbid")
+
+
+TASK_PATTERN = r"^[A-Za-z0-9_.:-]{1,64}$"
+_MODEL_NAME = re.compile(r"^([a-zA-Z0-9_-]+):(\S.*)$")
+
+
+class ModelRef(_Model):
+    """One model of a run's chain: the provider name (``provider::<name>::stream``) and model."""
+
+    provider: str = Field(pattern=r"^[a-zA-Z0-9_-]+$")
+    model: str = Field(min_length=1)
+
+    @classmethod
+    def parse(cls, text: str) -> ModelRef:
+        """``PROVIDER:MODEL`` (``openai:gpt-5-mini``); ``ValueError`` saying what is wrong."""
+        match = _MODEL_NAME.match(text.strip())
+        if match is None:
+            raise ValueError(
+                f"name a model as PROVIDER:MODEL, e.g. openai:gpt-5-mini (got {text!r})"
+            )
+        return cls(provider=match.group(1), model=match.group(2).strip())
+
+    def __str__(self) -> str:
+        return f"{self.provider}:{self.model}"
+
+
+def parse_model_chain(text: str) -> list[ModelRef]:
+    """``openai:gpt-5-mini -> anthropic:claude-haiku-4-5 -> ollama:qwen3``: the model, then its
+    fallbacks in the order they are tried."""
+    return [ModelRef.parse(part) for part in text.split("->")]
 
 
 class RunStartRequest(_Model):
@@ -102,6 +136,18 @@ class RunStartRequest(_Model):
         default=None,
         description="the context budget (window limit, reserve, keep_last, recall); None: the"
         " orchestrator's defaults",
+    )
+    fallbacks: list[ModelRef] = Field(
+        default_factory=list,
+        max_length=8,
+        description="models tried in order when a model call fails with a transient or "
+        "rate-limit error before it streamed anything (failover)",
+    )
+    task: str | None = Field(
+        default=None,
+        pattern=TASK_PATTERN,
+        description="the kind of task (a tag): the orchestrator's routes may choose the model "
+        "chain by it; a task no route names keeps provider, model and fallbacks",
     )
 
     @model_validator(mode="before")

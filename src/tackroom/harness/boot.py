@@ -9,6 +9,7 @@ this process.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -87,6 +88,7 @@ def build_host(
     provider: str,
     model_name: str,
     engine_url: str,
+    fallbacks: Sequence[str] = (),
     engine: Engine | None = None,
     tracer_provider: TracerProvider | None = None,
     serve_endpoint: bool = False,
@@ -99,6 +101,7 @@ def build_host(
         provider="" if brings.model_object is not None else provider,
         script=brings.script,
         sessions=brings.sessions_worker,
+        fallbacks=fallbacks,
     )
     names = [*config.workers, *(w for w in brings.workers if isinstance(w, str))]
     if brings.hooks:

@@ -82,7 +82,9 @@ class Harness:
     """An agent harness on one engine: ``run`` / ``run_sync`` / ``stream`` a prompt.
 
     ``model`` is ``PROVIDER:MODEL`` (``openai:gpt-5-mini``, ``anthropic:…``, ``ollama:…``,
-    ``scripted:NAME`` with ``script=``), a model object (:class:`~tackroom.harness.models.
+    ``scripted:NAME`` with ``script=``) — or a chain of them tried in order when a call fails
+    with a transient or rate-limit error (``"openai:gpt-5-mini -> anthropic:claude-haiku-4-5"``)
+    —, a model object (:class:`~tackroom.harness.models.
     StreamingModel`, ``tackroom.testing.FunctionModel``) or a provider object with a
     ``worker_spec()`` (``tackroom.testing.ScriptedProvider``); ``None`` takes ``agent.model`` of
     the config. ``config`` is a :class:`HarnessConfig`, a path, or ``None`` for ``./tackroom.yaml``
@@ -170,6 +172,8 @@ class Harness:
             scripted_ok=self._brings.script is not None or attach is not False,
         )
         self.provider, self.model = choice.provider, choice.model
+        self.fallbacks = list(choice.fallbacks)
+        """The models a failing call moves on to (``Harness("a:x -> b:y")``), in order."""
         self._brings.model_object = choice.model_object
         for tool in tools:
             if isinstance(tool, str):
@@ -288,6 +292,7 @@ class Harness:
                 self._brings,
                 provider=self.provider,
                 model_name=self.model,
+                fallbacks=[ref.provider for ref in self.fallbacks],
                 engine_url=self._engine_url,
                 engine=self._engine_object,
                 tracer_provider=self._tracer_provider,
@@ -334,12 +339,14 @@ class Harness:
         instructions: str | None = None,
         max_turns: int | None = None,
         run_id: str | None = None,
+        task: str | None = None,
     ) -> RunResult[Any]:
         """Run the agent on ``prompt`` to its end (or until a call waits for approval and no
         ``on_approval`` callback decides it: ``stop_reason == "awaiting_approval"``).
 
         ``run_id`` names the run (default: a fresh ``run-…``); the session's entries and the
-        tool calls' ledger are keyed by it."""
+        tool calls' ledger are keyed by it. ``task`` tags the run: a route of that name
+        (``agent.routes``) chooses its model chain."""
         kind = output_type if output_type is not None else self._output_type
         schema = OutputSchema(kind) if kind is not None else None
         stream = await self._begin(
@@ -348,6 +355,7 @@ class Harness:
             instructions=self._instructions(instructions, schema),
             max_turns=max_turns,
             run_id=run_id,
+            task=task,
         )
         result = await self._finish(stream, return_when_parked=self.on_approval is None)
         if schema is None or not result.ok:
@@ -367,6 +375,7 @@ class Harness:
         instructions: str | None = None,
         max_turns: int | None = None,
         run_id: str | None = None,
+        task: str | None = None,
     ) -> RunStream:
         """The run's typed events as they happen (``async for event in harness.stream(...)``);
         ``RunStream.result`` once the run ended."""
@@ -377,6 +386,7 @@ class Harness:
                 instructions=self._instructions(instructions, None),
                 max_turns=max_turns,
                 run_id=run_id,
+                task=task,
             )
         )
 
@@ -546,6 +556,7 @@ class Harness:
         instructions: str | None,
         max_turns: int | None,
         run_id: str | None = None,
+        task: str | None = None,
     ) -> RunStream:
         await self.start()
         session_id = session or _new_id("s")
@@ -557,6 +568,7 @@ class Harness:
             run_id=run_id,
             instructions=instructions,
             max_turns=max_turns,
+            task=task,
         )
         stream = await RunStream.open(
             self,
@@ -591,6 +603,7 @@ class Harness:
         instructions: str | None,
         max_turns: int | None,
         if_busy: Literal["refuse", "queue"] = "refuse",
+        task: str | None = None,
     ) -> RunStartRequest:
         return RunStartRequest(
             session_id=session_id,
@@ -605,15 +618,24 @@ class Harness:
             instructions=instructions,
             if_busy=if_busy,
             context=self.context,
+            fallbacks=list(self.fallbacks),
+            task=task,
         )
 
     async def _trigger_start(self, request: RunStartRequest) -> RunStartResponse:
-        if not self._model_checked and not serves_elsewhere(self._config, self.provider):
-            problem = await unknown_model_problem(self.bus, self.provider, self.model)
-            if problem is not None:
-                raise UsageError(problem)
+        if not self._model_checked:
+            # Every model of the chain: a misspelt fallback would only show when it is needed.
+            for provider, model in [(self.provider, self.model), *self._fallback_pairs()]:
+                if serves_elsewhere(self._config, provider):
+                    continue
+                problem = await unknown_model_problem(self.bus, provider, model)
+                if problem is not None:
+                    raise UsageError(problem)
             self._model_checked = True
         return await RUN_START.call(self.bus, request)
+
+    def _fallback_pairs(self) -> list[tuple[str, str]]:
+        return [(ref.provider, ref.model) for ref in self.fallbacks]
 
     async def _finish(self, stream: RunStream, *, return_when_parked: bool) -> RunResult[Any]:
         """Fold the run into its result; a parked run's stream stays open for :meth:`wait`."""

@@ -21,8 +21,9 @@ from tackroom.contracts.events import (
     GateDecided,
     MessageComplete,
     MessageUpdate,
+    ModelSwitch,
 )
-from tackroom.contracts.messages import CustomMessage, text_of
+from tackroom.contracts.messages import AssistantMessage, CustomMessage, text_of
 from tackroom.harness.result import RunResult
 
 __all__ = ["TerminalView", "clip"]
@@ -34,6 +35,8 @@ class TerminalView:
         self._err = err
         self._json = json_lines
         self._mid_line = False
+        self._streamed: dict[str, str | None] = {}
+        """Message id → the stream id its shown deltas came under."""
 
     def show(self, event: AgentEvent, *, seq: int = 0, frame: dict[str, Any] | None = None) -> None:
         if self._json:
@@ -42,9 +45,24 @@ class TerminalView:
             return
         match event:
             case MessageUpdate(data=update) if update.kind == "text":
+                shown = self._streamed.setdefault(update.message_id, update.stream_id)
+                if shown != update.stream_id:  # a new try of the same message (a correction)
+                    self._streamed[update.message_id] = update.stream_id
+                    self.note("(the model's answer starts over)")
                 self._out.write(update.delta)
                 self._out.flush()
                 self._mid_line = not update.delta.endswith("\n")
+            case MessageComplete(data=complete) if (
+                isinstance(complete.message, AssistantMessage)
+                and complete.message_id not in self._streamed
+            ):
+                # Deltas held back (a redactor listens): the answer shows when it is final.
+                self._write(text_of(complete.message.content))
+            case ModelSwitch(data=switch):
+                self.note(
+                    f"model {switch.from_provider}:{switch.from_model} failed"
+                    f" ({switch.error_kind}); switching to {switch.to_provider}:{switch.to_model}"
+                )
             case FunctionExecutionStart(data=start):
                 arguments = json.dumps(start.arguments, ensure_ascii=False)
                 self.note(f"→ {start.function_id} {arguments}")
@@ -66,6 +84,12 @@ class TerminalView:
                 )
             case _:
                 pass
+
+    def _write(self, text: str) -> None:
+        if text:
+            self._out.write(text)
+            self._out.flush()
+            self._mid_line = not text.endswith("\n")
 
     def note(self, text: str) -> None:
         if self._mid_line and not self._json:

@@ -15,6 +15,7 @@ from typing import Any
 from tackroom.contracts.approvals import REQUEST as APPROVAL_REQUEST
 from tackroom.contracts.context import ContextSettings
 from tackroom.contracts.policy import CHECK_PERMISSIONS
+from tackroom.contracts.turn import ModelRef, parse_model_chain
 from tackroom.harness.errors import UsageError
 from tackroom.harness.models import StreamingModel
 from tackroom.kit.providers.routing import provider_worker
@@ -27,6 +28,7 @@ __all__ = [
     "agent_host_config",
     "agent_workers",
     "choose_model",
+    "fallback_providers",
     "gateway_host_config",
     "parse_model",
     "resolve_config",
@@ -46,6 +48,8 @@ class ModelChoice:
     provider: str
     model: str
     model_object: Any = None
+    fallbacks: tuple[ModelRef, ...] = ()
+    """The models after the first of a chain (``"a:x -> b:y"``), in the order they are tried."""
 
 
 def choose_model(model: Any, *, config: HarnessConfig, scripted_ok: bool) -> ModelChoice:
@@ -55,6 +59,13 @@ def choose_model(model: Any, *, config: HarnessConfig, scripted_ok: bool) -> Mod
         raise UsageError(
             "no model: pass Harness('PROVIDER:MODEL') or set agent.model in tackroom.yaml"
         )
+    if isinstance(model, str) and "->" in model:
+        try:
+            first, *rest = parse_model_chain(model)
+        except ValueError as exc:
+            raise UsageError(f"{exc} in the model chain {model!r}") from None
+        chosen = choose_model(str(first), config=config, scripted_ok=scripted_ok)
+        return ModelChoice(chosen.provider, chosen.model, fallbacks=tuple(rest))
     if isinstance(model, str):
         name = parse_model(model)
         if name.provider == "scripted" and not scripted_ok:
@@ -131,7 +142,11 @@ def with_home(config: HarnessConfig, home: Path, *, engine: str | None) -> Harne
 
 
 def agent_workers(
-    config: HarnessConfig, *, provider_worker_name: str | None, sessions: str = "sessions"
+    config: HarnessConfig,
+    *,
+    provider_worker_name: str | None,
+    sessions: str = "sessions",
+    more_providers: Sequence[str] = (),
 ) -> list[str]:
     """The boot list of an agent run: the config's agent workers, its own workers, the provider's
     worker, the trace store when spans go to the bus; ``sessions`` replaces the ``sessions``
@@ -142,6 +157,7 @@ def agent_workers(
         names.append("mcp")
     if provider_worker_name:
         names.append(provider_worker_name)
+    names.extend(provider_worker_for(p, config.worker_config) for p in more_providers)
     if config.tracing.store and config.tracing.exports_to_bus:
         names.append(config.tracing.store)
     names = [sessions if name == "sessions" else name for name in names]
@@ -160,11 +176,15 @@ def agent_host_config(
     provider: str,
     script: Path | Sequence[Mapping[str, Any]] | None = None,
     sessions: str = "sessions",
+    fallbacks: Sequence[str] = (),
 ) -> HarnessConfig:
     """``config`` with the agent's workers and ``provider``'s worker in the boot list (``sessions``
-    serving the session tree); a script for the scripted provider goes into its section."""
-    worker = provider_worker_for(provider, config.worker_config)
+    serving the session tree); a script for the scripted provider goes into its section. The
+    workers of the ``fallbacks`` providers and of every route's models boot too, and
+    ``agent.routes`` becomes the orchestrator's ``routes`` (unless its section names some)."""
+    worker = provider_worker_for(provider, config.worker_config) if provider else ""
     sections = dict(config.worker_config)
+    routed = _route_providers(config, sections)
     if script is not None:
         section = {k: v for k, v in (sections.get("scripted") or {}).items() if k != "script_path"}
         section.pop("script", None)
@@ -175,11 +195,35 @@ def agent_host_config(
         section.setdefault("per_session", True)
         section.setdefault("name", provider)
         sections["scripted"] = section
-    workers = agent_workers(config, provider_worker_name=worker, sessions=sessions)
+    workers = agent_workers(
+        config,
+        provider_worker_name=worker,
+        sessions=sessions,
+        more_providers=[*fallbacks, *routed],
+    )
     _gate_on(
         sections, workers, auto_approve=config.agent.auto_approve, context=config.agent.context
     )
     return config.model_copy(update={"workers": workers, "worker_config": sections})
+
+
+def _route_providers(
+    config: HarnessConfig, sections: dict[str, dict[str, Any] | None]
+) -> list[str]:
+    """Copy ``agent.routes`` into the orchestrator's section; the providers the routes name."""
+    orchestrator = dict(sections.get("orchestrator") or {})
+    if config.agent.routes:
+        orchestrator.setdefault("routes", dict(config.agent.routes))
+        sections["orchestrator"] = orchestrator
+    routes = orchestrator.get("routes")
+    providers: list[str] = []
+    for chain in (routes or {}).values() if isinstance(routes, Mapping) else ():
+        try:
+            refs = parse_model_chain(chain) if isinstance(chain, str) else []
+        except ValueError as exc:
+            raise UsageError(f"{exc} in the route {chain!r}") from None
+        providers.extend(ref.provider for ref in refs)
+    return providers
 
 
 def _gate_on(
@@ -243,10 +287,25 @@ def gateway_host_config(config: HarnessConfig) -> HarnessConfig:
     return config.model_copy(update={"worker_config": sections})
 
 
+def fallback_providers(config: HarnessConfig) -> list[str]:
+    """The providers ``agent.model``'s fallbacks and the routes name (their workers boot too)."""
+    sections = dict(config.worker_config)
+    providers = _route_providers(config, sections)
+    model = config.agent.model or ""
+    if "->" in model:
+        try:
+            providers.extend(ref.provider for ref in parse_model_chain(model)[1:])
+        except ValueError as exc:
+            raise UsageError(f"{exc} in agent.model {model!r}") from None
+    return providers
+
+
 def served_config(config: HarnessConfig, workers: Sequence[str]) -> HarnessConfig:
     """What ``tackroom serve`` hosts ``workers`` with: the gate on when a policy and an approvals
-    worker are among them (as for ``tackroom run``), and the gateway's run defaults."""
+    worker are among them (as for ``tackroom run``), ``agent.routes`` as the orchestrator's, and
+    the gateway's run defaults."""
     sections = dict(config.worker_config)
+    _route_providers(config, sections)
     _gate_on(
         sections,
         list(workers),

@@ -140,6 +140,9 @@ class AgentSettings(_Section):
     context: ContextSettings | None = None
     """The context budget: ``context_window_limit``, ``reserve_tokens``, ``keep_last``,
     ``compact``, ``recall`` (see docs/workers/compactor.md); unset: the orchestrator's."""
+    routes: dict[str, str] = Field(default_factory=dict)
+    """Task tag → model chain (``code: "openai:gpt-5-mini -> anthropic:claude-haiku-4-5"``): a
+    run tagged with the task (``Harness.run(..., task="code")``) runs on that chain."""
     workers: list[str] = Field(
         default_factory=lambda: [
             "engine",

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
@@ -123,6 +123,11 @@ class ProfileSettings(_Section):
     )
     hint: str | None = Field(
         default=None, description="how to start the server, shown when it cannot be reached"
+    )
+    tool_calling: Literal["native", "text"] = Field(
+        default="native",
+        description="text: the model has no native tool calling; the turn describes the tools"
+        " in the system prompt and reads calls written as tool_call blocks",
     )
     retry: RetrySettings | None = None
     rate_limit: RateLimitSettings | None = None

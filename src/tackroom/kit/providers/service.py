@@ -31,9 +31,11 @@ from pydantic import ValidationError
 from tackroom.contracts.messages import AssistantMessage
 from tackroom.contracts.provider import (
     CheckResult,
+    ProviderProfile,
     ProviderRequest,
     check_function,
     complete_function,
+    profile_function,
     request_field,
     stream_function,
 )
@@ -152,6 +154,7 @@ class ProviderService:
                 (stream_function(provider), self.handle_stream),
                 (complete_function(provider), self.handle_complete),
                 (check_function(provider), self.handle_check),
+                (profile_function(provider), self.handle_profile),
             ):
                 rows.append((function.id, self._bind(handler, provider), function.description))
         return rows
@@ -212,6 +215,11 @@ class ProviderService:
         if isinstance(outcome, ProviderFailure):
             return _error_message(provider, request.model, outcome)
         return outcome.model_dump(mode="json")
+
+    async def handle_profile(self, payload: Any, provider: str) -> dict[str, Any]:
+        return ProviderProfile(
+            provider=provider, tool_calling=self.profile.tool_calling
+        ).model_dump(mode="json")
 
     async def handle_check(self, payload: Any, provider: str) -> dict[str, Any]:
         keys = await self._keys.resolve()

@@ -23,6 +23,7 @@ from tackroom.contracts.turn import (
     RunStartRequest,
     TurnStateRequest,
     TurnStateView,
+    parse_model_chain,
 )
 from tackroom.kit.output import answer_format
 from tackroom.workers.gateway.errors import ApiError, invalid
@@ -77,7 +78,12 @@ def run_request(gateway: Gateway, body: RunBody) -> RunStartRequest:
             "body.model: name a model (PROVIDER:MODEL); this gateway has no default",
             details={"field": "body.model"},
         )
-    provider, _, name = model.partition(":")
+    try:
+        first, *fallbacks = parse_model_chain(model)
+    except ValueError as exc:
+        raise ApiError(
+            422, "invalid_request", f"body.model: {exc}", details={"field": "body.model"}
+        ) from None
     instructions = body.instructions
     if body.output_schema is not None:
         _check_schema(body.output_schema)
@@ -87,8 +93,10 @@ def run_request(gateway: Gateway, body: RunBody) -> RunStartRequest:
         return RunStartRequest(
             session_id=body.session_id or _new_id("s"),
             run_id=body.run_id or _new_id("run"),
-            provider=provider,
-            model=name,
+            provider=first.provider,
+            model=first.model,
+            fallbacks=fallbacks,
+            task=body.task,
             mode=body.mode or defaults.mode,
             messages=[UserMessage.text(body.prompt)],
             max_turns=body.max_turns or defaults.max_turns,

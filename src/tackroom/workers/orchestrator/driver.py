@@ -30,15 +30,15 @@ from tackroom.engine.errors import (
     unavailable_cause,
 )
 from tackroom.engine.protocol import Engine, current_invocation
-from tackroom.hooks import AFTER_MODEL_CALL, BEFORE_MODEL_CALL, TURN_END, HookSubscriptions
+from tackroom.hooks import TURN_END, HookSubscriptions
 from tackroom.kit.events import EventEmitter
 from tackroom.workers.orchestrator.context import ContextAssembler, context_overflow, mark_span
 from tackroom.workers.orchestrator.dispatch import Dispatcher, Emit
+from tackroom.workers.orchestrator.modelcall import HookBlocked, ModelCall
 from tackroom.workers.orchestrator.outbox import with_outbox
 from tackroom.workers.orchestrator.provision import Provisioner
 from tackroom.workers.orchestrator.record import TURNS_SCOPE, OutboxAppend, TurnRecord
 from tackroom.workers.orchestrator.spend import BudgetGuard
-from tackroom.workers.orchestrator.streaming import ModelCaller
 from tackroom.workers.orchestrator.transcript import SessionsClient
 from tackroom.workers.orchestrator.transition import (
     AbortRequested,
@@ -46,6 +46,7 @@ from tackroom.workers.orchestrator.transition import (
     AssistantCompleted,
     BudgetRefused,
     InboxDrained,
+    ModelCallBlocked,
     StepEvent,
     StepFailed,
     Transition,
@@ -68,7 +69,7 @@ class Driver:
         *,
         sessions: SessionsClient,
         provisioner: Provisioner,
-        model: ModelCaller,
+        model: ModelCall,
         dispatcher: Dispatcher,
         budget: BudgetGuard,
         context: ContextAssembler,
@@ -239,25 +240,20 @@ class Driver:
         async def aborted() -> bool:
             return await self._abort_reason(record) is not None
 
-        turn = {
-            "session_id": record.session_id,
-            "run_id": record.run_id,
-            "turn": record.turn_count + 1,
-        }
-        await self._observe(
-            BEFORE_MODEL_CALL, {**turn, "provider": record.provider, "model": record.model}
+        message = await self._model.call(
+            record, messages, emit, attempt=attempt, abort_requested=aborted
         )
-        message = await self._model.call(record, messages, emit, abort_requested=aborted)
         self._context.observe(assembled, message.usage)
+        if isinstance(message, HookBlocked):
+            await self._budget.settle(record, reservation, message.usage)
+            return ModelCallBlocked(
+                message.topic, message.reason, blocked_by=message.blocked_by, usage=message.usage
+            )
         await self._budget.settle(record, reservation, message.usage)
         if message.stop_reason == "aborted":
             reason = await self._abort_reason(record)
             if reason is not None:  # run::abort closed the stream: end as any abort does
                 return AbortRequested(reason)
-        await self._observe(
-            AFTER_MODEL_CALL,
-            {**turn, "stop_reason": message.stop_reason, "usage": message.usage.model_dump()},
-        )
         return AssistantCompleted(message)
 
     async def _observe(self, topic: str, payload: dict[str, Any]) -> None:

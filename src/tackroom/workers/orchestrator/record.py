@@ -19,6 +19,7 @@ from tackroom.contracts.principal import Principal
 from tackroom.contracts.tools import ToolTraits
 from tackroom.contracts.turn import (
     Mode,
+    ModelRef,
     ParkedCall,
     TurnError,
     TurnState,
@@ -106,6 +107,9 @@ class TurnRecord(_Model):
     max_turns: int = 8
     provider: str
     model: str
+    fallbacks: list[ModelRef] = Field(
+        default_factory=list, description="models tried in order when a call fails over"
+    )
     mode: Mode = "agent"
     principal: Principal | None = None
     system_prompt_override: str | None = None

@@ -37,7 +37,7 @@ from tackroom.workers.orchestrator.record import TurnRecord
 
 DeltaKind = Literal["text", "thinking", "function_call"]
 
-__all__ = ["ModelCaller"]
+__all__ = ["ModelCaller", "Streamed", "base_request", "error_message"]
 
 
 _DELTA_KINDS: dict[str, DeltaKind] = {
@@ -70,6 +70,11 @@ class _Coalescer:
         self._since = 0.0
         self._count = 0
         self._lock = asyncio.Lock()
+
+    @property
+    def shown(self) -> bool:
+        """Whether any delta went out (or waits to go out) as an event."""
+        return self._count > 0 or bool(self._parts)
 
     async def add(self, kind: DeltaKind, delta: str) -> None:
         if kind != self._kind:
@@ -120,35 +125,23 @@ class ModelCaller:
         self._chars = coalesce_chars
         self._capacity = channel_capacity
 
-    async def call(
+    async def stream(
         self,
-        record: TurnRecord,
-        messages: list[AgentMessage],
+        provider: str,
+        request: ProviderRequest,
         emit: Emit,
         *,
+        message_id: str,
         abort_requested: AbortCheck | None = None,
-    ) -> AssistantMessage:
-        message_id = record.entry_id(f"t{record.turn_count + 1}-a")
+    ) -> Streamed:
+        """One call of ``provider::<provider>::stream`` with ``request`` (its ``writer`` is set
+        here); deltas go to ``emit`` as ``message_update`` events under a new ``stream_id``."""
         channel = await self._engine.open_channel(capacity=self._capacity)
-        request = ProviderRequest(
-            model=record.model,
-            system_prompt=record.system_prompt,
-            messages=messages,
-            tools=[
-                ToolSpec(
-                    name=tool.name,
-                    description=tool.description,
-                    parameters={k: v for k, v in tool.parameters.items() if not k.startswith("x-")},
-                )
-                for tool in record.tools
-            ],
-            writer=channel.ref.to_json(),
-            session_id=record.session_id,
-        )
+        request = request.model_copy(update={"writer": channel.ref.to_json()})
         coalescer = _Coalescer(emit, message_id, seconds=self._seconds, chars=self._chars)
         async with asyncio.TaskGroup() as group:
             reader = group.create_task(self._read(channel, coalescer))
-            invoke = group.create_task(self._invoke(record.provider, request))
+            invoke = group.create_task(self._invoke(provider, request))
             ticker = group.create_task(
                 self._tick(reader, invoke, channel, coalescer, abort_requested)
             )
@@ -160,7 +153,8 @@ class ModelCaller:
                 await _close_after(reader, channel, grace=_CLOSE_GRACE)
             ticker.cancel()
         outcome = reader.result()
-        if not ticker.cancelled() and ticker.result():
+        aborted = not ticker.cancelled() and ticker.result()
+        if aborted:
             message = AssistantMessage(
                 content=outcome.content if isinstance(outcome, AssistantMessage) else [],
                 stop_reason="aborted",
@@ -170,10 +164,10 @@ class ModelCaller:
             message = outcome
         else:
             kind, text = failure or _no_message(outcome)
-            message = _error_message(kind, text)
-        message.provider = message.provider or record.provider
-        message.model = message.model or record.model
-        return message
+            message = error_message(kind, text)
+        message.provider = message.provider or provider
+        message.model = message.model or request.model
+        return Streamed(message, shown=coalescer.shown, stream_id=coalescer.stream_id)
 
     async def _tick(
         self,
@@ -238,7 +232,7 @@ class ModelCaller:
                     final = _final_message(frame)
                 elif kind == "error":
                     await coalescer.flush()
-                    final = _error_message(
+                    final = error_message(
                         frame.get("kind", "permanent"), str(frame.get("message", "provider error"))
                     )
         except ChannelAborted as exc:
@@ -246,6 +240,34 @@ class ModelCaller:
             return final or _Aborted(exc.reason)
         await coalescer.flush()
         return final
+
+
+@dataclass(frozen=True, slots=True)
+class Streamed:
+    """One stream's outcome: the message (an error message when it failed) and whether any of
+    its deltas reached ``agent::events``."""
+
+    message: AssistantMessage
+    shown: bool
+    stream_id: str
+
+
+def base_request(record: TurnRecord, messages: list[AgentMessage]) -> ProviderRequest:
+    """The request for the run's model, tools offered natively (no ``writer`` yet)."""
+    return ProviderRequest(
+        model=record.model,
+        system_prompt=record.system_prompt,
+        messages=messages,
+        tools=[
+            ToolSpec(
+                name=tool.name,
+                description=tool.description,
+                parameters={k: v for k, v in tool.parameters.items() if not k.startswith("x-")},
+            )
+            for tool in record.tools
+        ],
+        session_id=record.session_id,
+    )
 
 
 @dataclass(frozen=True, slots=True)
@@ -262,13 +284,13 @@ def _final_message(frame: dict[str, Any]) -> AssistantMessage:
     try:
         message = AssistantMessage.model_validate(frame["message"])
     except (ValidationError, KeyError) as exc:
-        return _error_message("permanent", f"the provider sent a malformed message: {exc}")
+        return error_message("permanent", f"the provider sent a malformed message: {exc}")
     for call in message.function_calls():
         what = f"the arguments of tool call {call.tool_name!r}"
         try:
             to_json_value(call.arguments, what=what, max_depth=MAX_CONTENT_DEPTH)
         except InvalidPayload as exc:
-            return _error_message("permanent", f"the model's answer was refused: {exc.message}")
+            return error_message("permanent", f"the model's answer was refused: {exc.message}")
     return message
 
 
@@ -286,7 +308,7 @@ def _no_message(aborted: _Aborted | None) -> tuple[ErrorKind, str]:
     return "transient", "the provider ended the stream without a message"
 
 
-def _error_message(kind: Any, text: str) -> AssistantMessage:
+def error_message(kind: Any, text: str) -> AssistantMessage:
     valid: tuple[ErrorKind, ...] = (
         "auth",
         "rate_limited",

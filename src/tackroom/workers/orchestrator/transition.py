@@ -29,6 +29,7 @@ from tackroom.contracts.messages import (
     CustomMessage,
     FunctionResultMessage,
     TextBlock,
+    Usage,
 )
 from tackroom.contracts.turn import TurnError
 from tackroom.workers.orchestrator.planning import (
@@ -50,6 +51,7 @@ __all__ = [
     "Effect",
     "EmitEvent",
     "InboxDrained",
+    "ModelCallBlocked",
     "Provisioned",
     "StepEvent",
     "StepFailed",
@@ -81,6 +83,16 @@ class BudgetRefused:
     """The budget refused the next model call; nothing was spent."""
 
     reason: str
+
+
+@dataclass(frozen=True, slots=True)
+class ModelCallBlocked:
+    """A ``before_model_call`` or ``after_model_call`` hook stopped the model call."""
+
+    topic: str
+    reason: str
+    blocked_by: str | None = None
+    usage: Usage = field(default_factory=Usage)
 
 
 @dataclass(frozen=True, slots=True)
@@ -117,6 +129,7 @@ StepEvent = (
     Provisioned
     | AssistantCompleted
     | BudgetRefused
+    | ModelCallBlocked
     | CallsSettled
     | ApprovalsRead
     | InboxDrained
@@ -160,6 +173,7 @@ _ACCEPTS: dict[type[Any], frozenset[str]] = {
     Provisioned: frozenset({"provisioning"}),
     AssistantCompleted: frozenset({"assistant_streaming"}),
     BudgetRefused: frozenset({"assistant_streaming"}),
+    ModelCallBlocked: frozenset({"assistant_streaming"}),
     CallsSettled: frozenset({"function_execute"}),
     ApprovalsRead: frozenset({"function_awaiting_approval"}),
     InboxDrained: frozenset({"steering_check"}),
@@ -219,6 +233,8 @@ def _apply(r: TurnRecord, event: StepEvent, effects: list[Effect]) -> bool:
             _assistant_completed(r, message, effects)
         case BudgetRefused(reason=reason):
             _stop_with_note(r, "budget_exceeded", f"Stopped by the budget: {reason}", effects)
+        case ModelCallBlocked():
+            _blocked(r, event, effects)
         case CallsSettled(results=results, parked=parked):
             _calls_settled(r, results, parked, effects)
         case ApprovalsRead(decisions=decisions):
@@ -382,6 +398,14 @@ def _abort(r: TurnRecord, reason: str, effects: list[Effect]) -> None:
             )
         )
     _stop_with_note(r, "aborted", f"Aborted: {reason}", effects)
+
+
+def _blocked(r: TurnRecord, event: ModelCallBlocked, effects: list[Effect]) -> None:
+    """The run stops with ``stop_reason == "blocked"``; its error says which hook and why."""
+    r.usage = r.usage + event.usage
+    by = f" ({event.blocked_by})" if event.blocked_by else ""
+    r.error = TurnError(kind="blocked", message=f"{event.topic} hook{by}: {event.reason}")
+    _stop_with_note(r, "blocked", f"Stopped by a {event.topic} hook{by}: {event.reason}", effects)
 
 
 def _stop_with_note(r: TurnRecord, stop_reason: str, text: str, effects: list[Effect]) -> None:

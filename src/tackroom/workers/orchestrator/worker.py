@@ -7,7 +7,7 @@ import os
 import uuid
 from typing import Any
 
-from pydantic import Field
+from pydantic import Field, field_validator
 
 from tackroom.contracts.approvals import DECISIONS_SCOPE
 from tackroom.contracts.context import COMPACT, ContextSettings
@@ -20,12 +20,14 @@ from tackroom.contracts.turn import (
     TURN_ON_APPROVAL,
     TURN_STEP,
     TURN_STEP_QUEUE,
+    ModelRef,
     RunAbortRequest,
     RunAbortResponse,
     RunStartRequest,
     RunStartResponse,
     TurnStateRequest,
     TurnStateView,
+    parse_model_chain,
 )
 from tackroom.engine.errors import FunctionError, RevisionConflict
 from tackroom.engine.protocol import QueueConfig, StreamRetention
@@ -38,6 +40,8 @@ from tackroom.workers.orchestrator.context import ContextAssembler
 from tackroom.workers.orchestrator.dispatch import Dispatcher
 from tackroom.workers.orchestrator.driver import ABORT_SCOPE, Driver
 from tackroom.workers.orchestrator.gate import Gate
+from tackroom.workers.orchestrator.modelcall import ModelCall, ProfileCache
+from tackroom.workers.orchestrator.modelhooks import ModelCallHooks
 from tackroom.workers.orchestrator.models import ModelInfoCache
 from tackroom.workers.orchestrator.provision import Provisioner
 from tackroom.workers.orchestrator.record import TURNS_SCOPE, TurnRecord
@@ -89,10 +93,25 @@ class OrchestratorConfig(WorkerConfig):
     The audit log keeps the security-relevant facts for its own retention."""
     events_max_per_session: int | None = Field(default=None, ge=100)
     """Events kept at most per session (the oldest go first); ``None``: no limit."""
+    routes: dict[str, list[ModelRef]] = Field(default_factory=dict)
+    """Task tag → model chain (``"openai:gpt-5-mini -> anthropic:claude-haiku-4-5"``): a run
+    whose ``task`` names a route runs on that chain instead of its own model and fallbacks."""
+    text_corrections: int = Field(default=2, ge=0, le=10)
+    """Corrections a ``tool_calling: text`` model gets when its tool call cannot be read."""
     max_deliveries: int = 50
     """Only an engine that is away fails a ``turn-step`` delivery (anything else fails the turn
     with its reason), so a step is retried through an outage of minutes (backoff to 10 s)
     before it is dead-lettered."""
+
+    @field_validator("routes", mode="before")
+    @classmethod
+    def _chains(cls, value: Any) -> Any:
+        if not isinstance(value, dict):
+            return value
+        return {
+            task: parse_model_chain(chain) if isinstance(chain, str) else chain
+            for task, chain in value.items()
+        }
 
 
 class Orchestrator:
@@ -100,6 +119,7 @@ class Orchestrator:
         self, ctx: WorkerContext[OrchestratorConfig], *, hooks: HookSubscriptions | None
     ) -> None:
         config = ctx.config
+        self._routes = config.routes
         self._engine = ctx.engine
         self._sessions = SessionsClient(ctx.engine)
         models = ModelInfoCache(ctx.engine)
@@ -115,11 +135,16 @@ class Orchestrator:
             ctx.engine,
             sessions=self._sessions,
             provisioner=Provisioner(ctx.engine, cwd=config.cwd or os.getcwd()),
-            model=ModelCaller(
-                ctx.engine,
-                timeout=config.provider_timeout,
-                coalesce_seconds=config.coalesce_seconds,
-                coalesce_chars=config.coalesce_chars,
+            model=ModelCall(
+                ModelCaller(
+                    ctx.engine,
+                    timeout=config.provider_timeout,
+                    coalesce_seconds=config.coalesce_seconds,
+                    coalesce_chars=config.coalesce_chars,
+                ),
+                hooks=ModelCallHooks(hooks),
+                profiles=ProfileCache(ctx.engine),
+                text_corrections=config.text_corrections,
             ),
             dispatcher=Dispatcher(ctx.engine, gate=gate, call_timeout=config.call_timeout),
             hooks=hooks,
@@ -167,11 +192,13 @@ class Orchestrator:
             await self._keep_finished(current)
         run_id = request.run_id or f"run-{uuid.uuid4().hex[:12]}"
         await self._sessions.ensure(sid)
+        primary, *fallbacks = self._chain(request)
         record = TurnRecord(
             session_id=sid,
             run_id=run_id,
-            provider=request.provider,
-            model=request.model,
+            provider=primary.provider,
+            model=primary.model,
+            fallbacks=fallbacks,
             mode=request.mode,
             principal=request.principal,
             max_turns=request.max_turns,
@@ -204,6 +231,13 @@ class Orchestrator:
         await self._engine.set_state(
             RUNS_SCOPE, runs_key(record.session_id, record.run_id), kept.model_dump(mode="json")
         )
+
+    def _chain(self, request: RunStartRequest) -> list[ModelRef]:
+        """The route the run's task names, else the request's model and fallbacks."""
+        route = self._routes.get(request.task) if request.task is not None else None
+        if route:
+            return list(route)
+        return [ModelRef(provider=request.provider, model=request.model), *request.fallbacks]
 
     async def _busy(self, request: RunStartRequest, current: TurnRecord) -> RunStartResponse:
         reason = f"session_busy: run {current.run_id} is in state {current.state}"
