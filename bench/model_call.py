@@ -37,7 +37,7 @@ from tackroom.kit.hooks.publish import HookSubscriptions
 from tackroom.kit.texttools import format_call, parse_calls
 from tackroom.testing import memory_engine
 from tackroom.workers.orchestrator.modelcall import ModelCall, ProfileCache
-from tackroom.workers.orchestrator.modelhooks import ModelCallHooks
+from tackroom.kit.hooks.modelcalls import ModelCallHooks
 from tackroom.workers.orchestrator.record import ToolOffer, TurnRecord
 from tackroom.workers.orchestrator.streaming import Streamed, base_request
 

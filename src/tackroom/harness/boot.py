@@ -110,6 +110,9 @@ def build_host(
         orchestrator = dict(sections.get("orchestrator") or {})
         orchestrator.setdefault("hooks_function", PUBLISH_COLLECT.id)
         sections["orchestrator"] = orchestrator
+        compactor = dict(sections.get("compactor") or {})
+        compactor.setdefault("hooks_function", orchestrator["hooks_function"])
+        sections["compactor"] = compactor
         config = config.model_copy(update={"worker_config": sections})
     own = brings.own_specs(model_name=model_name)
     defined = {spec.name for spec in own}

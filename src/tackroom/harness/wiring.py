@@ -240,9 +240,9 @@ def _gate_on(
     if context is not None:
         orchestrator.setdefault("context", context.model_dump(mode="json", exclude_unset=True))
     if "compactor" in workers:
-        # Summaries are model calls: charged to the same budgets as the orchestrator's.
+        # Summaries are model calls: the same budgets and model-call hooks as the orchestrator's.
         compactor = dict(sections.get("compactor") or {})
-        for key in ("budget_check_function", "budget_record_function"):
+        for key in ("budget_check_function", "budget_record_function", "hooks_function"):
             if orchestrator.get(key) is not None:
                 compactor.setdefault(key, orchestrator[key])
         sections["compactor"] = compactor

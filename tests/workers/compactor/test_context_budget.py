@@ -23,6 +23,7 @@ from tackroom.contracts.sessions import (
 )
 from tackroom.engine.protocol import Engine
 from tackroom.harness.remote import RemoteBus
+from tackroom.hooks import block
 from tackroom.testing import FunctionModel, ModelInfo
 from tackroom.testing.contracts.compactor import conversation
 
@@ -160,3 +161,22 @@ async def test_a_fact_saved_in_one_session_is_recalled_in_another(tmp_path: Path
     assert note.message.custom_type == "memory_recall"
     assert isinstance(note.message.content[0], TextBlock)
     assert fact in note.message.content[0].text
+
+
+async def test_summaries_pass_the_model_call_hooks(tmp_path: Path) -> None:
+    async def no_summaries(call: dict[str, Any]) -> Any:
+        if str(call.get("system_prompt", "")).startswith(SUMMARY_START):
+            return block("summaries are not allowed here")
+        return None
+
+    model = Recorder()
+    context = {"context_window_limit": 3_000, "keep_last": 2}
+    harness = Harness(FunctionModel(model), home=tmp_path, context=context)
+    harness.add_hook("before_model_call", no_summaries)
+    async with harness:
+        await fill(harness.bus, "guarded", 20)
+        result = await harness.run("go on", session="guarded")
+    assert model.summaries == 0
+    assert model.turns == []
+    assert result.error is not None
+    assert "summaries are not allowed here" in result.error

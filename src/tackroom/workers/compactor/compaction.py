@@ -44,6 +44,7 @@ from tackroom.contracts.sessions import (
 from tackroom.engine.errors import EngineError, FunctionError, InvocationError
 from tackroom.engine.protocol import Engine
 from tackroom.kit.context import choose_cut, compaction_details, estimate_cost, message_chars
+from tackroom.kit.hooks.modelcalls import CallIds, HookBlocked, ModelCallHooks
 from tackroom.kit.providers.complete import complete
 from tackroom.workers.compactor.transcript import chunks
 
@@ -69,6 +70,7 @@ class Compactor:
         budget_check_function: str | None,
         budget_record_function: str | None,
         timeout: float,
+        hooks: ModelCallHooks,
     ) -> None:
         self._engine = engine
         self._model = None if model is None else _split_model(model)
@@ -77,6 +79,7 @@ class Compactor:
         self._check = None if budget_check_function is None else CHECK.at(budget_check_function)
         self._record = None if budget_record_function is None else RECORD.at(budget_record_function)
         self._timeout = timeout
+        self._hooks = hooks
 
     async def compact(self, request: CompactRequest) -> CompactResponse:
         try:
@@ -158,9 +161,9 @@ class Compactor:
         for chunk in chunks(plan.messages, max_chars=room):
             before = f"Summary so far:\n{summary}\n\nThe conversation goes on:\n" if summary else ""
             await self._reserve(request, provider, model, len(chunk) + len(before), summary_tokens)
-            answer = await complete(
-                self._engine,
-                provider,
+            ids = CallIds(request.session_id, request.run_id or "compaction", 0, provider, model)
+            asked = await self._hooks.before(
+                ids,
                 ProviderRequest(
                     model=model,
                     system_prompt=system,
@@ -168,12 +171,18 @@ class Compactor:
                     max_output_tokens=summary_tokens,
                     session_id=request.session_id,
                 ),
-                timeout=self._timeout,
             )
+            if isinstance(asked, HookBlocked):
+                raise FunctionError("blocked", f"the summary call was blocked: {asked.reason}")
+            answer = await complete(self._engine, provider, asked, timeout=self._timeout)
             if answer.stop_reason == "error":
                 raise FunctionError(
                     "summary_failed", f"the summary call failed: {answer.error_message}"
                 )
+            checked = await self._hooks.after(ids, answer)
+            if isinstance(checked, HookBlocked):
+                raise FunctionError("blocked", f"the summary was blocked: {checked.reason}")
+            answer = checked
             cost += answer.usage.cost_usd
             summary = text_of(answer.content).strip() or summary
         limit = int(summary_tokens * request.chars_per_token * 1.5)

@@ -8,6 +8,7 @@ worker_config:
     summary_ratio: 0.25          # of the target, at most, for the summary
     budget_check_function: budget::check     # summaries are charged like any model call
     budget_record_function: budget::record
+    hooks_function: hook-fanout::publish_collect   # summaries pass before/after_model_call
 ```
 
 The summary is appended as a compaction entry whose id derives from the leaf it was computed at
@@ -21,6 +22,8 @@ from __future__ import annotations
 from pydantic import Field
 
 from tackroom.contracts.context import COMPACT
+from tackroom.kit.hooks.modelcalls import ModelCallHooks
+from tackroom.kit.hooks.publish import HookSubscriptions
 from tackroom.runtime.worker import WorkerConfig, WorkerContext, WorkerSpec
 from tackroom.workers.compactor.compaction import Compactor
 
@@ -36,10 +39,16 @@ class CompactorConfig(WorkerConfig):
     budget_check_function: str | None = None
     budget_record_function: str | None = None
     timeout: float = Field(default=300.0, gt=0, description="seconds for one summary call")
+    hooks_function: str | None = None
+    """e.g. ``hook-fanout::publish_collect``: summaries pass the model-call hooks like any call."""
 
 
 async def _start(ctx: WorkerContext[CompactorConfig]) -> None:
     config = ctx.config
+    subscriptions = None
+    if config.hooks_function is not None:
+        subscriptions = HookSubscriptions(ctx.engine, publish_function=config.hooks_function)
+        await subscriptions.attach(ctx)  # no subscriber, no round trip
     compactor = Compactor(
         ctx.engine,
         model=config.model,
@@ -48,6 +57,7 @@ async def _start(ctx: WorkerContext[CompactorConfig]) -> None:
         budget_check_function=config.budget_check_function,
         budget_record_function=config.budget_record_function,
         timeout=config.timeout,
+        hooks=ModelCallHooks(subscriptions),
     )
     await ctx.serve(COMPACT, compactor.compact)
 

@@ -32,8 +32,8 @@ from tackroom.contracts.provider import (
 from tackroom.engine.errors import EngineError, FunctionNotFound, unavailable_cause
 from tackroom.engine.protocol import Engine
 from tackroom.kit import texttools
+from tackroom.kit.hooks.modelcalls import CallIds, HookBlocked, ModelCallHooks
 from tackroom.workers.orchestrator.dispatch import Emit
-from tackroom.workers.orchestrator.modelhooks import CallIds, HookBlocked, ModelCallHooks
 from tackroom.workers.orchestrator.record import TurnRecord
 from tackroom.workers.orchestrator.streaming import (
     ModelCaller,

@@ -32,6 +32,7 @@ from tackroom.contracts.turn import (
 from tackroom.engine.errors import FunctionError, RevisionConflict
 from tackroom.engine.protocol import QueueConfig, StreamRetention
 from tackroom.hooks import HookSubscriptions
+from tackroom.kit.hooks.modelcalls import ModelCallHooks
 from tackroom.runtime.tools import serve_tool
 from tackroom.runtime.worker import WorkerConfig, WorkerContext, WorkerSpec
 from tackroom.workers.orchestrator.cassette import RUNS_SCOPE, runs_key
@@ -41,7 +42,6 @@ from tackroom.workers.orchestrator.dispatch import Dispatcher
 from tackroom.workers.orchestrator.driver import ABORT_SCOPE, Driver
 from tackroom.workers.orchestrator.gate import Gate
 from tackroom.workers.orchestrator.modelcall import ModelCall, ProfileCache
-from tackroom.workers.orchestrator.modelhooks import ModelCallHooks
 from tackroom.workers.orchestrator.models import ModelInfoCache
 from tackroom.workers.orchestrator.provision import Provisioner
 from tackroom.workers.orchestrator.record import TURNS_SCOPE, TurnRecord
