@@ -48,10 +48,16 @@ __all__ = [
     "FunctionExecutionStartData",
     "GateDecided",
     "GateDecidedData",
+    "Handoff",
+    "HandoffData",
     "MessageComplete",
     "MessageCompleteData",
     "MessageUpdate",
     "MessageUpdateData",
+    "SubagentEnded",
+    "SubagentEndedData",
+    "SubagentStarted",
+    "SubagentStartedData",
     "TurnEnd",
     "TurnEndData",
     "TurnStateChanged",
@@ -221,6 +227,8 @@ class AgentEndData(_Data):
     usage: Usage = Field(default_factory=Usage)
     error: ErrorData | None = None
     """Why a run that did not end normally ended, in words a person can act on."""
+    agent: str | None = None
+    """The agent that finished the run (after a handoff, the one handed to)."""
 
 
 class AgentEnd(_Frame):
@@ -231,6 +239,50 @@ class AgentEnd(_Frame):
 class AgentError(_Frame):
     type: Literal["error"] = "error"
     data: ErrorData
+
+
+class SubagentStartedData(_Data):
+    """A call of ``agent::<name>`` started a child run; its own events are in the child's session
+    group of ``agent::events`` (a UI follows ``child_session_id``)."""
+
+    function_call_id: str
+    agent: str
+    child_session_id: str
+    child_run_id: str
+
+
+class SubagentStarted(_Frame):
+    type: Literal["subagent_started"] = "subagent_started"
+    data: SubagentStartedData
+
+
+class SubagentEndedData(_Data):
+    function_call_id: str
+    agent: str
+    child_session_id: str
+    child_run_id: str
+    state: Literal["stopped", "failed"]
+    stop_reason: str | None = None
+
+
+class SubagentEnded(_Frame):
+    type: Literal["subagent_ended"] = "subagent_ended"
+    data: SubagentEndedData
+
+
+class HandoffData(_Data):
+    """The session goes on with ``to_agent``'s instructions, model and tools."""
+
+    function_call_id: str
+    from_agent: str | None = None
+    to_agent: str
+    provider: str
+    model: str
+
+
+class Handoff(_Frame):
+    type: Literal["handoff"] = "handoff"
+    data: HandoffData
 
 
 AgentEvent = Annotated[
@@ -245,7 +297,10 @@ AgentEvent = Annotated[
     | BudgetDecided
     | TurnEnd
     | AgentEnd
-    | AgentError,
+    | AgentError
+    | SubagentStarted
+    | SubagentEnded
+    | Handoff,
     Field(discriminator="type"),
 ]
 """One frame of ``agent::events``."""
@@ -263,6 +318,9 @@ EventType = Literal[
     "turn_end",
     "agent_end",
     "error",
+    "subagent_started",
+    "subagent_ended",
+    "handoff",
 ]
 
 EventData = (
@@ -278,6 +336,9 @@ EventData = (
     | TurnEndData
     | AgentEndData
     | ErrorData
+    | SubagentStartedData
+    | SubagentEndedData
+    | HandoffData
 )
 """What an emitter is handed: the data decides the event's type (:func:`event_of`)."""
 
@@ -294,6 +355,9 @@ _FRAME_OF: dict[type[_Data], type[_Frame]] = {
     TurnEndData: TurnEnd,
     AgentEndData: AgentEnd,
     ErrorData: AgentError,
+    SubagentStartedData: SubagentStarted,
+    SubagentEndedData: SubagentEnded,
+    HandoffData: Handoff,
 }
 
 

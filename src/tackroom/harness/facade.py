@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Any, Literal, TypeVar, Unpack, overload
 
 from pydantic import ValidationError
 
+from tackroom.contracts.agents import AGENT_PREFIX, AgentDefinition
 from tackroom.contracts.events import EVENTS
 from tackroom.contracts.messages import UserMessage
 from tackroom.contracts.principal import Principal
@@ -58,6 +59,7 @@ from tackroom.harness.wiring import choose_model, resolve_config, serves_elsewhe
 from tackroom.kit.hooks.subscribe import HookSpec
 from tackroom.runtime.config import HarnessConfig
 from tackroom.runtime.host import Host
+from tackroom.runtime.typed import describe_validation_error
 from tackroom.runtime.worker import WorkerSpec
 
 if TYPE_CHECKING:
@@ -117,6 +119,7 @@ class Harness:
         check_model: bool = True,
         principal: Principal | str | None = None,
         auto_approve: bool | None = None,
+        agents: Sequence[AgentDefinition] = (),
     ) -> None:
         base = resolve_config(config)
         if auto_approve is not None:
@@ -126,6 +129,7 @@ class Harness:
         if home is not None:
             base = with_home(base, Path(home), engine=url)
         self._config = base
+        self._agents: list[AgentDefinition] = []
         self._engine_object = None if engine is None or isinstance(engine, str) else engine
         self._engine_url = url or base.engine
         if self._engine_object is not None and attach is not False:
@@ -162,6 +166,8 @@ class Harness:
         )
         self.provider, self.model = choice.provider, choice.model
         self._brings.model_object = choice.model_object
+        for definition in agents:
+            self.add_agent(definition)
         for tool in tools:
             if isinstance(tool, str):
                 self._patterns().append(tool)
@@ -202,6 +208,51 @@ class Harness:
             raise UsageError(f"a tool named {spec.name!r} is registered already")
         tools[spec.name] = spec
         return spec
+
+    def agent(
+        self,
+        name: str,
+        *,
+        instructions: str = "",
+        model: str | None = None,
+        tools: Sequence[str] = (),
+        output_type: Any = None,
+        description: str = "",
+        max_turns: int = 8,
+        budget_usd: float | None = None,
+    ) -> AgentDefinition:
+        """Define an agent this harness's agent may call as the tool ``agent::<name>`` (offered
+        to it) or hand over to (``handoff::<name>``, offered when ``tools=`` names it).
+
+        ``model``: ``PROVIDER:MODEL`` (default: the harness's); ``tools``: what the agent itself
+        is offered; ``output_type``: its answer comes back parsed and validated (a pydantic model
+        or JSON-schema-able type); ``budget_usd``: a sub-budget its run cannot exceed."""
+        schema = None if output_type is None else OutputSchema(output_type).schema
+        try:
+            definition = AgentDefinition(
+                name=name,
+                instructions=instructions,
+                model=model,
+                tools=list(tools),
+                output_schema=schema,
+                description=description,
+                max_turns=max_turns,
+                budget_usd=budget_usd,
+            )
+        except ValidationError as exc:
+            raise UsageError(f"agent {name!r}: {describe_validation_error(exc)}") from None
+        return self.add_agent(definition)
+
+    def add_agent(self, definition: AgentDefinition) -> AgentDefinition:
+        """Add an agent definition (:meth:`agent` builds one); its ``agent::<name>`` is offered."""
+        self._require_new("agents")
+        if any(known.name == definition.name for known in self._agents):
+            raise UsageError(f"an agent named {definition.name!r} is defined already")
+        self._agents.append(definition)
+        self._config = self._config.model_copy(
+            update={"agents": [*self._config.agents, definition]}
+        )
+        return definition
 
     def add_hook(self, topic: str, function: Callable[[Any], Awaitable[Any]]) -> None:
         """Subscribe ``function`` to a hook topic (``before_function_call``, …); it may return
@@ -480,6 +531,7 @@ class Harness:
         patterns = list(configured if self._tool_patterns is None else [])
         patterns.extend(self._tool_patterns or [])
         patterns.extend(tool.function_id for tool in self._brings.tools.values())
+        patterns.extend(f"{AGENT_PREFIX}{agent.name}" for agent in self._agents)
         return list(dict.fromkeys(patterns))
 
     async def _begin(

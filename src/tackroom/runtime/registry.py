@@ -53,6 +53,7 @@ BUILTIN_WORKERS: dict[str, str] = {
     "traces": "tackroom.workers.traces.worker:WORKER",
     "memory": "tackroom.workers.memory.worker:WORKER",
     "memory-postgres": "tackroom.workers.memory_postgres.worker:WORKER",
+    "agents": "tackroom.workers.agents.worker:WORKER",
 }
 
 

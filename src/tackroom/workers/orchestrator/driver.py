@@ -39,6 +39,7 @@ from tackroom.workers.orchestrator.provision import Provisioner
 from tackroom.workers.orchestrator.record import TURNS_SCOPE, OutboxAppend, TurnRecord
 from tackroom.workers.orchestrator.spend import BudgetGuard
 from tackroom.workers.orchestrator.streaming import ModelCaller
+from tackroom.workers.orchestrator.subagents import Subagents
 from tackroom.workers.orchestrator.transcript import SessionsClient
 from tackroom.workers.orchestrator.transition import (
     AbortRequested,
@@ -70,6 +71,7 @@ class Driver:
         provisioner: Provisioner,
         model: ModelCaller,
         dispatcher: Dispatcher,
+        subagents: Subagents,
         budget: BudgetGuard,
         hooks: HookSubscriptions | None,
         visibility_extension: float,
@@ -82,6 +84,7 @@ class Driver:
         self._provisioner = provisioner
         self._model = model
         self._dispatcher = dispatcher
+        self._subagents = subagents
         self._budget = budget
         self._events = EventEmitter(engine)
         self._extension = visibility_extension
@@ -132,6 +135,7 @@ class Driver:
             await self._replay_outbox(record, progress)
         if record.terminal:
             await self.finish_inbox(record)
+            await self._subagents.notify_parent(record)
             return
         parked_pass = True
         while True:
@@ -152,6 +156,7 @@ class Driver:
             if record.terminal:
                 if previous.state == "function_awaiting_approval":
                     await self._dispatcher.gate.release_parked(previous, record)
+                await self._subagents.notify_parent(record)
                 return
             if record.state == "function_awaiting_approval":
                 if previous.state == "function_awaiting_approval":
@@ -201,7 +206,8 @@ class Driver:
             case "function_execute":
                 return await self._dispatcher.run_batch(record, emit)
             case "function_awaiting_approval":
-                return ApprovalsRead(await self._read_approvals(record))
+                children = await self._subagents.read_outcomes(record)
+                return ApprovalsRead(await self._read_approvals(record), children)
             case "steering_check":
                 return await self._take_inbox(record)
         raise TransitionError(f"no work in state {record.state}")
