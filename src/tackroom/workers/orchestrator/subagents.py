@@ -145,10 +145,8 @@ class Subagents:
         if link is None or not record.terminal:
             return
         key = outcome_key(link.session_id, link.function_call_id)
-        if await self._engine.get_state(OUTCOMES_SCOPE, key) is not None:
-            return
         outcome = await self._outcome(record)
-        # Create-only: when another delivery wrote it, the parent is woken once all the same.
+        # Create-only: a redelivered end finds it written (and the parent woken) already.
         with contextlib.suppress(RevisionConflict):
             await self._engine.set_state(
                 OUTCOMES_SCOPE, key, outcome.model_dump(mode="json"), expected_revision=0
