@@ -9,6 +9,7 @@ sub-budget stops with a budget reason the parent reads; subagents nested too dee
 
 from __future__ import annotations
 
+import asyncio
 import json
 from pathlib import Path
 from typing import Any
@@ -99,6 +100,46 @@ async def test_parallel_then_sequential_subagents_feed_the_final_answer(
     assert sorted(r.session_id or "" for r in model.requests if r.session_id != "lead") == sorted(
         s for s, _ in children.values()
     )
+
+
+async def test_the_event_tree_streams_the_children_under_the_parent(
+    backend: str, tmp_path: Path
+) -> None:
+    """Followed live from before the run starts: every child's events arrive, each naming its
+    child session, and the tree ends once the lead and its three children have ended."""
+    harness = harness_for(
+        tmp_path, engine=engine_url_for(backend, tmp_path), model=FunctionModel(answer())
+    )
+    async with harness:
+        seen: list[Any] = []
+
+        async def collect() -> None:
+            async for event in harness.events_tree("tree", run_id="run-tree"):
+                seen.append(event)
+
+        follower = asyncio.create_task(collect())
+        await asyncio.sleep(0)  # subscribed before the run starts: everything arrives live
+        await harness.submit(PROMPT, session="tree", run_id="run-tree")
+        await asyncio.wait_for(follower, timeout=30)
+    children = {child_ids("tree", "run-tree", call, name)[0] for name, call in CALLS.items()}
+    by_session: dict[str, list[str]] = {}
+    for event in seen:
+        by_session.setdefault(event.session_id, []).append(event.type)
+    assert set(by_session) == {"tree", *children}
+    for session, types in by_session.items():
+        assert types.count("agent_end") == 1, session
+        assert types[-1] in ("agent_end", "turn_end", "turn_state_changed")
+    assert "message_complete" in by_session[next(iter(children))]
+    # A child's events come after the parent announced it, and end before the parent's end.
+    order = [(e.session_id, e.type) for e in seen]
+    for child in children:
+        started = next(
+            i
+            for i, e in enumerate(seen)
+            if e.type == "subagent_started" and e.data.child_session_id == child
+        )
+        first_own = order.index((child, "turn_state_changed"))
+        assert started < first_own < order.index(("tree", "agent_end"))
 
 
 async def test_a_child_over_its_sub_budget_stops_and_the_parent_reads_why(

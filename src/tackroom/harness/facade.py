@@ -55,6 +55,7 @@ from tackroom.harness.result import PendingApproval, RunResult
 from tackroom.harness.runs import ApprovalCallback, RunStream, SessionBusy
 from tackroom.harness.syncing import SyncLoop
 from tackroom.harness.tools import ToolOptions, ToolSpec
+from tackroom.harness.tree import follow_tree
 from tackroom.harness.wiring import choose_model, resolve_config, serves_elsewhere, with_home
 from tackroom.kit.hooks.subscribe import HookSpec
 from tackroom.runtime.config import HarnessConfig
@@ -654,6 +655,13 @@ class Harness:
     def events(self, session: str, *, after: int = 0) -> AsyncIterator[tuple[int, Any]]:
         """Every typed event of ``session`` from ``after`` on (stored, then live)."""
         return EVENTS.events(self.engine, session, after=after)
+
+    def events_tree(
+        self, session: str, *, after: int = 0, run_id: str | None = None
+    ) -> AsyncIterator[Any]:
+        """The run's typed events and its subagents' (each names its session), as they come,
+        until the run and every child it started have ended (:mod:`tackroom.harness.tree`)."""
+        return follow_tree(self.engine, session, after=after, run_id=run_id)
 
 
 def _listed(script: Sequence[Any] | None) -> list[Any] | None:
