@@ -130,7 +130,6 @@ class Harness:
         if home is not None:
             base = with_home(base, Path(home), engine=url)
         self._config = base
-        self._agents: list[AgentDefinition] = []
         self._engine_object = None if engine is None or isinstance(engine, str) else engine
         self._engine_url = url or base.engine
         if self._engine_object is not None and attach is not False:
@@ -223,7 +222,7 @@ class Harness:
         budget_usd: float | None = None,
     ) -> AgentDefinition:
         """Define an agent this harness's agent may call as the tool ``agent::<name>`` (offered
-        to it) or hand over to (``handoff::<name>``, offered when ``tools=`` names it).
+        to it, as every agent of the config's ``agents:`` is) or hand over to (``handoff::<name>``, offered when ``tools=`` names it).
 
         ``model``: ``PROVIDER:MODEL`` (default: the harness's); ``tools``: what the agent itself
         is offered; ``output_type``: its answer comes back parsed and validated (a pydantic model
@@ -247,9 +246,8 @@ class Harness:
     def add_agent(self, definition: AgentDefinition) -> AgentDefinition:
         """Add an agent definition (:meth:`agent` builds one); its ``agent::<name>`` is offered."""
         self._require_new("agents")
-        if any(known.name == definition.name for known in self._agents):
+        if any(known.name == definition.name for known in self._config.agents):
             raise UsageError(f"an agent named {definition.name!r} is defined already")
-        self._agents.append(definition)
         self._config = self._config.model_copy(
             update={"agents": [*self._config.agents, definition]}
         )
@@ -532,7 +530,7 @@ class Harness:
         patterns = list(configured if self._tool_patterns is None else [])
         patterns.extend(self._tool_patterns or [])
         patterns.extend(tool.function_id for tool in self._brings.tools.values())
-        patterns.extend(f"{AGENT_PREFIX}{agent.name}" for agent in self._agents)
+        patterns.extend(f"{AGENT_PREFIX}{agent.name}" for agent in self._config.agents)
         return list(dict.fromkeys(patterns))
 
     async def _begin(
