@@ -23,6 +23,7 @@ from tackroom.harness.models import ModelChunk, ToolCall
 from tackroom.testing import FunctionModel, ModelInfo
 from tackroom.testing.backends import BACKENDS, engine_url_for
 
+from ..turn.harness import messages_of, wait_for_state, wait_for_terminal
 from .scenario import CALLS, FINAL, PROMPT, Barrier, answer, harness_for, results_by_call
 
 pytestmark = pytest.mark.parametrize("backend", list(BACKENDS))
@@ -266,3 +267,36 @@ async def test_a_handoff_switches_agent_for_the_rest_of_the_run(
     (handoff,) = [f for f in frames if f["type"] == "handoff"]
     assert handoff["data"]["to_agent"] == "billing"
     assert json.loads(json.dumps(handoff["data"]))["from_agent"] is None
+
+
+async def test_aborting_the_parent_aborts_its_waiting_child(backend: str, tmp_path: Path) -> None:
+    release = asyncio.Event()
+
+    async def respond(messages: list[AgentMessage], info: ModelInfo) -> str | list[ModelChunk]:
+        if "[agent:slow]" in info.system_prompt:
+            await release.wait()
+            return "too late"
+        return [ToolCall("agent__slow", {"task": "take your time"}, id="call-slow")]
+
+    slow = AgentDefinition(name="slow", instructions="[agent:slow]")
+    harness = harness_for(
+        tmp_path,
+        engine=engine_url_for(backend, tmp_path),
+        model=FunctionModel(respond),
+        agents=[slow],
+    )
+    child, _ = child_ids("boss", "run-boss", "call-slow", "slow")
+    async with harness:
+        await harness.submit("go", session="boss", run_id="run-boss")
+        await wait_for_state(harness, "boss", "function_awaiting_approval")
+        await wait_for_state(harness, child, "assistant_streaming")
+        assert await harness.abort("boss", reason="changed my mind")
+        parent = await wait_for_terminal(harness, "boss")
+        release.set()
+        view = await wait_for_terminal(harness, child)
+        entries = await messages_of(harness.engine, "boss")
+    assert (parent.state, parent.stop_reason) == ("stopped", "aborted")
+    assert (view.state, view.stop_reason) == ("stopped", "aborted")
+    (aborted,) = [e["message"] for e in entries if e["message"]["role"] == "function_result"]
+    assert aborted["function_call_id"] == "call-slow"
+    assert "aborted: changed my mind" in text_of_json(aborted)

@@ -135,7 +135,7 @@ class Driver:
             await self._replay_outbox(record, progress)
         if record.terminal:
             await self.finish_inbox(record)
-            await self._subagents.notify_parent(record)
+            await self._subagents.ended(record)
             return
         parked_pass = True
         while True:
@@ -156,7 +156,7 @@ class Driver:
             if record.terminal:
                 if previous.state == "function_awaiting_approval":
                     await self._dispatcher.gate.release_parked(previous, record)
-                await self._subagents.notify_parent(record)
+                await self._subagents.ended(record)
                 return
             if record.state == "function_awaiting_approval":
                 if previous.state == "function_awaiting_approval":

@@ -19,9 +19,11 @@ from typing import Any
 from pydantic import ValidationError
 
 from tackroom.contracts.agents import (
+    AGENT_PREFIX,
     OUTCOMES_SCOPE,
     SubagentOutcome,
     SubagentReply,
+    child_ids,
     outcome_key,
 )
 from tackroom.contracts.events import (
@@ -31,6 +33,7 @@ from tackroom.contracts.events import (
 )
 from tackroom.contracts.messages import FunctionResultMessage, text_of
 from tackroom.contracts.tools import CALL_CONTEXT_KEY, CallContext
+from tackroom.contracts.turn import RUN_ABORT, RunAbortRequest
 from tackroom.engine.errors import FunctionNotFound, InvocationError, RevisionConflict
 from tackroom.engine.protocol import Engine
 from tackroom.workers.orchestrator.delegation import ChildEnded, child_ended
@@ -139,6 +142,11 @@ class Subagents:
                 ended[call.id] = child_ended(call, SubagentOutcome.model_validate(entry.value))
         return ended
 
+    async def ended(self, record: TurnRecord) -> None:
+        """What a run that ended owes the tree: its parent's outcome, its children's abort."""
+        await self.notify_parent(record)
+        await self.abort_children(record)
+
     async def notify_parent(self, record: TurnRecord) -> None:
         """A finished child run: write its outcome for the parent, unless it is written."""
         link = record.parent
@@ -151,6 +159,23 @@ class Subagents:
             await self._engine.set_state(
                 OUTCOMES_SCOPE, key, outcome.model_dump(mode="json"), expected_revision=0
             )
+
+    async def abort_children(self, record: TurnRecord) -> None:
+        """An aborted run aborts the child runs its waiting calls had started (each closed with
+        an aborted result); a child that has ended already is left as it is."""
+        if not record.terminal or record.stop_reason != "aborted":
+            return
+        for call in record.calls:
+            tool = record.tool(call.tool_name)
+            details = call.result.details if call.result is not None else None
+            if tool is None or not tool.traits.subagent or not isinstance(details, dict):
+                continue
+            if details.get("decision") != "aborted":
+                continue
+            agent = tool.function_id.removeprefix(AGENT_PREFIX)
+            child, _ = child_ids(record.session_id, record.run_id, call.id, agent)
+            reason = f"its parent run {record.run_id} was aborted"
+            await RUN_ABORT.call(self._engine, RunAbortRequest(session_id=child, reason=reason))
 
     async def _outcome(self, record: TurnRecord) -> SubagentOutcome:
         link = record.parent
