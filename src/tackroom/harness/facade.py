@@ -222,7 +222,8 @@ class Harness:
         budget_usd: float | None = None,
     ) -> AgentDefinition:
         """Define an agent this harness's agent may call as the tool ``agent::<name>`` (offered
-        to it, as every agent of the config's ``agents:`` is) or hand over to (``handoff::<name>``, offered when ``tools=`` names it).
+        to it, as every agent of the config's ``agents:`` is) or hand over to
+        (``handoff::<name>``, offered when ``tools=`` names it).
 
         ``model``: ``PROVIDER:MODEL`` (default: the harness's); ``tools``: what the agent itself
         is offered; ``output_type``: its answer comes back parsed and validated (a pydantic model
