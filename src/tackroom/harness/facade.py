@@ -44,6 +44,7 @@ from tackroom.contracts.turn import (
 )
 from tackroom.engine.errors import EngineError, EngineLocked, FunctionNotFound
 from tackroom.engine.protocol import Engine
+from tackroom.harness.agents import define_agent
 from tackroom.harness.boot import Brings, attach, build_host
 from tackroom.harness.decisions import decide
 from tackroom.harness.errors import UsageError
@@ -60,7 +61,6 @@ from tackroom.harness.wiring import choose_model, resolve_config, serves_elsewhe
 from tackroom.kit.hooks.subscribe import HookSpec
 from tackroom.runtime.config import HarnessConfig
 from tackroom.runtime.host import Host
-from tackroom.runtime.typed import describe_validation_error
 from tackroom.runtime.worker import WorkerSpec
 
 if TYPE_CHECKING:
@@ -209,40 +209,14 @@ class Harness:
         tools[spec.name] = spec
         return spec
 
-    def agent(
-        self,
-        name: str,
-        *,
-        instructions: str = "",
-        model: str | None = None,
-        tools: Sequence[str] = (),
-        output_type: Any = None,
-        description: str = "",
-        max_turns: int = 8,
-        budget_usd: float | None = None,
-    ) -> AgentDefinition:
+    def agent(self, name: str, **options: Any) -> AgentDefinition:
         """Define an agent this harness's agent may call as the tool ``agent::<name>`` (offered
         to it, as every agent of the config's ``agents:`` is) or hand over to
-        (``handoff::<name>``, offered when ``tools=`` names it).
-
-        ``model``: ``PROVIDER:MODEL`` (default: the harness's); ``tools``: what the agent itself
-        is offered; ``output_type``: its answer comes back parsed and validated (a pydantic model
-        or JSON-schema-able type); ``budget_usd``: a sub-budget its run cannot exceed."""
-        schema = None if output_type is None else OutputSchema(output_type).schema
-        try:
-            definition = AgentDefinition(
-                name=name,
-                instructions=instructions,
-                model=model,
-                tools=list(tools),
-                output_schema=schema,
-                description=description,
-                max_turns=max_turns,
-                budget_usd=budget_usd,
-            )
-        except ValidationError as exc:
-            raise UsageError(f"agent {name!r}: {describe_validation_error(exc)}") from None
-        return self.add_agent(definition)
+        (``handoff::<name>``, offered when ``tools=`` names it). Options (keyword only):
+        ``instructions``, ``model`` (``PROVIDER:MODEL``; default: the harness's), ``tools`` (what
+        the agent is offered), ``output_type`` (its answer comes back parsed and validated),
+        ``description``, ``max_turns``, ``budget_usd`` (a sub-budget its run cannot exceed)."""
+        return self.add_agent(define_agent(name, **options))
 
     def add_agent(self, definition: AgentDefinition) -> AgentDefinition:
         """Add an agent definition (:meth:`agent` builds one); its ``agent::<name>`` is offered."""
