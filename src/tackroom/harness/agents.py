@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, TypedDict
 
 from pydantic import ValidationError
 
@@ -12,7 +12,19 @@ from tackroom.harness.errors import UsageError
 from tackroom.harness.output import OutputSchema
 from tackroom.runtime.typed import describe_validation_error
 
-__all__ = ["define_agent"]
+__all__ = ["AgentOptions", "define_agent"]
+
+
+class AgentOptions(TypedDict, total=False):
+    """``Harness.agent(name, **options)``."""
+
+    instructions: str
+    model: str | None
+    tools: Sequence[str]
+    output_type: Any
+    description: str
+    max_turns: int
+    budget_usd: float | None
 
 
 def define_agent(

@@ -44,7 +44,7 @@ from tackroom.contracts.turn import (
 )
 from tackroom.engine.errors import EngineError, EngineLocked, FunctionNotFound
 from tackroom.engine.protocol import Engine
-from tackroom.harness.agents import define_agent
+from tackroom.harness.agents import AgentOptions, define_agent
 from tackroom.harness.boot import Brings, attach, build_host
 from tackroom.harness.decisions import decide
 from tackroom.harness.errors import UsageError
@@ -209,7 +209,7 @@ class Harness:
         tools[spec.name] = spec
         return spec
 
-    def agent(self, name: str, **options: Any) -> AgentDefinition:
+    def agent(self, name: str, **options: Unpack[AgentOptions]) -> AgentDefinition:
         """Define an agent this harness's agent may call as the tool ``agent::<name>`` (offered
         to it, as every agent of the config's ``agents:`` is) or hand over to
         (``handoff::<name>``, offered when ``tools=`` names it). Options (keyword only):
