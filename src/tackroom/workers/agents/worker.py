@@ -31,7 +31,7 @@ from tackroom.contracts.agents import (
 from tackroom.contracts.messages import CustomMessage, TextBlock, UserMessage
 from tackroom.contracts.tools import CallContext, ToolTraits
 from tackroom.contracts.turn import RUN_START, RunStartRequest
-from tackroom.engine.errors import FunctionError, InvocationError
+from tackroom.engine.errors import FunctionError, InvocationError, unavailable_cause
 from tackroom.kit.output import answer_format
 from tackroom.runtime.tools import register_tool
 from tackroom.runtime.worker import WorkerConfig, WorkerContext, WorkerSpec
@@ -99,7 +99,16 @@ class Agents:
                 raise FunctionError(
                     "invalid_request", f"{AGENT_PREFIX}{agent.name} is called by a run's turn"
                 )
-            return await self._start(agent, request, context)
+            try:
+                return await self._start(agent, request, context)
+            except Exception as exc:
+                # Say "the engine is away" to the caller in those words, also through a
+                # nested call (run::start), so its step is retried, not failed: a start is
+                # idempotent.
+                cause = unavailable_cause(exc)
+                if cause is None:
+                    raise
+                raise cause from None
 
         return call
 

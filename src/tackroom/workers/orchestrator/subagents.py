@@ -34,7 +34,12 @@ from tackroom.contracts.events import (
 from tackroom.contracts.messages import FunctionResultMessage, text_of
 from tackroom.contracts.tools import CALL_CONTEXT_KEY, CallContext
 from tackroom.contracts.turn import RUN_ABORT, RunAbortRequest
-from tackroom.engine.errors import FunctionNotFound, InvocationError, RevisionConflict
+from tackroom.engine.errors import (
+    FunctionNotFound,
+    InvocationError,
+    RevisionConflict,
+    unavailable_cause,
+)
 from tackroom.engine.protocol import Engine
 from tackroom.workers.orchestrator.delegation import ChildEnded, child_ended
 from tackroom.workers.orchestrator.gate import Emit
@@ -116,6 +121,8 @@ class Subagents:
         except FunctionNotFound as exc:
             return error_result(call, str(exc), details={"error": "function_not_found"})
         except InvocationError as exc:
+            if unavailable_cause(exc) is not None:
+                raise  # the engine is away: the step is retried (starting is idempotent)
             message = f"{tool.function_id} failed [{exc.remote_code}]: {exc.message}"
             return error_result(call, message, details={"error": exc.remote_code})
         except ValidationError as exc:
