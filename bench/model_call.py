@@ -33,11 +33,11 @@ from _common import machine
 from tackroom.contracts.events import EventData
 from tackroom.contracts.messages import AgentMessage, AssistantMessage, TextBlock, UserMessage
 from tackroom.contracts.provider import ProviderRequest
+from tackroom.kit.hooks.modelcalls import ModelCallHooks
 from tackroom.kit.hooks.publish import HookSubscriptions
 from tackroom.kit.texttools import format_call, parse_calls
 from tackroom.testing import memory_engine
 from tackroom.workers.orchestrator.modelcall import ModelCall, ProfileCache
-from tackroom.kit.hooks.modelcalls import ModelCallHooks
 from tackroom.workers.orchestrator.record import ToolOffer, TurnRecord
 from tackroom.workers.orchestrator.streaming import Streamed, base_request
 

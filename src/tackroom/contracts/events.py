@@ -51,12 +51,18 @@ __all__ = [
     "FunctionExecutionStartData",
     "GateDecided",
     "GateDecidedData",
+    "Handoff",
+    "HandoffData",
     "MessageComplete",
     "MessageCompleteData",
     "MessageUpdate",
     "MessageUpdateData",
     "ModelSwitch",
     "ModelSwitchData",
+    "SubagentEnded",
+    "SubagentEndedData",
+    "SubagentStarted",
+    "SubagentStartedData",
     "TurnEnd",
     "TurnEndData",
     "TurnStateChanged",
@@ -277,6 +283,8 @@ class AgentEndData(_Data):
     usage: Usage = Field(default_factory=Usage)
     error: ErrorData | None = None
     """Why a run that did not end normally ended, in words a person can act on."""
+    agent: str | None = None
+    """The agent that finished the run (after a handoff, the one handed to)."""
 
 
 class AgentEnd(_Frame):
@@ -287,6 +295,50 @@ class AgentEnd(_Frame):
 class AgentError(_Frame):
     type: Literal["error"] = "error"
     data: ErrorData
+
+
+class SubagentStartedData(_Data):
+    """A call of ``agent::<name>`` started a child run; its own events are in the child's session
+    group of ``agent::events`` (a UI follows ``child_session_id``)."""
+
+    function_call_id: str
+    agent: str
+    child_session_id: str
+    child_run_id: str
+
+
+class SubagentStarted(_Frame):
+    type: Literal["subagent_started"] = "subagent_started"
+    data: SubagentStartedData
+
+
+class SubagentEndedData(_Data):
+    function_call_id: str
+    agent: str
+    child_session_id: str
+    child_run_id: str
+    state: Literal["stopped", "failed"]
+    stop_reason: str | None = None
+
+
+class SubagentEnded(_Frame):
+    type: Literal["subagent_ended"] = "subagent_ended"
+    data: SubagentEndedData
+
+
+class HandoffData(_Data):
+    """The session goes on with ``to_agent``'s instructions, model and tools."""
+
+    function_call_id: str
+    from_agent: str | None = None
+    to_agent: str
+    provider: str
+    model: str
+
+
+class Handoff(_Frame):
+    type: Literal["handoff"] = "handoff"
+    data: HandoffData
 
 
 AgentEvent = Annotated[
@@ -303,7 +355,10 @@ AgentEvent = Annotated[
     | ModelSwitch
     | TurnEnd
     | AgentEnd
-    | AgentError,
+    | AgentError
+    | SubagentStarted
+    | SubagentEnded
+    | Handoff,
     Field(discriminator="type"),
 ]
 """One frame of ``agent::events``."""
@@ -323,6 +378,9 @@ EventType = Literal[
     "turn_end",
     "agent_end",
     "error",
+    "subagent_started",
+    "subagent_ended",
+    "handoff",
 ]
 
 EventData = (
@@ -340,6 +398,9 @@ EventData = (
     | TurnEndData
     | AgentEndData
     | ErrorData
+    | SubagentStartedData
+    | SubagentEndedData
+    | HandoffData
 )
 """What an emitter is handed: the data decides the event's type (:func:`event_of`)."""
 
@@ -358,6 +419,9 @@ _FRAME_OF: dict[type[_Data], type[_Frame]] = {
     TurnEndData: TurnEnd,
     AgentEndData: AgentEnd,
     ErrorData: AgentError,
+    SubagentStartedData: SubagentStarted,
+    SubagentEndedData: SubagentEnded,
+    HandoffData: Handoff,
 }
 
 

@@ -107,6 +107,11 @@ class ToolTraits(BaseModel):
     """Characters of one result the model reads whole (default: the orchestrator's
     ``max_result_chars``); a larger result reaches it clipped, and whole through
     ``results::read``."""
+    subagent: bool = False
+    """``agent::<name>`` (:mod:`tackroom.contracts.agents`): a call starts a child run and parks
+    the caller until it ends."""
+    handoff: bool = False
+    """``handoff::<name>``: the session goes on with another agent from the next model call."""
 
 
 def with_traits(schema: dict[str, Any], traits: ToolTraits) -> dict[str, Any]:

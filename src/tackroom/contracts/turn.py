@@ -11,6 +11,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from tackroom.contracts.agents import ParentLink
 from tackroom.contracts.bus import Function
 from tackroom.contracts.context import ContextSettings
 from tackroom.contracts.messages import AgentMessage, Usage
@@ -149,6 +150,11 @@ class RunStartRequest(_Model):
         description="the kind of task (a tag): the orchestrator's routes may choose the model "
         "chain by it; a task no route names keeps provider, model and fallbacks",
     )
+    agent: str | None = Field(default=None, description="the name of the agent this run is")
+    parent: ParentLink | None = Field(
+        default=None,
+        description="set by the agents worker on a child run: the parent call it answers",
+    )
 
     @model_validator(mode="before")
     @classmethod
@@ -206,6 +212,8 @@ class TurnStateView(_Model):
     error: TurnError | None = None
     awaiting_approval: list[ParkedCall] = Field(default_factory=list)
     usage: Usage = Field(default_factory=Usage)
+    agent: str | None = None
+    """The agent running the session now (``None``: the harness's own)."""
 
 
 RUN_START: Function[RunStartRequest, RunStartResponse] = Function(

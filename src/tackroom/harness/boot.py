@@ -22,7 +22,7 @@ from tackroom.harness.errors import UsageError
 from tackroom.harness.models import model_worker
 from tackroom.harness.remote import RemoteBus
 from tackroom.harness.tools import ToolSpec, tools_worker
-from tackroom.harness.wiring import agent_host_config
+from tackroom.harness.wiring import agent_host_config, with_agents
 from tackroom.kit.hooks.subscribe import HookSpec, hook_worker
 from tackroom.runtime.config import HarnessConfig
 from tackroom.runtime.endpoint import LocalEndpoint
@@ -103,6 +103,7 @@ def build_host(
         sessions=brings.sessions_worker,
         fallbacks=fallbacks,
     )
+    config = with_agents(config, default_model=f"{provider}:{model_name}")
     names = [*config.workers, *(w for w in brings.workers if isinstance(w, str))]
     if brings.hooks:
         names.append("hooks")

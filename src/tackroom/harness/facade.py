@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Any, Literal, TypeVar, Unpack, overload
 
 from pydantic import ValidationError
 
+from tackroom.contracts.agents import AGENT_PREFIX, AgentDefinition
 from tackroom.contracts.context import CompactResponse, ContextSettings
 from tackroom.contracts.events import EVENTS
 from tackroom.contracts.messages import UserMessage
@@ -44,6 +45,7 @@ from tackroom.contracts.turn import (
 )
 from tackroom.engine.errors import EngineError, EngineLocked, FunctionNotFound
 from tackroom.engine.protocol import Engine
+from tackroom.harness.agents import AgentOptions, define_agent
 from tackroom.harness.boot import Brings, attach, build_host
 from tackroom.harness.decisions import decide
 from tackroom.harness.errors import UsageError
@@ -56,6 +58,7 @@ from tackroom.harness.runs import ApprovalCallback, RunStream, SessionBusy
 from tackroom.harness.sessions import compact_session, pin_entry, unpin_entry
 from tackroom.harness.syncing import SyncLoop
 from tackroom.harness.tools import ToolOptions, ToolSpec
+from tackroom.harness.tree import follow_tree
 from tackroom.harness.wiring import choose_model, resolve_config, serves_elsewhere, with_home
 from tackroom.kit.hooks.subscribe import HookSpec
 from tackroom.runtime.config import HarnessConfig
@@ -125,6 +128,7 @@ class Harness:
         principal: Principal | str | None = None,
         auto_approve: bool | None = None,
         context: ContextSettings | Mapping[str, Any] | None = None,
+        agents: Sequence[AgentDefinition] = (),
     ) -> None:
         base = resolve_config(config)
         if auto_approve is not None:
@@ -175,6 +179,8 @@ class Harness:
         self.fallbacks = list(choice.fallbacks)
         """The models a failing call moves on to (``Harness("a:x -> b:y")``), in order."""
         self._brings.model_object = choice.model_object
+        for definition in agents:
+            self.add_agent(definition)
         for tool in tools:
             if isinstance(tool, str):
                 self._patterns().append(tool)
@@ -215,6 +221,25 @@ class Harness:
             raise UsageError(f"a tool named {spec.name!r} is registered already")
         tools[spec.name] = spec
         return spec
+
+    def agent(self, name: str, **options: Unpack[AgentOptions]) -> AgentDefinition:
+        """Define an agent this harness's agent may call as the tool ``agent::<name>`` (offered
+        to it, as every agent of the config's ``agents:`` is) or hand over to
+        (``handoff::<name>``, offered when ``tools=`` names it). Options (keyword only):
+        ``instructions``, ``model`` (``PROVIDER:MODEL``; default: the harness's), ``tools`` (what
+        the agent is offered), ``output_type`` (its answer comes back parsed and validated),
+        ``description``, ``max_turns``, ``budget_usd`` (a sub-budget its run cannot exceed)."""
+        return self.add_agent(define_agent(name, **options))
+
+    def add_agent(self, definition: AgentDefinition) -> AgentDefinition:
+        """Add an agent definition (:meth:`agent` builds one); its ``agent::<name>`` is offered."""
+        self._require_new("agents")
+        if any(known.name == definition.name for known in self._config.agents):
+            raise UsageError(f"an agent named {definition.name!r} is defined already")
+        self._config = self._config.model_copy(
+            update={"agents": [*self._config.agents, definition]}
+        )
+        return definition
 
     def add_hook(self, topic: str, function: Callable[[Any], Awaitable[Any]]) -> None:
         """Subscribe ``function`` to a hook topic (``before_function_call``, …); it may return
@@ -546,6 +571,7 @@ class Harness:
         patterns = list(configured if self._tool_patterns is None else [])
         patterns.extend(self._tool_patterns or [])
         patterns.extend(tool.function_id for tool in self._brings.tools.values())
+        patterns.extend(f"{AGENT_PREFIX}{agent.name}" for agent in self._config.agents)
         return list(dict.fromkeys(patterns))
 
     async def _begin(
@@ -681,6 +707,13 @@ class Harness:
     def events(self, session: str, *, after: int = 0) -> AsyncIterator[tuple[int, Any]]:
         """Every typed event of ``session`` from ``after`` on (stored, then live)."""
         return EVENTS.events(self.engine, session, after=after)
+
+    def events_tree(
+        self, session: str, *, after: int = 0, run_id: str | None = None
+    ) -> AsyncIterator[Any]:
+        """The run's typed events and its subagents' (each names its session), as they come,
+        until the run and every child it started have ended (:mod:`tackroom.harness.tree`)."""
+        return follow_tree(self.engine, session, after=after, run_id=run_id)
 
 
 def _listed(script: Sequence[Any] | None) -> list[Any] | None:

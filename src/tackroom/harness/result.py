@@ -86,6 +86,9 @@ class RunResult(Generic[OutputT]):
     usage: Usage = field(default_factory=Usage)
     error: str | None = None
     pending: list[PendingApproval] = field(default_factory=list)
+    agent: str | None = None
+    """The agent that finished the run: after a handoff, the one handed to (``None``: the
+    harness's own agent)."""
     output_retries: int = 0
     """Corrective retries spent to get an answer that validates against ``output_type``."""
     parts: list[MessagePart] = field(default_factory=list, repr=False)
@@ -154,6 +157,7 @@ class RunCollector:
         self.stop_reason: str | None = "awaiting_approval"
         self.usage = Usage()
         self.error: str | None = None
+        self.agent: str | None = None
 
     def add(self, event: AgentEvent) -> None:
         """Fold a typed event (what ``Harness.stream`` hands out)."""
@@ -173,6 +177,7 @@ class RunCollector:
             data = event.data
             error = data.error.message if data.error is not None else None
             self._end(data.state, data.stop_reason, data.usage, error)
+            self.agent = data.agent
 
     def add_frame(self, frame: dict[str, Any], parse: Any) -> None:
         """Fold a stored event without typing it where the result need not (messages stay
@@ -197,6 +202,8 @@ class RunCollector:
                 Usage.model_validate(data.get("usage") or {}),
                 error.get("message") if isinstance(error, dict) else None,
             )
+            agent = data.get("agent")
+            self.agent = agent if isinstance(agent, str) else None
         elif kind == "error":
             self.error = str(data.get("message"))
         elif kind in ("approval_requested", "approval_resolved"):
@@ -222,6 +229,7 @@ class RunCollector:
             usage=self.usage,
             error=None if normal else self.error,
             pending=[] if self.ended else list(self.pending.values()),
+            agent=self.agent,
             parts=list(self.parts),
         )
         result.output = result.text

@@ -34,6 +34,7 @@ __all__ = [
     "resolve_config",
     "served_config",
     "serves_elsewhere",
+    "with_agents",
     "with_home",
 ]
 
@@ -255,6 +256,20 @@ def _gate_on(
             approvals.setdefault("default_mode", "full")
             sections["approvals"] = approvals
     sections["orchestrator"] = orchestrator
+
+
+def with_agents(config: HarnessConfig, *, default_model: str) -> HarnessConfig:
+    """``config`` with the ``agents`` worker booted to serve its ``agents:`` (an agent naming no
+    model runs on ``default_model``, the harness's); unchanged when it defines none."""
+    if not config.agents:
+        return config
+    sections = dict(config.worker_config)
+    section = dict(sections.get("agents") or {})
+    section["agents"] = [agent.model_dump(mode="json") for agent in config.agents]
+    section.setdefault("default_model", default_model)
+    sections["agents"] = section
+    workers = list(dict.fromkeys([*config.workers, "agents"]))
+    return config.model_copy(update={"workers": workers, "worker_config": sections})
 
 
 def serves_elsewhere(config: HarnessConfig, provider: str) -> bool:

@@ -24,6 +24,7 @@ from pydantic import (
     model_validator,
 )
 
+from tackroom.contracts.agents import AgentDefinition
 from tackroom.contracts.context import ContextSettings
 from tackroom.contracts.principal import Principal
 from tackroom.engine.factory import parse_embedded_url
@@ -176,6 +177,9 @@ class HarnessConfig(_Section):
     endpoint: EndpointSettings = EndpointSettings()
     worker_config: dict[str, dict[str, Any] | None] = Field(default_factory=dict)
     agent: AgentSettings = AgentSettings()
+    agents: list[AgentDefinition] = Field(default_factory=list)
+    """Agents the run's agent may call (``agent::<name>``) or hand over to (``handoff::<name>``);
+    the ``agents`` worker serves them (docs/agents.md)."""
 
     _path: Path | None = PrivateAttr(default=None)
     _node: yaml.Node | None = PrivateAttr(default=None)

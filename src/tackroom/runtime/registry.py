@@ -56,6 +56,7 @@ BUILTIN_WORKERS: dict[str, str] = {
     "memory-postgres": "tackroom.workers.memory_postgres.worker:WORKER",
     "tasks": "tackroom.workers.tasks.worker:WORKER",
     "audit": "tackroom.workers.audit.worker:WORKER",
+    "agents": "tackroom.workers.agents.worker:WORKER",
 }
 
 

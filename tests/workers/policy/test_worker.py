@@ -72,13 +72,15 @@ async def test_without_a_file_the_builtin_defaults_apply(
         assert await decide(bus, "fs::read", {"path": "a"}) == "allow"
         assert await decide(bus, "fs::write", {"path": "a"}) == "needs_approval"
         assert await decide(bus, "approval::resolve") == "deny"
+        assert await decide(bus, "agent::researcher", {"task": "t"}) == "allow"
+        assert await decide(bus, "handoff::billing") == "allow"
         info = await status(bus)
         assert info["source"] == "builtin"
         assert info["language"] == "rules"
         assert info["path"] == str(tmp_path / "permissions.yaml")
         assert info["default_decision"] == "needs_approval"
         assert info["generation"] == 1
-        assert info["rule_count"] == 3
+        assert info["rule_count"] == 4
         assert info["last_error"] is None
 
 

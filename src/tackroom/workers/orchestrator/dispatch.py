@@ -35,6 +35,7 @@ from tackroom.engine.protocol import Engine, StateEntry
 from tackroom.workers.orchestrator.gate import Emit, Gate, denial
 from tackroom.workers.orchestrator.planning import error_result
 from tackroom.workers.orchestrator.record import CallState, ToolOffer, TurnRecord
+from tackroom.workers.orchestrator.subagents import Subagents
 from tackroom.workers.orchestrator.transition import CallsSettled
 
 __all__ = ["LEDGER_SCOPE", "Dispatcher", "Emit"]
@@ -51,10 +52,13 @@ transient error (a code in ``TRANSIENT_ERROR_CODES``, or a timeout); other calls
 
 
 class Dispatcher:
-    def __init__(self, engine: Engine, *, gate: Gate, call_timeout: float) -> None:
+    def __init__(
+        self, engine: Engine, *, gate: Gate, call_timeout: float, subagents: Subagents
+    ) -> None:
         self._engine = engine
         self.gate = gate
         self._call_timeout = call_timeout
+        self._subagents = subagents
 
     async def run_batch(self, record: TurnRecord, emit: Emit) -> CallsSettled:
         """Gate and run every open call; parallel-safe ones together, the rest in order."""
@@ -79,6 +83,9 @@ class Dispatcher:
                     parked[call.id] = decision.reason or "needs approval"
                     continue
             runnable.append((call, tool, ledger))
+        children = [(call, tool) for call, tool, _ in runnable if tool.traits.subagent]
+        runnable = [item for item in runnable if not item[1].traits.subagent]
+        waiting = await self._subagents.start_all(record, children, emit, results)
 
         async def run(call: CallState, tool: ToolOffer, ledger: StateEntry | None) -> None:
             results[call.id] = await self._run_once(record, call, tool, ledger, emit)
@@ -91,7 +98,7 @@ class Dispatcher:
         for item in runnable:
             if not item[1].traits.parallel:
                 await run(*item)
-        return CallsSettled(results=results, parked=parked)
+        return CallsSettled(results=results, parked=parked, waiting=waiting)
 
     async def _run_once(
         self,

@@ -39,6 +39,7 @@ from tackroom.workers.orchestrator.outbox import with_outbox
 from tackroom.workers.orchestrator.provision import Provisioner
 from tackroom.workers.orchestrator.record import TURNS_SCOPE, OutboxAppend, TurnRecord
 from tackroom.workers.orchestrator.spend import BudgetGuard
+from tackroom.workers.orchestrator.subagents import Subagents
 from tackroom.workers.orchestrator.transcript import SessionsClient
 from tackroom.workers.orchestrator.transition import (
     AbortRequested,
@@ -71,6 +72,7 @@ class Driver:
         provisioner: Provisioner,
         model: ModelCall,
         dispatcher: Dispatcher,
+        subagents: Subagents,
         budget: BudgetGuard,
         context: ContextAssembler,
         hooks: HookSubscriptions | None,
@@ -83,6 +85,7 @@ class Driver:
         self._provisioner = provisioner
         self._model = model
         self._dispatcher = dispatcher
+        self._subagents = subagents
         self._budget = budget
         self._events = EventEmitter(engine)
         self._extension = visibility_extension
@@ -133,6 +136,7 @@ class Driver:
             await self._replay_outbox(record, progress)
         if record.terminal:
             await self.finish_inbox(record)
+            await self._subagents.ended(record)
             return
         parked_pass = True
         while True:
@@ -153,6 +157,7 @@ class Driver:
             if record.terminal:
                 if previous.state == "function_awaiting_approval":
                     await self._dispatcher.gate.release_parked(previous, record)
+                await self._subagents.ended(record)
                 return
             if record.state == "function_awaiting_approval":
                 if previous.state == "function_awaiting_approval":
@@ -202,7 +207,8 @@ class Driver:
             case "function_execute":
                 return await self._dispatcher.run_batch(record, emit)
             case "function_awaiting_approval":
-                return ApprovalsRead(await self._read_approvals(record))
+                children = await self._subagents.read_outcomes(record)
+                return ApprovalsRead(await self._read_approvals(record), children)
             case "steering_check":
                 return await self._take_inbox(record)
         raise TransitionError(f"no work in state {record.state}")

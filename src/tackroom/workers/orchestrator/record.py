@@ -8,6 +8,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from tackroom.contracts.agents import ParentLink
 from tackroom.contracts.context import ContextSettings
 from tackroom.contracts.messages import (
     AgentMessage,
@@ -42,8 +43,9 @@ __all__ = [
 TURNS_SCOPE = "turns"
 _ENTRY_ID = re.compile(r"[!-.0-~]+")
 
-CallStatus = Literal["pending", "parked", "approved", "done"]
-"""``pending``: to pass the gate; ``approved``: a human allowed it, run without the gate."""
+CallStatus = Literal["pending", "parked", "approved", "waiting", "done"]
+"""``pending``: to pass the gate; ``approved``: a human allowed it, run without the gate;
+``waiting``: a subagent's child run answers it (:mod:`.children`)."""
 
 
 class _Model(BaseModel):
@@ -112,6 +114,10 @@ class TurnRecord(_Model):
     )
     mode: Mode = "agent"
     principal: Principal | None = None
+    agent: str | None = Field(default=None, description="the agent running the session now")
+    parent: ParentLink | None = Field(
+        default=None, description="a child run's parent call, told the outcome when it ends"
+    )
     system_prompt_override: str | None = None
     instructions: str | None = None
     system_prompt: str = ""
@@ -194,4 +200,5 @@ class TurnRecord(_Model):
                 if call.status == "parked"
             ],
             usage=self.usage,
+            agent=self.agent,
         )

@@ -19,6 +19,7 @@ from tackroom.contracts.events import (
     EventData,
     FunctionExecutionEndData,
     MessageCompleteData,
+    SubagentStartedData,
     TurnEndData,
     TurnStateChangedData,
     event_type_of,
@@ -32,6 +33,7 @@ from tackroom.contracts.messages import (
     Usage,
 )
 from tackroom.contracts.turn import TurnError
+from tackroom.workers.orchestrator.delegation import WAITS, ChildEnded, handoff_in, take_handoff
 from tackroom.workers.orchestrator.planning import (
     call_signature,
     error_result,
@@ -100,11 +102,15 @@ class CallsSettled:
     results: dict[str, FunctionResultMessage] = field(default_factory=dict)
     parked: dict[str, str] = field(default_factory=dict)
     """Call id → why it needs approval."""
+    waiting: dict[str, SubagentStartedData] = field(default_factory=dict)
+    """Call id → the child run a subagent call started (it waits for its outcome)."""
 
 
 @dataclass(frozen=True, slots=True)
 class ApprovalsRead:
     decisions: dict[str, DecisionRecord]
+    children: dict[str, ChildEnded] = field(default_factory=dict)
+    """Waiting calls whose child run ended."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -235,10 +241,10 @@ def _apply(r: TurnRecord, event: StepEvent, effects: list[Effect]) -> bool:
             _stop_with_note(r, "budget_exceeded", f"Stopped by the budget: {reason}", effects)
         case ModelCallBlocked():
             _blocked(r, event, effects)
-        case CallsSettled(results=results, parked=parked):
-            _calls_settled(r, results, parked, effects)
-        case ApprovalsRead(decisions=decisions):
-            return _approvals_read(r, decisions)
+        case CallsSettled(results=results, parked=parked, waiting=waiting):
+            _calls_settled(r, results, parked, waiting, effects)
+        case ApprovalsRead(decisions=decisions, children=children):
+            return _approvals_read(r, decisions, children, effects)
         case InboxDrained(messages=messages, taken=taken):
             r.inbox_taken = dict(taken)
             _steer(r, messages, effects)
@@ -289,6 +295,7 @@ def _calls_settled(
     r: TurnRecord,
     results: dict[str, FunctionResultMessage],
     parked: dict[str, str],
+    waiting: dict[str, SubagentStartedData],
     effects: list[Effect],
 ) -> None:
     for call in r.calls:
@@ -306,7 +313,10 @@ def _calls_settled(
                     )
                 )
             )
-    if any(call.status == "parked" for call in r.calls):
+        elif call.id in waiting and call.status in ("pending", "approved"):
+            call.status = "waiting"
+            effects.append(EmitEvent(waiting[call.id]))
+    if any(call.status in WAITS for call in r.calls):
         r.state = "function_awaiting_approval"
         return
     unsettled = [call.id for call in r.calls if call.status != "done"]
@@ -322,11 +332,27 @@ def _settle_batch(r: TurnRecord, effects: list[Effect]) -> None:
     )
     _turn_end(r, r.entry_id(f"t{r.turn_count}-a"), results, effects)
     r.state = "steering_check"
+    handoff = handoff_in(r)
+    if handoff is not None and r.turn_count < r.max_turns:
+        note_id = r.entry_id(f"t{r.turn_count}-handoff")
+        effects.append(AppendEntries([(note_id, handoff.note)]))
+        effects.append(EmitEvent(handoff.event))
+        take_handoff(r, handoff.target)
+        r.calls = []
 
 
-def _approvals_read(r: TurnRecord, decisions: dict[str, DecisionRecord]) -> bool:
+def _approvals_read(
+    r: TurnRecord,
+    decisions: dict[str, DecisionRecord],
+    children: dict[str, ChildEnded],
+    effects: list[Effect],
+) -> bool:
     changed = False
     for call in r.calls:
+        child = children.get(call.id)
+        if call.status == "waiting" and child is not None:
+            call.status, call.result, changed = "done", child.result, True
+            effects.extend([EmitEvent(child.ended), EmitEvent(child.end)])
         decision = decisions.get(call.id)
         if call.status != "parked" or decision is None:
             continue
@@ -350,7 +376,7 @@ def _approvals_read(r: TurnRecord, decisions: dict[str, DecisionRecord]) -> bool
                 "reason": decision.reason,
             },
         )
-    if changed and not any(call.status == "parked" for call in r.calls):
+    if changed and not any(call.status in WAITS for call in r.calls):
         r.state = "function_execute"
     return changed
 
@@ -442,6 +468,7 @@ def _finish(r: TurnRecord, state: str, effects: list[Effect]) -> None:
                 stop_reason=r.stop_reason,
                 usage=r.usage,
                 error=None if r.error is None else ErrorData(**r.error.model_dump()),
+                agent=r.agent,
             )
         )
     )

@@ -9,6 +9,7 @@ from typing import Any
 
 from pydantic import Field, field_validator
 
+from tackroom.contracts.agents import OUTCOMES_SCOPE
 from tackroom.contracts.approvals import DECISIONS_SCOPE
 from tackroom.contracts.context import COMPACT, ContextSettings
 from tackroom.contracts.events import EVENTS, TURN_END
@@ -48,6 +49,7 @@ from tackroom.workers.orchestrator.record import TURNS_SCOPE, TurnRecord
 from tackroom.workers.orchestrator.results import ResultsReader
 from tackroom.workers.orchestrator.spend import BudgetGuard
 from tackroom.workers.orchestrator.streaming import ModelCaller
+from tackroom.workers.orchestrator.subagents import Subagents
 from tackroom.workers.orchestrator.transcript import SessionsClient
 
 __all__ = ["WORKER", "OrchestratorConfig"]
@@ -98,6 +100,8 @@ class OrchestratorConfig(WorkerConfig):
     whose ``task`` names a route runs on that chain instead of its own model and fallbacks."""
     text_corrections: int = Field(default=2, ge=0, le=10)
     """Corrections a ``tool_calling: text`` model gets when its tool call cannot be read."""
+    max_subagent_fanout: int = Field(default=8, ge=1, le=256)
+    """Subagent calls (``agent::<name>``) one model message may make; the rest are refused."""
     max_deliveries: int = 50
     """Only an engine that is away fails a ``turn-step`` delivery (anything else fails the turn
     with its reason), so a step is retried through an outage of minutes (backoff to 10 s)
@@ -124,6 +128,12 @@ class Orchestrator:
         self._sessions = SessionsClient(ctx.engine)
         models = ModelInfoCache(ctx.engine)
         self.results = ResultsReader(self._sessions, page_chars=config.max_result_chars)
+        subagents = Subagents(
+            ctx.engine,
+            sessions=self._sessions,
+            max_fanout=config.max_subagent_fanout,
+            timeout=config.call_timeout,
+        )
         gate = Gate(
             ctx.engine,
             policy_function=config.policy_function,
@@ -146,7 +156,10 @@ class Orchestrator:
                 profiles=ProfileCache(ctx.engine),
                 text_corrections=config.text_corrections,
             ),
-            dispatcher=Dispatcher(ctx.engine, gate=gate, call_timeout=config.call_timeout),
+            dispatcher=Dispatcher(
+                ctx.engine, gate=gate, call_timeout=config.call_timeout, subagents=subagents
+            ),
+            subagents=subagents,
             hooks=hooks,
             context=ContextAssembler(
                 ctx.engine,
@@ -201,6 +214,8 @@ class Orchestrator:
             fallbacks=fallbacks,
             mode=request.mode,
             principal=request.principal,
+            agent=request.agent,
+            parent=request.parent,
             max_turns=request.max_turns,
             system_prompt_override=request.system_prompt,
             instructions=request.instructions,
@@ -336,6 +351,8 @@ async def start(ctx: WorkerContext[OrchestratorConfig]) -> None:
         TURN_ON_APPROVAL, orchestrator.on_approval, description="Wake a turn parked for approval."
     )
     await ctx.add_state_trigger(DECISIONS_SCOPE.name, TURN_ON_APPROVAL)
+    # A child run's outcome wakes its parent the same way (key <parent session>/<call>).
+    await ctx.add_state_trigger(OUTCOMES_SCOPE, TURN_ON_APPROVAL)
 
     async def serve_steps() -> None:
         # Steps (a redelivered one included) run only once the provider and tool workers

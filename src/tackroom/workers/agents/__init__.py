@@ -1,0 +1,1 @@
+"""The ``agents`` worker: agent definitions offered as ``agent::<name>`` and ``handoff::<name>``."""
