@@ -17,6 +17,7 @@ from typing import Any
 from tackroom.contracts.memory import MemoryHit, MemoryItem, MemoryScope, ScalarValue
 from tackroom.extras import import_extra
 from tackroom.kit.memory import all_words_first, falling_hits
+from tackroom.workers.memory_postgres.coordination import disjunction, levels
 
 __all__ = ["SCHEMA_VERSION", "PostgresMemoryStore"]
 
@@ -172,10 +173,27 @@ class PostgresMemoryStore:
         def ranked(every: bool) -> list[tuple[Any, ...]]:
             if every:
                 return self._ranked("plainto_tsquery", " ".join(terms), scope, limit, filters)
-            return self._ranked("websearch_to_tsquery", " or ".join(terms), scope, limit, filters)
+            return self._ranked_any(terms, scope, limit, filters)
 
         rows = all_words_first(terms, limit, ranked, key=lambda row: row[1])
         return falling_hits((_item(row), float(row[6])) for row in rows)
+
+    def _ranked_any(
+        self, terms: list[str], scope: MemoryScope, limit: int, filters: Mapping[str, ScalarValue]
+    ) -> list[tuple[Any, ...]]:
+        """The best ``limit`` items with any of ``terms``, exactly as ranking them all, without
+        ranking every match (:mod:`.coordination`): first among the rows with most of the
+        words, as long as their ``limit``-th beats every row with fewer."""
+        words = " or ".join(terms)
+        query = self._conn.execute(
+            "select websearch_to_tsquery(%s::regconfig, %s)::text",
+            (self._text_search_config, words),
+        ).fetchone()[0]
+        for matching, bound in levels(disjunction(query) or []):
+            rows = self._ranked_by(matching, query, scope, limit, filters)
+            if len(rows) >= limit and rows[limit - 1][6] >= bound:
+                return rows
+        return self._ranked("websearch_to_tsquery", words, scope, limit, filters)
 
     def _ranked(
         self,
@@ -193,6 +211,25 @@ class PostgresMemoryStore:
                 " order by rank desc, updated_at desc limit %s"
             ),
             (self._text_search_config, query, str(scope), json.dumps(dict(filters)), limit),
+        ).fetchall()
+        return list(rows)
+
+    def _ranked_by(
+        self,
+        matching: str,
+        ranking: str,
+        scope: MemoryScope,
+        limit: int,
+        filters: Mapping[str, ScalarValue],
+    ) -> list[tuple[Any, ...]]:
+        """The rows matching the ``tsquery`` text ``matching``, ranked by ``ranking``."""
+        rows = self._conn.execute(
+            self._query(
+                f"select {_COLUMNS}, ts_rank(tsv, %s::tsquery) as rank from {{table}}"
+                " where scope = %s and tsv @@ %s::tsquery and metadata @> %s::jsonb"
+                " order by rank desc, updated_at desc limit %s"
+            ),
+            (ranking, str(scope), matching, json.dumps(dict(filters)), limit),
         ).fetchall()
         return list(rows)
 
