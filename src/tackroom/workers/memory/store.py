@@ -3,7 +3,8 @@
 Synchronous: the worker calls it through ``asyncio.to_thread``, one call at a time. Tables:
 ``meta`` (``schema_version``), ``items`` (one row per scope and id; metadata as JSON text) and
 ``items_fts``, an external-content FTS5 index over ``items.text`` kept in step by triggers
-(Porter stemming over ``unicode61``, diacritics folded).
+(Porter stemming over ``unicode61``, diacritics folded). The any-word stage ranks only the rows
+with the query's rarer words when BM25's bound shows no other row can enter the top (``bm25``).
 """
 
 from __future__ import annotations
