@@ -15,3 +15,4 @@ def test_a_short_run_reports_every_figure() -> None:
     for figure in ("store_search", "bus_search"):
         assert sqlite[figure]["samples"] == 5
         assert 0 < sqlite[figure]["p50_ms"] <= sqlite[figure]["p99_ms"]
+    assert sqlite["store_search"]["thread_cpu_p50_ms"] > 0
