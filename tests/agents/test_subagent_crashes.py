@@ -17,11 +17,6 @@ Every case runs on each backend (on ``nats`` both processes share the test serve
 
 from __future__ import annotations
 
-import asyncio
-import json
-import os
-import signal
-import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -33,11 +28,11 @@ from tackroom.engine import open_engine
 from tackroom.runtime import Host, load_worker
 from tackroom.testing.backends import BACKENDS, engine_url_for
 
+from ..crashkit import run_killable
 from ..turn.harness import messages_of, turn_of
 from .crash_agents import CASES, LEAD, LEAD_RUN, STARTS_LOG, CrashCase, child_session
 from .scenario import CALLS, FINAL
 
-ROOT = Path(__file__).resolve().parents[2]
 CHILD_TIMEOUT = 40.0
 
 LEAD_ENTRIES = [
@@ -69,48 +64,15 @@ async def _run_child(
     url: str, workdir: Path, case: CrashCase, phase: str, *, kill_on: set[str] | None
 ) -> Output:
     output = Output()
-    stderr_path = workdir / f"{phase}.stderr"
-    with stderr_path.open("ab") as stderr:
-        process = await asyncio.create_subprocess_exec(
-            sys.executable,
-            "-m",
-            "tests.agents.crash_agents",
-            url,
-            str(workdir),
-            f"--case={case.name}",
-            f"--phase={phase}",
-            stdout=asyncio.subprocess.PIPE,
-            stderr=stderr,
-            cwd=ROOT,
-        )
-    assert process.stdout is not None
-    stdout = process.stdout
-
-    async def read(until: set[str] | None) -> None:
-        while until is None or not until <= output.holds():
-            line = await stdout.readline()
-            if not line:
-                return
-            output.markers.append(json.loads(line))
-
-    try:
-        async with asyncio.timeout(CHILD_TIMEOUT):
-            await read(kill_on)
-            if kill_on is not None:
-                missing = kill_on - output.holds()
-                assert not missing, f"{phase} child exited before {sorted(missing)}"
-                os.kill(process.pid, signal.SIGKILL)
-                await read(None)
-            output.returncode = await process.wait()
-    except BaseException as exc:
-        exc.add_note(f"{phase} child stderr:\n{stderr_path.read_text()[-3000:]}")
-        raise
-    finally:
-        if process.returncode is None:
-            process.kill()
-            await process.wait()
-    expected = 0 if kill_on is None else -signal.SIGKILL
-    assert output.returncode == expected, f"{phase} child: {stderr_path.read_text()[-3000:]}"
+    output.returncode = await run_killable(
+        "tests.agents.crash_agents",
+        [url, str(workdir), f"--case={case.name}", f"--phase={phase}"],
+        workdir=workdir,
+        phase=phase,
+        on_line=output.markers.append,
+        kill_when=None if kill_on is None else lambda: kill_on <= output.holds(),
+        timeout=CHILD_TIMEOUT,
+    )
     return output
 
 

@@ -32,11 +32,7 @@ test server and a namespace of the case's own). Kill points (``CASES`` in ``cras
 
 from __future__ import annotations
 
-import asyncio
 import json
-import os
-import signal
-import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -51,6 +47,7 @@ from tackroom.testing.backends import BACKENDS, engine_url_for
 from tackroom.workers.orchestrator.dispatch import LEDGER_SCOPE
 from tackroom.workers.orchestrator.record import TurnRecord
 
+from ..crashkit import run_killable
 from .crash_harness import (
     CALL_ID,
     CASES,
@@ -63,7 +60,6 @@ from .crash_harness import (
 )
 from .harness import events_of, messages_of, roles, text, turn_of
 
-ROOT = Path(__file__).resolve().parents[2]
 CHILD_TIMEOUT = 20.0
 
 EXPECTED_ENTRIES = [
@@ -81,8 +77,7 @@ class ChildOutput:
     markers: list[dict[str, Any]] = field(default_factory=list)
     returncode: int | None = None
 
-    def add(self, line: bytes) -> None:
-        item = json.loads(line)
+    def add(self, item: dict[str, Any]) -> None:
         if "event" in item:
             self.events.append(item["event"])
         else:
@@ -151,49 +146,15 @@ async def _run_child(
     """Run ``crash_harness`` in a child process; with ``kill_on``, SIGKILL it once every event
     type and marker in ``kill_on`` has been printed. Its stderr goes to ``<phase>.stderr``."""
     output = ChildOutput()
-    stderr_path = workdir / f"{phase}.stderr"
-    with stderr_path.open("ab") as stderr:
-        process = await asyncio.create_subprocess_exec(
-            sys.executable,
-            "-m",
-            "tests.turn.crash_harness",
-            url,
-            str(workdir),
-            f"--case={case.name}",
-            f"--phase={phase}",
-            f"--after={after}",
-            stdout=asyncio.subprocess.PIPE,
-            stderr=stderr,
-            cwd=ROOT,
-        )
-    assert process.stdout is not None
-    stdout = process.stdout
-
-    async def read(until: frozenset[str] | None) -> None:
-        while until is None or not until <= output.seen():
-            line = await stdout.readline()
-            if not line:
-                return
-            output.add(line)
-
-    try:
-        async with asyncio.timeout(CHILD_TIMEOUT):
-            await read(kill_on)
-            if kill_on is not None:
-                missing = kill_on - output.seen()
-                assert not missing, f"{phase} child exited before {sorted(missing)}"
-                os.kill(process.pid, signal.SIGKILL)
-                await read(None)  # what it printed before it died
-            output.returncode = await process.wait()
-    except BaseException as exc:
-        exc.add_note(f"{phase} child stderr:\n{stderr_path.read_text()[-3000:]}")
-        raise
-    finally:
-        if process.returncode is None:
-            process.kill()
-            await process.wait()
-    expected = 0 if kill_on is None else -signal.SIGKILL
-    assert output.returncode == expected, f"{phase} child: {stderr_path.read_text()[-3000:]}"
+    output.returncode = await run_killable(
+        "tests.turn.crash_harness",
+        [url, str(workdir), f"--case={case.name}", f"--phase={phase}", f"--after={after}"],
+        workdir=workdir,
+        phase=phase,
+        on_line=output.add,
+        kill_when=None if kill_on is None else lambda: kill_on <= output.seen(),
+        timeout=CHILD_TIMEOUT,
+    )
     return output
 
 

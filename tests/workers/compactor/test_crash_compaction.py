@@ -8,11 +8,6 @@ the turn's own model call is in flight (the turn step not committed).
 
 from __future__ import annotations
 
-import asyncio
-import json
-import os
-import signal
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -22,46 +17,28 @@ from tackroom.contracts.context import COMPACTION_TYPE, CompactionDetails
 from tackroom.engine import open_engine
 from tackroom.runtime import Host, load_worker
 from tackroom.testing.backends import BACKENDS, engine_url_for
+from tests.crashkit import run_killable
 from tests.workers.compactor.crash_child import POINTS, RUN_ID, SESSION, history
 
-ROOT = Path(__file__).resolve().parents[3]
 CHILD_TIMEOUT = 30.0
 
 
 async def run_child(url: str, workdir: Path, point: str, phase: str) -> list[dict[str, Any]]:
     """The child's markers; the ``first`` phase is killed with SIGKILL once it holds."""
     markers: list[dict[str, Any]] = []
-    stderr_path = workdir / f"{phase}.stderr"
-    with stderr_path.open("ab") as stderr:
-        process = await asyncio.create_subprocess_exec(
-            sys.executable,
-            "-m",
-            "tests.workers.compactor.crash_child",
-            url,
-            str(workdir),
-            f"--point={point}",
-            f"--phase={phase}",
-            stdout=asyncio.subprocess.PIPE,
-            stderr=stderr,
-            cwd=ROOT,
-        )
-    assert process.stdout is not None
-    try:
-        async with asyncio.timeout(CHILD_TIMEOUT):
-            while line := await process.stdout.readline():
-                markers.append(json.loads(line))
-                if phase == "first" and markers[-1]["marker"] == "hold":
-                    os.kill(process.pid, signal.SIGKILL)
-            returncode = await process.wait()
-    except BaseException as exc:
-        exc.add_note(f"{phase} child stderr:\n{stderr_path.read_text()[-3000:]}")
-        raise
-    finally:
-        if process.returncode is None:
-            process.kill()
-            await process.wait()
-    expected = -signal.SIGKILL if phase == "first" else 0
-    assert returncode == expected, stderr_path.read_text()[-3000:]
+
+    def holding() -> bool:
+        return bool(markers) and markers[-1]["marker"] == "hold"
+
+    await run_killable(
+        "tests.workers.compactor.crash_child",
+        [url, str(workdir), f"--point={point}", f"--phase={phase}"],
+        workdir=workdir,
+        phase=phase,
+        on_line=markers.append,
+        kill_when=holding if phase == "first" else None,
+        timeout=CHILD_TIMEOUT,
+    )
     return markers
 
 
