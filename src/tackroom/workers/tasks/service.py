@@ -43,6 +43,7 @@ class Tasks:
         self._locks: dict[str, asyncio.Lock] = {}
         self._waiting: dict[str, list[tuple[Change, asyncio.Future[None]]]] = {}
         self._revisions: dict[str, int] = {}
+        self._latest: OrderedDict[str, tuple[c.TaskRun, int]] = OrderedDict()
         self.runner = Runner(
             ctx.engine,
             call_timeout=ctx.config.call_timeout,
@@ -110,8 +111,7 @@ class Tasks:
         change: Change,
         first: tuple[c.TaskRun, int] | None,
     ) -> tuple[c.TaskRun, bool] | None:
-        if first is not None and first[1] < self._revisions.get(run_id, 0):
-            first = None  # this process has committed since it was read
+        first = self._freshest(run_id, first)
         for _ in range(_COMMIT_TRIES):
             entry, first = first or await self.read(run_id), None
             if entry is None:
@@ -126,11 +126,32 @@ class Tasks:
                 await self.write(run, expected_revision=revision)
             except RevisionConflict:
                 continue
+            self._keep(run, revision=self._revisions[run_id])
             await self.enqueue(run, queued)
             if run.terminal and not was_terminal:
                 await self._ended(run)
             return run, True
         raise FunctionError("contention", f"run {run_id}: too many concurrent commits")
+
+    def _freshest(
+        self, run_id: str, first: tuple[c.TaskRun, int] | None
+    ) -> tuple[c.TaskRun, int] | None:
+        """The newest copy of the record this process holds: the caller's read, or the record
+        as this process last wrote it — taken out of the cache, since ``change`` edits it. A
+        copy another process has overtaken only loses its compare-and-set and is read again;
+        not reading and validating the whole record again after our own commit is what keeps a
+        wide run's step from paying for the record twice."""
+        kept = self._latest.pop(run_id, None)
+        if kept is not None and (first is None or kept[1] >= first[1]):
+            return kept
+        if first is not None and first[1] < self._revisions.get(run_id, 0):
+            return None  # this process has committed since it was read
+        return first
+
+    def _keep(self, run: c.TaskRun, *, revision: int) -> None:
+        self._latest[run.run_id] = (run, revision)
+        while len(self._latest) > 64:
+            self._latest.popitem(last=False)
 
     async def enqueue(self, run: c.TaskRun, instance_ids: list[str], wake: c.Wake = "run") -> None:
         for instance_id in instance_ids:
