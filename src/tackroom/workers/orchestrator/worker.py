@@ -30,6 +30,7 @@ from tackroom.contracts.turn import (
 from tackroom.engine.errors import FunctionError, RevisionConflict
 from tackroom.engine.protocol import QueueConfig, StreamRetention
 from tackroom.hooks import HookSubscriptions
+from tackroom.kit.forgetting import forget_deleted_sessions
 from tackroom.runtime.tools import serve_tool
 from tackroom.runtime.worker import WorkerConfig, WorkerContext, WorkerSpec
 from tackroom.workers.orchestrator.cassette import RUNS_SCOPE, runs_key
@@ -37,6 +38,7 @@ from tackroom.workers.orchestrator.clipping import DEFAULT_MAX_RESULT_CHARS, MIN
 from tackroom.workers.orchestrator.context import ContextAssembler
 from tackroom.workers.orchestrator.dispatch import Dispatcher
 from tackroom.workers.orchestrator.driver import ABORT_SCOPE, Driver
+from tackroom.workers.orchestrator.forgetting import forget_session
 from tackroom.workers.orchestrator.gate import Gate
 from tackroom.workers.orchestrator.models import ModelInfoCache
 from tackroom.workers.orchestrator.provision import Provisioner
@@ -302,6 +304,7 @@ async def start(ctx: WorkerContext[OrchestratorConfig]) -> None:
         TURN_ON_APPROVAL, orchestrator.on_approval, description="Wake a turn parked for approval."
     )
     await ctx.add_state_trigger(DECISIONS_SCOPE.name, TURN_ON_APPROVAL)
+    await forget_deleted_sessions(ctx, lambda session_id: forget_session(ctx, session_id))
 
     async def serve_steps() -> None:
         # Steps (a redelivered one included) run only once the provider and tool workers
