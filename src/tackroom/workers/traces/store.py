@@ -75,6 +75,7 @@ CREATE INDEX IF NOT EXISTS traces_by_end ON traces (end_ns);
 CREATE INDEX IF NOT EXISTS traces_by_run ON traces (run_id, start_ns);
 CREATE INDEX IF NOT EXISTS traces_by_session ON traces (session_id, start_ns);
 CREATE TABLE IF NOT EXISTS forgotten (session_id TEXT PRIMARY KEY) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS forgotten_traces (trace_id TEXT PRIMARY KEY) WITHOUT ROWID;
 """
 
 _SPAN_COLUMNS = (
@@ -220,8 +221,9 @@ class TraceStore:
         return added
 
     def forget_session(self, session_id: str) -> int:
-        """Delete the traces of a deleted session and refuse its spans from now on (they may
-        still be on their way through the stream); returns how many spans went."""
+        """Delete the traces of a deleted session and refuse its spans from now on, and those of
+        its traces (they may still be on their way through the stream); returns how many spans
+        went."""
         with self._lock, self._transaction():
             self._db.execute("INSERT OR IGNORE INTO forgotten VALUES (?)", (session_id,))
             traces = [
@@ -232,6 +234,9 @@ class TraceStore:
                     (session_id,),
                 )
             ]
+            self._db.executemany(
+                "INSERT OR IGNORE INTO forgotten_traces VALUES (?)", [(t,) for t in traces]
+            )
             count = "SELECT COUNT(*) FROM spans WHERE trace_id = ?"
             spans = sum(self._db.execute(count, (t,)).fetchone()[0] for t in traces)
             self._delete(traces)
@@ -243,8 +248,8 @@ class TraceStore:
             trace_id
             for trace_id in trace_ids
             if self._db.execute(
-                "SELECT 1 FROM traces WHERE trace_id = ? AND session_id IN"
-                " (SELECT session_id FROM forgotten)",
+                "SELECT 1 FROM forgotten_traces WHERE trace_id = ?1 UNION SELECT 1 FROM traces"
+                " WHERE trace_id = ?1 AND session_id IN (SELECT session_id FROM forgotten)",
                 (trace_id,),
             ).fetchone()
         )
