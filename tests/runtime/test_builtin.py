@@ -133,6 +133,17 @@ async def test_stream_append_and_read(engine: Engine) -> None:
     assert [r["seq"] for r in limited["records"]] == [1]
 
 
+async def test_stream_delete_group_removes_one_group_only(engine: Engine) -> None:
+    for group in ("gone", "gone", "kept"):
+        await call(engine, "stream::append", {"stream": "ev", "group_id": group, "data": 0})
+    target = {"stream": "ev", "group_id": "gone"}
+    assert await call(engine, "stream::delete_group", target) == {"deleted": 2}
+    assert await call(engine, "stream::delete_group", target) == {"deleted": 0}
+    assert (await call(engine, "stream::read", target))["records"] == []
+    kept = await call(engine, "stream::read", {"stream": "ev", "group_id": "kept"})
+    assert [r["seq"] for r in kept["records"]] == [1]
+
+
 async def test_the_catalog_publishes_json_schemas(engine: Engine) -> None:
     catalog = await call(engine, "engine::functions::list")
     entries = {entry["function_id"]: entry for entry in catalog["functions"]}
@@ -144,6 +155,7 @@ async def test_the_catalog_publishes_json_schemas(engine: Engine) -> None:
         "state::list",
         "stream::append",
         "stream::read",
+        "stream::delete_group",
         "engine::functions::list",
         "engine::workers::list",
     }

@@ -22,6 +22,7 @@ __all__ = [
     "STATE_SET",
     "STATE_UPDATE",
     "STREAM_APPEND",
+    "STREAM_DELETE_GROUP",
     "STREAM_READ",
     "WORKERS_LIST",
     "Deleted",
@@ -39,6 +40,8 @@ __all__ = [
     "StateUpdateRequest",
     "StateValue",
     "StreamAppendRequest",
+    "StreamDeleteGroupRequest",
+    "StreamDeleted",
     "StreamReadRequest",
     "StreamRecordItem",
     "StreamRecords",
@@ -141,6 +144,15 @@ class StreamRecords(_Model):
     records: list[StreamRecordItem]
 
 
+class StreamDeleteGroupRequest(_Model):
+    stream: str = Field(min_length=1)
+    group_id: str = Field(min_length=1)
+
+
+class StreamDeleted(_Model):
+    deleted: int
+
+
 class FunctionEntry(_Model):
     function_id: str
     worker: str
@@ -208,6 +220,13 @@ STREAM_READ: Function[StreamReadRequest, StreamRecords] = Function(
     StreamReadRequest,
     StreamRecords,
     description="Read up to limit records of a stream group after a sequence.",
+)
+STREAM_DELETE_GROUP: Function[StreamDeleteGroupRequest, StreamDeleted] = Function(
+    "stream::delete_group",
+    StreamDeleteGroupRequest,
+    StreamDeleted,
+    description="Delete every record of a stream group (its sequence numbers are never reused); "
+    "returns how many were deleted.",
 )
 FUNCTIONS_LIST: Function[EmptyRequest, FunctionList] = Function(
     "engine::functions::list",

@@ -13,6 +13,7 @@ from typing import Annotated, Literal
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints
 
 from tackroom.contracts.bus import Function
+from tackroom.contracts.forgetting import SESSION_DELETED, SessionDeleted
 from tackroom.contracts.messages import AgentMessage
 
 __all__ = [
@@ -39,6 +40,7 @@ __all__ = [
     "NOT_PINNABLE_ERROR",
     "PIN",
     "SCHEMA_VERSION",
+    "SESSION_DELETED",
     "SESSION_EXISTS_ERROR",
     "SESSION_NOT_FOUND_ERROR",
     "SESSION_SHARED_ERROR",
@@ -74,6 +76,7 @@ __all__ = [
     "PathMessage",
     "PinRequest",
     "PinResponse",
+    "SessionDeleted",
     "SessionEntry",
     "SessionId",
     "SessionInfo",
@@ -443,7 +446,8 @@ DELETE: Function[DeleteRequest, DeleteResponse] = Function(
     DeleteRequest,
     DeleteResponse,
     description="Delete a session: its metadata, own entries and inboxes (session_shared while"
-    " forks or clones share its history).",
+    " forks or clones share its history), then announce it on session-tree::deleted so every"
+    " worker forgets what it derived from it.",
 )
 PIN: Function[PinRequest, PinResponse] = Function(
     "session-tree::pin",

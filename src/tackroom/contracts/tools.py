@@ -53,10 +53,12 @@ NEVER_OFFERED: tuple[str, ...] = (
     "sandbox::*",
     "mcp::servers",
     "mcp::prompts::*",
+    "*::forget_session",
 )
 """Function id globs (``fnmatch``) the orchestrator never hands a model as a tool, whatever a
 run's patterns say: the harness's own machinery, credentials, approvals, policy, budgets, hook
-subscribers, catalog reconciliation, skill registration, and the sandbox's raw
+subscribers, catalog reconciliation, skill registration, the workers' deleted-session cleanup
+(``<worker>::forget_session``), and the sandbox's raw
 ``sandbox::run`` (models reach it through ``shell::run`` and ``code::python``, which the policy
 names), the MCP bridge's operator status and its prompts (picked by a user, not a model)."""
 

@@ -403,6 +403,14 @@ class Engine(Protocol):
         """Records with ``seq > after``, first those stored, then live ones, none missed."""
         ...
 
+    async def delete_group(self, stream: str, group_id: str) -> int:
+        """Delete every stored record of one group; returns how many were deleted.
+
+        The group's head is kept: a later append continues after the last sequence ever given,
+        so a sequence is never reused. Idempotent (a second call deletes 0).
+        """
+        ...
+
     # -- channels --------------------------------------------------------------------------
     async def open_channel(self, *, capacity: int = 64) -> Channel: ...
 

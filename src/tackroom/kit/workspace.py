@@ -11,8 +11,10 @@ from __future__ import annotations
 
 import contextlib
 import os
+import shutil
 import stat
 from pathlib import Path, PurePosixPath
+from typing import Any
 
 from tackroom.contracts.files import NO_CALL_CONTEXT, PATH_OUTSIDE_WORKSPACE, ROOT_MARKER
 from tackroom.engine.errors import FunctionError
@@ -21,6 +23,7 @@ __all__ = [
     "check_session_name",
     "checked_relative",
     "outside",
+    "remove_session_dir",
     "resolve_inside",
     "session_dir",
 ]
@@ -54,6 +57,36 @@ def session_dir(root: Path, session_id: str, *, code: str = NO_CALL_CONTEXT) -> 
             PATH_OUTSIDE_WORKSPACE, f"the workspace of session {session_id!r} is not a folder"
         )
     return path
+
+
+def remove_session_dir(root: Path, session_id: str) -> int:
+    """Delete the session's directory under ``root``; returns how many entries went (0: none).
+
+    Never leaves ``root``: a session id that cannot name a folder deletes nothing, a symlink in
+    the session's place is unlinked (its target is left alone), and the tree is removed with
+    ``shutil.rmtree``'s descriptor-based walk, which does not follow symlinks. Blocking.
+    """
+    try:
+        check_session_name(session_id)
+    except FunctionError:
+        return 0
+    path = root.expanduser().resolve() / session_id
+    try:
+        mode = os.lstat(path).st_mode
+    except FileNotFoundError:
+        return 0
+    if not stat.S_ISDIR(mode):
+        path.unlink(missing_ok=True)
+        return 1
+    entries = 1 + sum(len(dirs) + len(files) for _, dirs, files in os.walk(path))
+    shutil.rmtree(path, onerror=_gone_is_fine)
+    return entries
+
+
+def _gone_is_fine(function: object, path: str, exc_info: tuple[type, BaseException, Any]) -> None:
+    """A concurrent delete of the same tree (a redelivered forget) is not a failure."""
+    if not isinstance(exc_info[1], FileNotFoundError):
+        raise exc_info[1]
 
 
 def outside(raw: str, why: str) -> FunctionError:

@@ -141,3 +141,16 @@ async def test_register_is_never_offered(with_directory: Engine, cwd: Path) -> N
     offered = {t.function_id for t in provisioned.tools}
     assert "directory::skills::register" not in offered
     assert {"directory::skills::get", "skills::get"} <= offered
+
+
+async def test_forgetting_a_session_is_never_offered(cwd: Path, tmp_path: Path) -> None:
+    """``<worker>::forget_session`` deletes a session's data: a model must never reach it."""
+    async with host_for(cwd, "utilities", "approvals") as host:
+        provisioned = await Provisioner(host.engine, cwd=str(cwd)).provision(
+            record(tool_patterns=["*"])
+        )
+        catalog = {info.function_id for info in await host.engine.list_functions()}
+    offered = {t.function_id for t in provisioned.tools}
+    assert "approvals::forget_session" in catalog
+    assert not any(fid.endswith("::forget_session") for fid in offered)
+    assert offered  # the pattern offers the utilities' tools

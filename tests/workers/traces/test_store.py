@@ -123,3 +123,18 @@ def test_a_file_that_is_no_database_is_refused(tmp_path: Path) -> None:
     path.write_text("not sqlite " * 100)
     with pytest.raises(StoreError, match="not a usable SQLite file"):
         TraceStore.open(path)
+
+
+def test_a_forgotten_session_loses_its_traces_and_refuses_late_spans(store: TraceStore) -> None:
+    store.ingest(trace_of("gone1", at_ms=0, spans=2, session__id="gone"))
+    store.ingest(trace_of("kept1", at_ms=10, spans=2, session__id="kept"))
+    late = span(trace_id("gone1"), "9", parent="1", start_ms=5, end_ms=6)
+
+    assert store.forget_session("gone") == 2
+    assert store.forget_session("gone") == 0
+    store.ingest(batch(late))  # a span of the deleted trace still in flight
+    store.ingest(trace_of("gone2", at_ms=20, session__id="gone"))
+
+    assert store.list(session_id="gone") == []
+    assert store.get(trace_id("gone1").rjust(32, "0")) is None
+    assert [t.root_name for t in store.list()] == ["kept1"]

@@ -635,6 +635,11 @@ class EmbeddedEngine:
         self._hub.add(key, subscription)
         return subscription
 
+    async def delete_group(self, stream: str, group_id: str) -> int:
+        store = self._live_store()
+        with store.transaction():
+            return store.delete_group(stream, group_id)
+
     # -- channels -------------------------------------------------------------------------------
     async def open_channel(self, *, capacity: int = 64) -> LocalChannel:
         self._live_store()

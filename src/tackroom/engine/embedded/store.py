@@ -337,6 +337,12 @@ class Store:
                 (stream, group_id, before_ts),
             )
 
+    def delete_group(self, stream: str, group_id: str) -> int:
+        """Delete the group's records; its ``stream_heads`` row stays, so no sequence repeats."""
+        return self._db.execute(
+            "DELETE FROM streams WHERE stream=? AND grp=?", (stream, group_id)
+        ).rowcount
+
     def apply_retention(self, stream: str, *, max_len: int | None, before_ts: float | None) -> None:
         """Trim every group of ``stream`` to its last ``max_len`` records and ``before_ts``."""
         if max_len is not None:

@@ -388,6 +388,10 @@ class NatsEngine:
         async with self._live() as parts:
             return await parts.streams.subscribe(stream, group_id, after=after)
 
+    async def delete_group(self, stream: str, group_id: str) -> int:
+        async with self._live() as parts:
+            return await parts.streams.delete_group(stream, group_id)
+
     # -- channels --------------------------------------------------------------------------
     async def open_channel(self, *, capacity: int = 64) -> NatsChannel:
         async with self._live() as parts:

@@ -30,6 +30,7 @@ from nats.aio.msg import Msg
 from nats.aio.subscription import Subscription
 from nats.js import api
 
+from tackroom.engine.errors import EngineUnavailable
 from tackroom.engine.jsonvalue import dumps, to_json_value
 from tackroom.engine.nats.link import Link, WrongLastSequence
 from tackroom.engine.nats.naming import Names
@@ -40,6 +41,7 @@ __all__ = ["RECORD_SCHEMA_VERSION", "EventStreams", "NatsSubscription", "decode_
 
 RECORD_SCHEMA_VERSION = 1
 _PAGE = 1000
+_PURGE_TIMEOUT = 10.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -142,6 +144,24 @@ class EventStreams:
                 dumps({"schema_version": RECORD_SCHEMA_VERSION, "seq": seq}).encode(),
             )
             return seq
+
+    async def delete_group(self, stream: str, group_id: str) -> int:
+        """Purge the group's subject; its head in the meta bucket stays, so no sequence repeats."""
+        name = await self.ensure(stream)
+        self._heads.pop((stream, group_id), None)
+        try:
+            reply = await self._link.request(
+                f"$JS.API.STREAM.PURGE.{name}",
+                json.dumps({"filter": self._names.event_subject(stream, group_id)}).encode(),
+                timeout=_PURGE_TIMEOUT,
+            )
+        except TimeoutError:
+            raise EngineUnavailable("JetStream did not answer a purge in time") from None
+        answer: dict[str, Any] = json.loads(reply.data)
+        error = answer.get("error")
+        if error is not None:
+            raise EngineUnavailable(f"JetStream refused a purge: {error.get('description', '')}")
+        return int(answer.get("purged", 0))
 
     # -- read ------------------------------------------------------------------------------
     async def _first_at(self, name: str, subject: str, seq: int) -> Msg | None:

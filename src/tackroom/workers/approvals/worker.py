@@ -29,7 +29,9 @@ from tackroom.contracts.events import ApprovalResolvedData
 from tackroom.engine.errors import EngineError, FunctionError, RevisionConflict
 from tackroom.engine.protocol import StateEntry
 from tackroom.kit.events import EventEmitter
+from tackroom.kit.forgetting import forget_deleted_sessions
 from tackroom.runtime.worker import WorkerConfig, WorkerContext, WorkerSpec
+from tackroom.workers.approvals.forgetting import forget_session
 
 __all__ = [
     "WORKER",
@@ -468,6 +470,7 @@ def approvals_worker(clock: Clock = time.time) -> WorkerSpec[ApprovalsConfig]:
         await ctx.serve(c.GET_SETTINGS, service.get_settings)
         await ctx.serve(c.SWEEP, service.sweep)
         await ctx.add_cron_trigger(ctx.config.sweep_schedule, c.SWEEP.id)
+        await forget_deleted_sessions(ctx, lambda session_id: forget_session(ctx, session_id))
 
     return WorkerSpec(
         name="approvals",

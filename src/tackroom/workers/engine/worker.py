@@ -22,6 +22,7 @@ from tackroom.contracts.engine import (
     STATE_SET,
     STATE_UPDATE,
     STREAM_APPEND,
+    STREAM_DELETE_GROUP,
     STREAM_READ,
     WORKERS_LIST,
     Deleted,
@@ -39,6 +40,8 @@ from tackroom.contracts.engine import (
     StateUpdateRequest,
     StateValue,
     StreamAppendRequest,
+    StreamDeleted,
+    StreamDeleteGroupRequest,
     StreamReadRequest,
     StreamRecordItem,
     StreamRecords,
@@ -117,6 +120,9 @@ async def _start(ctx: WorkerContext[EngineWorkerConfig]) -> None:
             ]
         )
 
+    async def stream_delete_group(request: StreamDeleteGroupRequest) -> StreamDeleted:
+        return StreamDeleted(deleted=await engine.delete_group(request.stream, request.group_id))
+
     async def functions_list(request: EmptyRequest) -> FunctionList:
         infos = await engine.list_functions()
         return FunctionList(
@@ -149,6 +155,7 @@ async def _start(ctx: WorkerContext[EngineWorkerConfig]) -> None:
     await ctx.serve(STATE_LIST, wrap(state_list))
     await ctx.serve(STREAM_APPEND, wrap(stream_append))
     await ctx.serve(STREAM_READ, wrap(stream_read))
+    await ctx.serve(STREAM_DELETE_GROUP, wrap(stream_delete_group))
     await ctx.serve(FUNCTIONS_LIST, wrap(functions_list))
     await ctx.serve(WORKERS_LIST, wrap(workers_list))
 

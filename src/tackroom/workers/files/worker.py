@@ -26,6 +26,7 @@ from tackroom.contracts.files import (
     FS_WRITE,
     NO_CALL_CONTEXT,
     TOO_LARGE,
+    WORKSPACE_SESSIONS,
     ListRequest,
     ListResponse,
     ReadRequest,
@@ -35,6 +36,8 @@ from tackroom.contracts.files import (
 )
 from tackroom.contracts.tools import CallContext
 from tackroom.engine.errors import FunctionError
+from tackroom.kit.forgetting import forget_deleted_sessions
+from tackroom.kit.workspace import remove_session_dir
 from tackroom.runtime.tools import serve_tool
 from tackroom.runtime.worker import WorkerConfig, WorkerContext, WorkerSpec
 from tackroom.workers.files.roots import SessionRoots, claim_root, identify
@@ -106,6 +109,14 @@ async def _start(ctx: WorkerContext[FilesConfig]) -> None:
     await serve_tool(ctx, FS_READ, read, description=FS_READ.description + limit)
     await serve_tool(ctx, FS_WRITE, write)
     await serve_tool(ctx, FS_LIST, list_)
+
+    async def forget(session_id: str) -> dict[str, int]:
+        # Every files worker of a bus shares one root (claim_root), so this one may remove it.
+        removed = await asyncio.to_thread(remove_session_dir, Path(mine.path), session_id)
+        unbound = await ctx.engine.delete_state(WORKSPACE_SESSIONS.name, session_id)
+        return {"workspace_entries": removed, "workspace_binding": int(unbound)}
+
+    await forget_deleted_sessions(ctx, forget)
 
 
 WORKER = WorkerSpec(

@@ -33,6 +33,7 @@ from tackroom.contracts.turn import (
 from tackroom.engine.errors import FunctionError, RevisionConflict
 from tackroom.engine.protocol import QueueConfig, StreamRetention
 from tackroom.hooks import HookSubscriptions
+from tackroom.kit.forgetting import forget_deleted_sessions
 from tackroom.kit.hooks.modelcalls import ModelCallHooks
 from tackroom.runtime.tools import serve_tool
 from tackroom.runtime.worker import WorkerConfig, WorkerContext, WorkerSpec
@@ -41,6 +42,7 @@ from tackroom.workers.orchestrator.clipping import DEFAULT_MAX_RESULT_CHARS, MIN
 from tackroom.workers.orchestrator.context import ContextAssembler
 from tackroom.workers.orchestrator.dispatch import Dispatcher
 from tackroom.workers.orchestrator.driver import ABORT_SCOPE, Driver
+from tackroom.workers.orchestrator.forgetting import forget_session
 from tackroom.workers.orchestrator.gate import Gate
 from tackroom.workers.orchestrator.modelcall import ModelCall, ProfileCache
 from tackroom.workers.orchestrator.models import ModelInfoCache
@@ -353,6 +355,7 @@ async def start(ctx: WorkerContext[OrchestratorConfig]) -> None:
     await ctx.add_state_trigger(DECISIONS_SCOPE.name, TURN_ON_APPROVAL)
     # A child run's outcome wakes its parent the same way (key <parent session>/<call>).
     await ctx.add_state_trigger(OUTCOMES_SCOPE, TURN_ON_APPROVAL)
+    await forget_deleted_sessions(ctx, lambda session_id: forget_session(ctx, session_id))
 
     async def serve_steps() -> None:
         # Steps (a redelivered one included) run only once the provider and tool workers

@@ -23,6 +23,7 @@ runtime, a remote machine) serves the ``shell`` tools unchanged; it proves it fi
 
 from __future__ import annotations
 
+import asyncio
 from typing import TYPE_CHECKING
 
 from tackroom.contracts.sandbox import (
@@ -33,6 +34,8 @@ from tackroom.contracts.sandbox import (
     StatusRequest,
     StatusResponse,
 )
+from tackroom.kit.forgetting import forget_deleted_sessions
+from tackroom.kit.workspace import remove_session_dir
 from tackroom.runtime.worker import WorkerContext, WorkerSpec
 from tackroom.workers.sandbox.config import SandboxConfig
 
@@ -71,6 +74,12 @@ async def _start(ctx: WorkerContext[SandboxConfig]) -> None:
 
     await ctx.serve(SANDBOX_RUN, run)
     await ctx.serve(SANDBOX_STATUS, status)
+
+    async def forget(session_id: str) -> dict[str, int]:
+        root = ctx.config.workspace_root
+        return {"workspace_entries": await asyncio.to_thread(remove_session_dir, root, session_id)}
+
+    await forget_deleted_sessions(ctx, forget)
 
 
 WORKER = WorkerSpec(

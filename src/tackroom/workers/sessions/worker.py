@@ -10,6 +10,7 @@ from pydantic import Field
 
 from tackroom.contracts import sessions as c
 from tackroom.contracts.audit import AuditFact
+from tackroom.contracts.forgetting import SESSION_DELETED, SessionDeleted
 from tackroom.kit.audit import record_fact
 from tackroom.runtime.worker import WorkerConfig, WorkerContext, WorkerSpec
 from tackroom.workers.sessions.inbox import Inbox
@@ -95,6 +96,10 @@ async def _start(ctx: WorkerContext[SessionsConfig]) -> None:
     async def delete(request: c.DeleteRequest) -> c.DeleteResponse:
         deleted = await delete_session(ctx.engine, store.index, request.session_id)
         await record_fact(ctx.engine, _deletion_fact(deleted, request.requested_by))
+        notice = SessionDeleted(
+            session_id=deleted.session_id, requested_by=request.requested_by, at=time.time()
+        )
+        await SESSION_DELETED.append(ctx.engine, deleted.session_id, notice)
         return deleted
 
     async def push(request: c.InboxPushRequest) -> c.InboxPushResponse:

@@ -74,6 +74,8 @@ CREATE INDEX IF NOT EXISTS traces_by_start ON traces (start_ns);
 CREATE INDEX IF NOT EXISTS traces_by_end ON traces (end_ns);
 CREATE INDEX IF NOT EXISTS traces_by_run ON traces (run_id, start_ns);
 CREATE INDEX IF NOT EXISTS traces_by_session ON traces (session_id, start_ns);
+CREATE TABLE IF NOT EXISTS forgotten (session_id TEXT PRIMARY KEY) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS forgotten_traces (trace_id TEXT PRIMARY KEY) WITHOUT ROWID;
 """
 
 _SPAN_COLUMNS = (
@@ -210,12 +212,47 @@ class TraceStore:
             added = self._db.total_changes - before
             for trace_id in touched:
                 self._summarize(trace_id)
+            self._drop_forgotten(touched)
             if seq is not None:
                 self._set_meta("cursor", seq)
             if batch.dropped:
                 self._add_meta("dropped", batch.dropped)
             self._trim()
         return added
+
+    def forget_session(self, session_id: str) -> int:
+        """Delete the traces of a deleted session and refuse its spans from now on, and those of
+        its traces (they may still be on their way through the stream); returns how many spans
+        went."""
+        with self._lock, self._transaction():
+            self._db.execute("INSERT OR IGNORE INTO forgotten VALUES (?)", (session_id,))
+            traces = [
+                row["trace_id"]
+                for row in self._db.execute(
+                    "SELECT trace_id FROM traces WHERE session_id = ?1 UNION"
+                    " SELECT trace_id FROM spans WHERE session_id = ?1",
+                    (session_id,),
+                )
+            ]
+            self._db.executemany(
+                "INSERT OR IGNORE INTO forgotten_traces VALUES (?)", [(t,) for t in traces]
+            )
+            count = "SELECT COUNT(*) FROM spans WHERE trace_id = ?"
+            spans = sum(self._db.execute(count, (t,)).fetchone()[0] for t in traces)
+            self._delete(traces)
+            return int(spans)
+
+    def _drop_forgotten(self, trace_ids: list[str]) -> None:
+        """Delete those of ``trace_ids`` that belong to a forgotten session."""
+        self._delete(
+            trace_id
+            for trace_id in trace_ids
+            if self._db.execute(
+                "SELECT 1 FROM forgotten_traces WHERE trace_id = ?1 UNION SELECT 1 FROM traces"
+                " WHERE trace_id = ?1 AND session_id IN (SELECT session_id FROM forgotten)",
+                (trace_id,),
+            ).fetchone()
+        )
 
     def _transaction(self) -> _Transaction:
         return _Transaction(self._db)

@@ -42,6 +42,7 @@ from tackroom.contracts.traces import (
     TraceSummary,
 )
 from tackroom.engine.errors import FunctionError
+from tackroom.kit.forgetting import forget_deleted_sessions
 from tackroom.runtime.worker import WorkerConfig, WorkerContext, WorkerSpec
 from tackroom.workers.traces.reader import SpanReader
 from tackroom.workers.traces.store import Retention, TraceStore
@@ -116,6 +117,11 @@ async def _start(ctx: WorkerContext[TracesConfig]) -> None:
     await ctx.serve(LIST, list_traces)
     await ctx.serve(GET, get_trace)
     await ctx.serve(STATUS, status)
+
+    async def forget(session_id: str) -> dict[str, int]:
+        return {"spans": await on_store(lambda store: store.forget_session(session_id))}
+
+    await forget_deleted_sessions(ctx, forget)
 
 
 WORKER: WorkerSpec[TracesConfig] = WorkerSpec(
