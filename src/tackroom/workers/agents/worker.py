@@ -32,6 +32,7 @@ from tackroom.contracts.messages import CustomMessage, TextBlock, UserMessage
 from tackroom.contracts.tools import CallContext, ToolTraits
 from tackroom.contracts.turn import RUN_START, RunStartRequest
 from tackroom.engine.errors import FunctionError, InvocationError, unavailable_cause
+from tackroom.kit.forgetting import forget_deleted_sessions
 from tackroom.kit.output import answer_format
 from tackroom.runtime.tools import register_tool
 from tackroom.runtime.worker import WorkerConfig, WorkerContext, WorkerSpec
@@ -210,6 +211,12 @@ class Agents:
 
 async def _start(ctx: WorkerContext[AgentsConfig]) -> None:
     agents = Agents(ctx)
+
+    async def forget(session_id: str) -> dict[str, int]:
+        """A deleted child session's link to its parent call."""
+        return {"links": int(await ctx.engine.delete_state(LINKS_SCOPE, session_id))}
+
+    await forget_deleted_sessions(ctx, forget)
     for agent in ctx.config.agents:
         await register_tool(
             ctx,

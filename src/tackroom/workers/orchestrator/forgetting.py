@@ -1,10 +1,12 @@
 """What the orchestrator forgets of a deleted session: its turn record, finished runs kept for
-replay, call ledger, abort request and its ``agent::events`` / ``agent::turn_end`` groups."""
+replay, call ledger, abort request, its subagents' outcomes and its ``agent::events`` /
+``agent::turn_end`` groups."""
 
 from __future__ import annotations
 
 from typing import Any
 
+from tackroom.contracts.agents import OUTCOMES_SCOPE
 from tackroom.contracts.events import EVENTS, TURN_END
 from tackroom.kit.forgetting import delete_keys
 from tackroom.runtime.worker import WorkerContext
@@ -26,4 +28,5 @@ async def forget_session(ctx: WorkerContext[Any], session_id: str) -> dict[str, 
         "abort": int(await engine.delete_state(ABORT_SCOPE, session_id)),
         "events": await engine.delete_group(EVENTS.name, session_id),
         "turn_end": await engine.delete_group(TURN_END.name, session_id),
+        "subagent_outcomes": await delete_keys(ctx, OUTCOMES_SCOPE, prefix=own),
     }
