@@ -48,6 +48,7 @@ from tests.faults.report import FIGURES_ENV, Tally  # noqa: E402
 
 SUITE = [
     "tests/faults",
+    "tests/agents/test_subagent_crashes.py",
     "tests/engine/test_embedded_files.py",
     "tests/engine/test_embedded_full_disk.py",
     "tests/cli/test_engine_files_cli.py",

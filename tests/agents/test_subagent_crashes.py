@@ -29,6 +29,7 @@ from tackroom.runtime import Host, load_worker
 from tackroom.testing.backends import BACKENDS, engine_url_for
 
 from ..crashkit import run_killable
+from ..faults.report import SOAK
 from ..turn.harness import messages_of, turn_of
 from .crash_agents import CASES, LEAD, LEAD_RUN, STARTS_LOG, CrashCase, child_session
 from .scenario import CALLS, FINAL
@@ -76,10 +77,21 @@ async def _run_child(
     return output
 
 
-pytestmark = pytest.mark.parametrize("backend", list(BACKENDS))
+NATS_SHORT = ("subagent_call", "child_ended", "parent_resumed")
+"""On NATS (seconds a case) the default run takes one point of each phase — the call, a child's
+end, the parent's wake; ``make soak`` (``TACKROOM_SOAK=1``) runs every point there too."""
 
 
-@pytest.mark.parametrize("name", list(CASES))
+def _cases() -> list[tuple[str, str]]:
+    return [
+        (backend, name)
+        for backend in BACKENDS
+        for name in CASES
+        if backend == "embedded" or SOAK or name in NATS_SHORT
+    ]
+
+
+@pytest.mark.parametrize(("backend", "name"), _cases())
 @pytest.mark.timeout(120)
 async def test_a_killed_subagent_scenario_finishes_with_each_child_run_once(
     backend: str, name: str, tmp_path: Path
