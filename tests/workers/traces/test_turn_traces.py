@@ -99,7 +99,9 @@ async def test_a_scripted_turn_is_one_trace_of_every_worker(tmp_path: Path) -> N
         "tackroom.retry_count": 0,
     }
     assert second.attributes["gen_ai.response.finish_reasons"] == ["stop"]
-    assert {s.status for s in trace.spans} == {"ok"}, [(s.name, s.status_message) for s in trace.spans if s.status != "ok"]
+    assert {s.status for s in trace.spans} == {"ok"}, [
+        (s.name, s.status_message) for s in trace.spans if s.status != "ok"
+    ]
     assert root.attributes["session.id"] == result.session_id
 
 
