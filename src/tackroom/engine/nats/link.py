@@ -307,7 +307,11 @@ class Link:
             )
             try:
                 info = await sub.consumer_info()
-                if info.num_pending or sub.delivered:
+                # The server may have pushed every message before this answer while the callback
+                # has run on none yet (num_pending 0, nothing collected): what the server
+                # delivered says whether there is anything to wait for, not what was collected.
+                sent = info.delivered.consumer_seq if info.delivered is not None else 0
+                if info.num_pending or sent or messages:
                     await asyncio.wait_for(done.wait(), 60)
             finally:
                 await sub.unsubscribe()
