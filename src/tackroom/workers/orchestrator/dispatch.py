@@ -19,7 +19,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from tackroom.contracts.events import FunctionExecutionEndData, FunctionExecutionStartData
+from tackroom.contracts.events import FunctionExecutionStartData
 from tackroom.contracts.messages import FunctionResultMessage, TextBlock
 from tackroom.contracts.tools import CALL_CONTEXT_KEY, TRANSIENT_ERROR_CODES, CallContext
 from tackroom.engine.errors import (
@@ -32,7 +32,7 @@ from tackroom.engine.errors import (
 )
 from tackroom.engine.jsonvalue import MAX_CONTENT_DEPTH, MAX_VALUE_BYTES, to_json_value
 from tackroom.engine.protocol import Engine, StateEntry
-from tackroom.workers.orchestrator.gate import Emit, Gate, denial
+from tackroom.workers.orchestrator.gate import Emit, Gate, denial, emit_call_end
 from tackroom.workers.orchestrator.planning import error_result
 from tackroom.workers.orchestrator.record import CallState, ToolOffer, TurnRecord
 from tackroom.workers.orchestrator.subagents import Subagents
@@ -120,7 +120,7 @@ class Dispatcher:
             # Settled before a crash: answer from the ledger, and end the call for a client that
             # saw it start (the same event id, if the end was already emitted).
             done = FunctionResultMessage.model_validate(entry.value["result"])
-            await _emit_end(emit, call, tool, done, duration_ms=entry.value.get("duration_ms"))
+            await emit_call_end(emit, call, tool, done, duration_ms=entry.value.get("duration_ms"))
             return done
         if tool.traits.idempotent:
             await _emit_start(emit, call, tool)
@@ -135,7 +135,7 @@ class Dispatcher:
         await self._engine.set_state(
             LEDGER_SCOPE, key, {"status": "done", "result": unknown.model_dump(mode="json")}
         )
-        await _emit_end(emit, call, tool, unknown, duration_ms=None)
+        await emit_call_end(emit, call, tool, unknown, duration_ms=None)
         return unknown
 
     async def _claim(self, key: str) -> bool:
@@ -170,7 +170,7 @@ class Dispatcher:
         }
         # The call ran: its result is worth a short wait for the engine to come back.
         await _retrying_write(lambda: self._engine.set_state(LEDGER_SCOPE, key, done))
-        await _emit_end(emit, call, tool, result, duration_ms=duration_ms)
+        await emit_call_end(emit, call, tool, result, duration_ms=duration_ms)
         return result
 
     async def _invoke(
@@ -237,26 +237,6 @@ async def _emit_start(emit: Emit, call: CallState, tool: ToolOffer) -> None:
         f"{call.id}:start",
         FunctionExecutionStartData(
             function_call_id=call.id, function_id=tool.function_id, arguments=call.arguments
-        ),
-    )
-
-
-async def _emit_end(
-    emit: Emit,
-    call: CallState,
-    tool: ToolOffer,
-    result: FunctionResultMessage,
-    *,
-    duration_ms: float | None,
-) -> None:
-    await emit(
-        f"{call.id}:end",
-        FunctionExecutionEndData(
-            function_call_id=call.id,
-            function_id=tool.function_id,
-            result=result,
-            is_error=result.is_error,
-            duration_ms=duration_ms,
         ),
     )
 

@@ -22,7 +22,7 @@ from opentelemetry import trace
 from pydantic import ValidationError
 
 from tackroom.contracts.approvals import REQUEST, RESOLVE, ApprovalRequest, ResolveRequest
-from tackroom.contracts.events import EventData, GateDecidedData
+from tackroom.contracts.events import EventData, FunctionExecutionEndData, GateDecidedData
 from tackroom.contracts.messages import FunctionResultMessage
 from tackroom.contracts.policy import CHECK_PERMISSIONS, CheckRequest
 from tackroom.engine.errors import EngineError
@@ -35,6 +35,29 @@ from tackroom.workers.orchestrator.record import CallState, ToolOffer, TurnRecor
 __all__ = ["Emit", "Gate", "GateDecision", "denial"]
 
 Emit = Callable[[str, EventData], Awaitable[None]]
+
+
+async def emit_call_end(
+    emit: Emit,
+    call: CallState,
+    tool: ToolOffer,
+    result: FunctionResultMessage,
+    *,
+    duration_ms: float | None = None,
+) -> None:
+    """The ``function_execution_end`` event of a call (run, refused or answered by a child)."""
+    await emit(
+        f"{call.id}:end",
+        FunctionExecutionEndData(
+            function_call_id=call.id,
+            function_id=tool.function_id,
+            result=result,
+            is_error=result.is_error,
+            duration_ms=duration_ms,
+        ),
+    )
+
+
 """``emit(event_key, data)``: the event ``<run_id>:<event_key>`` carrying ``data``."""
 
 DecidedBy = Literal[

@@ -27,7 +27,6 @@ from tackroom.contracts.agents import (
     outcome_key,
 )
 from tackroom.contracts.events import (
-    FunctionExecutionEndData,
     FunctionExecutionStartData,
     SubagentStartedData,
 )
@@ -42,7 +41,7 @@ from tackroom.engine.errors import (
 )
 from tackroom.engine.protocol import Engine
 from tackroom.workers.orchestrator.delegation import ChildEnded, child_ended
-from tackroom.workers.orchestrator.gate import Emit
+from tackroom.workers.orchestrator.gate import Emit, emit_call_end
 from tackroom.workers.orchestrator.planning import error_result, validation_error
 from tackroom.workers.orchestrator.record import CallState, ToolOffer, TurnRecord
 from tackroom.workers.orchestrator.transcript import SessionsClient
@@ -87,7 +86,7 @@ class Subagents:
                 details={"error": "subagent_fanout"},
             )
             results[call.id] = refused
-            await _emit_end(emit, call, tool, refused)
+            await emit_call_end(emit, call, tool, refused)
 
         async def start(call: CallState, tool: ToolOffer) -> None:
             await emit(
@@ -99,7 +98,7 @@ class Subagents:
             outcome = await self._start(record, call, tool)
             if isinstance(outcome, FunctionResultMessage):
                 results[call.id] = outcome
-                await _emit_end(emit, call, tool, outcome)
+                await emit_call_end(emit, call, tool, outcome)
             else:
                 waiting[call.id] = outcome
 
@@ -219,21 +218,6 @@ class Subagents:
             if entry_id == note_id:
                 return f"{said} ({reason}): {text_of(message.content)}"
         return f"{said} ({reason})"
-
-
-async def _emit_end(
-    emit: Emit, call: CallState, tool: ToolOffer, result: FunctionResultMessage
-) -> None:
-    await emit(
-        f"{call.id}:end",
-        FunctionExecutionEndData(
-            function_call_id=call.id,
-            function_id=tool.function_id,
-            result=result,
-            is_error=result.is_error,
-            duration_ms=None,
-        ),
-    )
 
 
 def _structured(text: str, schema: dict[str, Any]) -> tuple[Any, str | None]:
