@@ -32,6 +32,7 @@ from tackroom.engine.errors import (
 from tackroom.engine.protocol import Engine, current_invocation
 from tackroom.hooks import TURN_END, HookSubscriptions
 from tackroom.kit.events import EventEmitter
+from tackroom.workers.orchestrator.aborts import AbortWatch
 from tackroom.workers.orchestrator.context import ContextAssembler, context_overflow, mark_span
 from tackroom.workers.orchestrator.dispatch import Dispatcher, Emit
 from tackroom.workers.orchestrator.modelcall import HookBlocked, ModelCall
@@ -55,10 +56,7 @@ from tackroom.workers.orchestrator.transition import (
     transition,
 )
 
-__all__ = ["ABORT_SCOPE", "Driver"]
-
-ABORT_SCOPE = "turn-abort"
-"""Key = session id, value ``{"run_id", "reason"}``: a request to abort that run."""
+__all__ = ["Driver"]
 
 _log = logging.getLogger("tackroom.orchestrator")
 
@@ -76,8 +74,10 @@ class Driver:
         budget: BudgetGuard,
         context: ContextAssembler,
         hooks: HookSubscriptions | None,
+        aborts: AbortWatch,
         visibility_extension: float,
     ) -> None:
+        self._aborts = aborts
         self._hooks = hooks
         self._context = context
         self._engine = engine
@@ -125,6 +125,7 @@ class Driver:
         record = TurnRecord.model_validate(entry.value)
         if record.run_id != run_id:
             return
+        await self._aborts.load(session_id)  # once: later requests reach the watch as notices
         invocation = current_invocation()
         progress = _Progress(
             revision=entry.revision,
@@ -135,6 +136,7 @@ class Driver:
             # Perhaps applied, perhaps cut short by a crash after the commit: finish it.
             await self._replay_outbox(record, progress)
         if record.terminal:
+            self._aborts.forget(session_id)
             await self.finish_inbox(record)
             await self._subagents.ended(record)
             return
@@ -155,6 +157,7 @@ class Driver:
             if previous.state == "steering_check":
                 await self._remove_taken(record)
             if record.terminal:
+                self._aborts.forget(session_id)
                 if previous.state == "function_awaiting_approval":
                     await self._dispatcher.gate.release_parked(previous, record)
                 await self._subagents.ended(record)
@@ -190,10 +193,7 @@ class Driver:
         return None if reason is None else AbortRequested(reason)
 
     async def _abort_reason(self, record: TurnRecord) -> str | None:
-        entry = await self._engine.get_state(ABORT_SCOPE, record.session_id)
-        if entry is not None and entry.value.get("run_id") == record.run_id:
-            return str(entry.value.get("reason") or "aborted")
-        return None
+        return await self._aborts.reason(record.session_id, record.run_id)
 
     async def _work(self, record: TurnRecord, progress: _Progress) -> StepEvent:
         async def emit(key: str, data: EventData) -> None:
@@ -244,7 +244,7 @@ class Driver:
             )
 
         async def aborted() -> bool:
-            return await self._abort_reason(record) is not None
+            return self._aborts.requested(record.session_id, record.run_id)
 
         message = await self._model.call(
             record, messages, emit, attempt=attempt, abort_requested=aborted

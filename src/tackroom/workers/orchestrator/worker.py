@@ -37,11 +37,12 @@ from tackroom.kit.forgetting import forget_deleted_sessions
 from tackroom.kit.hooks.modelcalls import ModelCallHooks
 from tackroom.runtime.tools import serve_tool
 from tackroom.runtime.worker import WorkerConfig, WorkerContext, WorkerSpec
+from tackroom.workers.orchestrator.aborts import AbortWatch
 from tackroom.workers.orchestrator.cassette import RUNS_SCOPE, runs_key
 from tackroom.workers.orchestrator.clipping import DEFAULT_MAX_RESULT_CHARS, MIN_RESULT_CHARS
 from tackroom.workers.orchestrator.context import ContextAssembler
 from tackroom.workers.orchestrator.dispatch import Dispatcher
-from tackroom.workers.orchestrator.driver import ABORT_SCOPE, Driver
+from tackroom.workers.orchestrator.driver import Driver
 from tackroom.workers.orchestrator.forgetting import forget_session
 from tackroom.workers.orchestrator.gate import Gate
 from tackroom.workers.orchestrator.modelcall import ModelCall, ProfileCache
@@ -143,8 +144,10 @@ class Orchestrator:
             timeout=config.policy_timeout,
             hooks=hooks,
         )
+        self.aborts = AbortWatch(ctx.engine)
         self._driver = Driver(
             ctx.engine,
+            aborts=self.aborts,
             sessions=self._sessions,
             provisioner=Provisioner(ctx.engine, cwd=config.cwd or os.getcwd()),
             model=ModelCall(
@@ -287,9 +290,7 @@ class Orchestrator:
             return RunAbortResponse(
                 session_id=request.session_id, aborted=False, state=record.state
             )
-        await self._engine.set_state(
-            ABORT_SCOPE, request.session_id, {"run_id": record.run_id, "reason": request.reason}
-        )
+        await self.aborts.request(request.session_id, record.run_id, request.reason)
         await self._wake(request.session_id, record.run_id)
         return RunAbortResponse(session_id=request.session_id, aborted=True, state=record.state)
 
@@ -345,6 +346,7 @@ async def start(ctx: WorkerContext[OrchestratorConfig]) -> None:
         ),
     )
     await _keep_events(ctx)
+    ctx.spawn(orchestrator.aborts.follow(), name="abort-notices")
     await ctx.serve(RUN_START, orchestrator.run_start)
     await ctx.serve(RUN_ABORT, orchestrator.run_abort)
     await ctx.serve(TURN_GET_STATE, orchestrator.get_state)
