@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import pytest
 
 from tackroom.contracts.approvals import DecisionRecord
+from tackroom.contracts.events import EVENTS, MessageCompleteData, event_of
 from tackroom.contracts.messages import (
     AssistantMessage,
     CustomMessage,
@@ -18,7 +20,7 @@ from tackroom.contracts.messages import (
 )
 from tackroom.contracts.tools import ToolTraits
 from tackroom.contracts.turn import TurnState
-from tackroom.workers.orchestrator.outbox import with_outbox
+from tackroom.workers.orchestrator.outbox import frame_of, with_outbox
 from tackroom.workers.orchestrator.record import OutboxEvent, ToolOffer, TurnRecord
 from tackroom.workers.orchestrator.transition import (
     AbortRequested,
@@ -339,9 +341,11 @@ def test_a_call_id_the_model_reuses_is_renamed_in_the_message_and_its_call() -> 
     )
     assert [call.id for call in again.record.calls] == ["c1_2", "c1_3"]
     assert again.record.call_ids == ["c1", "c1_2", "c1_3"]
-    stored = again.record.last_assistant
-    assert stored is not None
+    [appended] = [effect for effect in again.effects if isinstance(effect, AppendEntries)]
+    [(_, stored)] = appended.entries
+    assert isinstance(stored, AssistantMessage)
     assert [block.id for block in stored.function_calls()] == ["c1_2", "c1_3"]
+    assert again.record.last_assistant is None  # kept for a child run only
 
 
 def test_the_outbox_carries_the_steps_effects_with_stable_event_ids() -> None:
@@ -353,3 +357,29 @@ def test_the_outbox_carries_the_steps_effects_with_stable_event_ids() -> None:
     assert [f["event_id"] for f in frames] == ["r1:1:0"]
     again = TurnRecord.model_validate(boxed.model_dump(mode="json"))
     assert again.outbox == boxed.outbox
+
+
+def test_the_outbox_holds_an_answer_once_and_its_event_frame_takes_it_from_the_entry() -> None:
+    answer = say("the long answer")
+    step = transition(record("assistant_streaming"), AssistantCompleted(answer))
+    boxed = with_outbox(step.record, step.effects, events_seq=0)
+    stored = json.dumps(boxed.model_dump(mode="json"))
+    assert stored.count("the long answer") == 1  # in the entry; not in the frame, nor the record
+    [complete] = [
+        item
+        for item in boxed.outbox
+        if isinstance(item, OutboxEvent) and item.frame["type"] == "message_complete"
+    ]
+    assert complete.message_of == "r1-t1-a"
+    assert "message" not in complete.frame["data"]
+    # After a round trip through storage, the applied frame is the whole event, as it was.
+    again = TurnRecord.model_validate(json.loads(stored))
+    [item] = [i for i in again.outbox if isinstance(i, OutboxEvent) and i.message_of]
+    frame = frame_of(item, again.outbox)
+    expected = event_of(
+        session_id=frame["session_id"],
+        run_id="r1",
+        event_id=frame["event_id"],
+        data=MessageCompleteData(message_id="r1-t1-a", message=answer),
+    )
+    assert EVENTS.parse(frame) == expected

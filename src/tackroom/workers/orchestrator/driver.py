@@ -36,7 +36,7 @@ from tackroom.workers.orchestrator.aborts import AbortWatch
 from tackroom.workers.orchestrator.context import ContextAssembler, context_overflow, mark_span
 from tackroom.workers.orchestrator.dispatch import Dispatcher, Emit
 from tackroom.workers.orchestrator.modelcall import HookBlocked, ModelCall
-from tackroom.workers.orchestrator.outbox import with_outbox
+from tackroom.workers.orchestrator.outbox import frame_of, with_outbox
 from tackroom.workers.orchestrator.provision import Provisioner
 from tackroom.workers.orchestrator.record import TURNS_SCOPE, OutboxAppend, TurnRecord
 from tackroom.workers.orchestrator.spend import BudgetGuard
@@ -369,7 +369,8 @@ class Driver:
                     TURN_END,
                     {"session_id": record.session_id, "run_id": record.run_id, **data},
                 )
-            progress.saw(await self._events.emit_frame(record.session_id, item.frame))
+            frame = frame_of(item, record.outbox)
+            progress.saw(await self._events.emit_frame(record.session_id, frame))
 
     async def _emit(self, record: TurnRecord, key: str, data: EventData) -> int:
         """The event ``<run_id>:<key>``; returns its sequence."""

@@ -85,10 +85,13 @@ class OutboxAppend(_Model):
 
 
 class OutboxEvent(_Model):
-    """A stored event frame the committed step emits, exactly as ``agent::events`` keeps it."""
+    """A stored event frame the committed step emits, exactly as ``agent::events`` keeps it —
+    but for ``message_of``: the frame's ``data.message`` is then the message of that entry of
+    the same outbox, filled in when the frame is applied (the record holds the message once)."""
 
     kind: Literal["event"] = "event"
     frame: dict[str, Any]
+    message_of: str | None = None
 
 
 OutboxItem = Annotated[OutboxAppend | OutboxEvent, Field(discriminator="kind")]
@@ -98,9 +101,12 @@ class TurnRecord(_Model):
     """Version 2 dropped ``message_id``: it was the run's id, already in ``run_id`` (or ``None``
     when the client let the run id be generated). A version 1 record is upgraded as it is read;
     the messages it holds upgrade themselves. Version 3 added the ``outbox`` and
-    ``events_seq``; a version 2 record reads as one with nothing left to apply."""
+    ``events_seq``; a version 2 record reads as one with nothing left to apply. Version 4 lets
+    an outbox event take its message from an outbox entry (``message_of``) and keeps
+    ``last_assistant`` for a child run only (its parent reads the answer); a version 3 record
+    reads as it is."""
 
-    schema_version: int = 3
+    schema_version: int = 4
     session_id: str
     run_id: str
     state: TurnState = "provisioning"
@@ -130,7 +136,9 @@ class TurnRecord(_Model):
     context: ContextSettings | None = Field(
         default=None, description="the run's context budget settings (None: the worker's)"
     )
-    last_assistant: AssistantMessage | None = None
+    last_assistant: AssistantMessage | None = Field(
+        default=None, description="a child run's latest answer, told to its parent when it ends"
+    )
     calls: list[CallState] = Field(default_factory=list)
     call_counts: dict[str, int] = Field(
         default_factory=dict, description="times each (function, arguments) was called"
@@ -160,7 +168,7 @@ class TurnRecord(_Model):
     @classmethod
     def _upgrade(cls, data: Any) -> Any:
         data = renamed_before(data, 2, "message_id", "run_id")
-        return upgrading(data, 3) or data
+        return upgrading(data, 4) or data
 
     @property
     def terminal(self) -> bool:

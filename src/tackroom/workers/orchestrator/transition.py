@@ -263,7 +263,8 @@ def _assistant_completed(r: TurnRecord, message: AssistantMessage, effects: list
     r.call_ids = [*r.call_ids, *(block.id for block in message.function_calls())]
     r.turn_count += 1
     r.usage = r.usage + message.usage
-    r.last_assistant = message
+    if r.parent is not None:  # a child's answer goes to its parent when the run ends
+        r.last_assistant = message
     message_id = r.entry_id(f"t{r.turn_count}-a")
     effects.append(AppendEntries([(message_id, message)]))
     effects.append(EmitEvent(MessageCompleteData(message_id=message_id, message=message)))
