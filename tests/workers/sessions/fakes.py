@@ -7,12 +7,13 @@ import asyncio
 import random
 from collections.abc import Callable
 from dataclasses import dataclass
+from contextlib import AbstractAsyncContextManager
 from typing import Any
 
 from tackroom.engine import Engine, StateEntry, UpdateOp
 from tackroom.engine.jsonvalue import dumps
 
-__all__ = ["Crash", "WrappedBackend", "Write"]
+__all__ = ["AtomicBackend", "Crash", "WrappedBackend", "Write"]
 
 
 class Crash(Exception):
@@ -103,3 +104,13 @@ class WrappedBackend:
     def reset(self) -> None:
         self.ops.clear()
         self.writes.clear()
+
+
+class AtomicBackend(WrappedBackend):
+    """A :class:`WrappedBackend` that offers its engine's units of work, as an engine with
+    ``atomic_transactions`` does (the store then commits metadata and entries together)."""
+
+    atomic_transactions = True
+
+    def transaction(self) -> AbstractAsyncContextManager[None]:
+        return self.engine.transaction()

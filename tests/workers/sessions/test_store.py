@@ -20,7 +20,7 @@ from tackroom.workers.sessions.records import (
 )
 from tackroom.workers.sessions.store import SessionStore
 from tests.workers.sessions.conftest import FakeClock, user
-from tests.workers.sessions.fakes import Crash, WrappedBackend
+from tests.workers.sessions.fakes import AtomicBackend, Crash, WrappedBackend
 
 
 async def path_of(store: SessionStore, session_id: str, leaf_id: str | None = None) -> list[str]:
@@ -126,6 +126,29 @@ async def test_an_entry_committed_before_a_crash_is_kept_and_stored_by_the_next_
     assert await engine.get_state(ENTRIES_SCOPE, f"{sid}/b") is not None
     assert await path_of(store, sid) == ["a", "b", "c"]
     assert (await store.get(sid)).entry_count == 3
+
+
+async def test_where_writes_commit_together_a_crash_before_the_entry_keeps_nothing(
+    engine: Engine, clock: FakeClock
+) -> None:
+    backend = AtomicBackend(
+        engine, crash_when=lambda op, scope, key: scope == ENTRIES_SCOPE and key.endswith("/b")
+    )
+    store = SessionStore(backend, clock=clock)
+    sid = (await store.create()).session_id
+    await store.append(sid, [("a", user("a"))])
+    meta = await engine.get_state(SESSIONS_SCOPE, sid)
+    assert meta is not None
+    assert meta.value["pending"] == []  # the entry is stored once, in its own key
+    with pytest.raises(Crash):
+        await store.append(sid, [("b", user("b"))])  # one unit: the metadata is not written
+    assert await engine.get_state(SESSIONS_SCOPE, sid) == meta
+    assert await path_of(store, sid) == ["a"]
+    [appended] = await store.append(sid, [("b", user("b"))])
+    assert appended.created
+    assert await path_of(store, sid) == ["a", "b"]
+    info = await store.get(sid)
+    assert (info.entry_count, info.last_message_preview) == (2, "b")
 
 
 async def test_a_fork_from_an_entry_not_yet_stored_stores_it_first(

@@ -95,15 +95,17 @@ class SessionMeta(_Record):
     origin: Origin | None = None
     index_key: str
     pending: list[SessionEntry] = Field(default_factory=list)
+    preview: str | None = Field(
+        default=None,
+        description="the newest entry's text, cut short, when nothing is pending",
+        exclude_if=lambda value: value is None,  # absent unless set: older readers still read it
+    )
     pinned: list[str] = Field(
         default_factory=list, description="entry ids carried whole into every context"
     )
 
     def info(self) -> SessionInfo:
-        preview = None
-        if self.pending:
-            text = text_of(self.pending[-1].message.content).strip()
-            preview = text[:_PREVIEW_CHARS] or None
+        preview = preview_of(self.pending[-1]) if self.pending else self.preview
         return SessionInfo(
             session_id=self.session_id,
             created_at=self.created_at,
@@ -143,3 +145,8 @@ def day_of(created_at: float) -> str:
 def index_key(session_id: str, created_at: float) -> str:
     """Sorts by creation time within a day; the day prefix lets a page list one day at a time."""
     return f"{day_of(created_at)}/{round(created_at * 1_000_000):017d}-{session_id}"
+
+
+def preview_of(entry: SessionEntry) -> str | None:
+    """The start of ``entry``'s text, as a session list shows it."""
+    return text_of(entry.message.content).strip()[:_PREVIEW_CHARS] or None

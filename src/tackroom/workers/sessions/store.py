@@ -11,7 +11,7 @@ import contextlib
 import time
 import uuid
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, cast
 
 from pydantic import BaseModel
 
@@ -32,6 +32,7 @@ from tackroom.contracts.sessions import (
     TreeResponse,
 )
 from tackroom.engine.errors import FunctionError, RevisionConflict
+from tackroom.engine.protocol import Engine
 from tackroom.workers.sessions.history import History, Known
 from tackroom.workers.sessions.listing import SessionIndex
 from tackroom.workers.sessions.paths import Address, address_of, build_tree
@@ -42,6 +43,7 @@ from tackroom.workers.sessions.records import (
     StateBackend,
     entry_key,
     index_key,
+    preview_of,
 )
 from tackroom.workers.sessions.retry import backoff
 
@@ -83,6 +85,16 @@ class SessionStore:
     @property
     def backend(self) -> StateBackend:
         return self._backend
+
+    @property
+    def _atomic(self) -> bool:
+        return bool(getattr(self._backend, "atomic_transactions", False))
+
+    def _transaction(self) -> contextlib.AbstractAsyncContextManager[None]:
+        """The engine's unit of work where it has one (several writes, one commit)."""
+        if self._atomic:
+            return cast(Engine, self._backend).transaction()
+        return contextlib.nullcontext()
 
     # -- sessions ------------------------------------------------------------------------------
     async def load(self, session_id: str) -> tuple[SessionMeta, int]:
@@ -264,6 +276,7 @@ class SessionStore:
                 return results
             # The previous batch leaves ``pending`` now: make sure it is stored first.
             await self._materialize(meta.pending)
+            atomic = self._atomic
             updated = meta.model_copy(
                 update={
                     "updated_at": now,
@@ -271,17 +284,24 @@ class SessionStore:
                     "next_seq": seq,
                     "leaf_id": fresh[-1].entry_id,
                     "leaf_session_id": session_id,
-                    "pending": fresh,
+                    # Where the metadata and the entries commit together, no entry needs to
+                    # wait in ``pending``: each message is stored once, in its entry.
+                    "pending": [] if atomic else fresh,
+                    "preview": preview_of(fresh[-1]) if atomic else None,
                 }
             )
             try:
-                await self._backend.set_state(
-                    SESSIONS_SCOPE, session_id, _dump(updated), expected_revision=revision
-                )
+                async with self._transaction():
+                    await self._backend.set_state(
+                        SESSIONS_SCOPE, session_id, _dump(updated), expected_revision=revision
+                    )
+                    if atomic:
+                        await self._materialize(fresh)
             except RevisionConflict:
                 await backoff(attempt)
                 continue
-            await self._materialize(fresh)
+            if not atomic:
+                await self._materialize(fresh)
             return results
         raise FunctionError(
             CONTENTION_ERROR,
