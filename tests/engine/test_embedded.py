@@ -164,3 +164,22 @@ async def test_a_typed_request_goes_by_reference_to_an_in_process_typed_handler(
         assert seen.pop() is request
         assert await ask.at("test::raw").call(engine, request) == _Told(text="raw")
         assert seen.pop() == {"text": "hi"}
+
+
+async def test_a_typed_reply_goes_back_by_reference_only_to_a_caller_that_asked_by_reference() -> (
+    None
+):
+    ask = Function[_Ask, _Told]("test::ask", _Ask, _Told)
+    replies: list[_Told] = []
+
+    async def answer(request: _Ask) -> _Told:
+        replies.append(_Told(text=request.text.upper()))
+        return replies[-1]
+
+    async with EmbeddedEngine() as engine:
+        await engine.register_function(ask.id, typed_handler(ask, answer).handler)
+        told = await ask.call(engine, _Ask(text="hi"))
+        assert told is replies[-1]  # no dump, copy and validation back into the same model
+        raw = await engine.trigger(ask.id, {"text": "hi"})
+        assert type(raw) is dict  # a JSON caller gets JSON
+        assert raw == {"text": "HI"}

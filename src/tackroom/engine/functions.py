@@ -14,6 +14,8 @@ from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from pydantic import BaseModel
+
 from tackroom.engine.errors import EngineError, FunctionError, FunctionNotFound, InvalidPayload
 from tackroom.engine.jsonvalue import MAX_RESULT_DEPTH, to_json_value
 from tackroom.engine.protocol import (
@@ -161,6 +163,8 @@ class FunctionRegistry:
                     result = await handler(payload)
         finally:
             reset_invocation(token)
+        if isinstance(result, BaseModel) and isinstance(payload, BaseModel):
+            return result  # a model asked by reference is answered by reference (runtime.typed)
         try:
             return to_json_value(
                 result, what=f"result of {function_id}", max_depth=MAX_RESULT_DEPTH

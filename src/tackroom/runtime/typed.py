@@ -71,7 +71,11 @@ class ByReference:
 class _RequestHandler(Generic[RequestT]):
     """Validates the JSON payload as ``function``'s request, or takes the request model itself
     from an in-process caller (``takes_models``: the engine passes a model by reference when
-    the handler says so; it was validated where it was built, and is read, never changed)."""
+    the handler says so; it was validated where it was built, and is read, never changed).
+
+    Such a caller (:meth:`Function.call`) gets a model reply by reference too: it would only
+    validate the JSON back into the same model. Any other caller gets the reply's JSON.
+    """
 
     takes_models = True
 
@@ -81,7 +85,8 @@ class _RequestHandler(Generic[RequestT]):
 
     async def __call__(self, payload: Any) -> Any:
         model = self._function.request
-        if isinstance(payload, model):
+        by_reference = isinstance(payload, model)
+        if by_reference:
             request = payload
         else:
             if isinstance(payload, BaseModel):  # another model: read it as its JSON
@@ -90,7 +95,10 @@ class _RequestHandler(Generic[RequestT]):
                 request = model.model_validate({} if payload is None else payload)
             except ValidationError as exc:
                 raise FunctionError("invalid_request", describe_validation_error(exc)) from None
-        return self._function.dump_response(await self._handler(request))
+        result = await self._handler(request)
+        if by_reference and isinstance(result, BaseModel):
+            return result
+        return self._function.dump_response(result)
 
 
 def typed_handler(
