@@ -117,7 +117,8 @@ def test_started_children_park_the_turn_until_every_one_has_ended() -> None:
     settled = transition(both.record, CallsSettled())
     assert settled.record.state == "steering_check"
     assert appended(settled) == ["r-fr-call-a", "r-fr-call-b"]
-    texts = [text_of(c.result.content) for c in settled.record.calls if c.result is not None]
+    results = [m for e in settled.effects if isinstance(e, AppendEntries) for _, m in e.entries]
+    texts = [text_of(m.content) for m in results]
     assert texts == ["a says hi", "b says hi"]
 
 

@@ -383,3 +383,22 @@ def test_the_outbox_holds_an_answer_once_and_its_event_frame_takes_it_from_the_e
         data=MessageCompleteData(message_id="r1-t1-a", message=answer),
     )
     assert EVENTS.parse(frame) == expected
+
+
+def test_a_settled_batch_holds_each_result_once_in_the_record() -> None:
+    done = result("c1", "a long result")
+    settled = transition(after_calls(), CallsSettled(results={"c1": done}))
+    boxed = with_outbox(settled.record, settled.effects, events_seq=0)
+    stored = json.dumps(boxed.model_dump(mode="json"))
+    assert stored.count("a long result") == 1  # the entry: not the call, nor the turn_end frame
+    [turn_end] = [
+        item
+        for item in boxed.outbox
+        if isinstance(item, OutboxEvent) and item.frame["type"] == "turn_end"
+    ]
+    assert turn_end.results_of == ["r1-fr-c1"]
+    frame = frame_of(turn_end, TurnRecord.model_validate(json.loads(stored)).outbox)
+    [applied] = frame["data"]["function_results"]
+    assert FunctionResultMessage.model_validate(applied) == done
+    # The next steering check still sees a batch whose results the model has to read.
+    assert transition(settled.record, InboxDrained([])).record.state == "assistant_streaming"

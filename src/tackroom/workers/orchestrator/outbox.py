@@ -11,7 +11,14 @@ from __future__ import annotations
 
 from typing import Any
 
-from tackroom.contracts.events import EVENTS, MessageCompleteData, event_id, event_of
+from tackroom.contracts.events import (
+    EVENTS,
+    EventData,
+    MessageCompleteData,
+    TurnEndData,
+    event_id,
+    event_of,
+)
 from tackroom.contracts.messages import UserMessage
 from tackroom.workers.orchestrator.record import (
     OutboxAppend,
@@ -28,8 +35,8 @@ __all__ = ["frame_of", "outbox_of", "with_outbox"]
 def outbox_of(record: TurnRecord, effects: list[Effect]) -> list[OutboxItem]:
     """``effects`` as outbox items; the event of effect ``i`` is ``<run_id>:<step>:<i>``.
 
-    A ``message_complete`` event for a message the same step appends refers to that entry
-    instead of carrying a second copy of the message.
+    A ``message_complete`` or ``turn_end`` event whose messages the same step appends refers
+    to those entries instead of carrying a second copy of them.
     """
     appended: dict[int, str] = {}
     items: list[OutboxItem] = []
@@ -47,13 +54,7 @@ def outbox_of(record: TurnRecord, effects: list[Effect]) -> list[OutboxItem]:
                 )
             )
             continue
-        data, message_of = effect.data, None
-        if isinstance(data, MessageCompleteData):
-            message_of = appended.get(id(data.message))
-            if message_of is not None:
-                data = MessageCompleteData.model_construct(
-                    message_id=data.message_id, message=_STAND_IN
-                )
+        data, message_of, results_of = _by_reference(effect.data, appended)
         event = event_of(
             session_id=record.session_id,
             run_id=record.run_id,
@@ -63,22 +64,50 @@ def outbox_of(record: TurnRecord, effects: list[Effect]) -> list[OutboxItem]:
         frame = EVENTS.dump_event(event)
         if message_of is not None:
             del frame["data"]["message"]
-        items.append(OutboxEvent.model_construct(kind="event", frame=frame, message_of=message_of))
+        items.append(
+            OutboxEvent.model_construct(
+                kind="event", frame=frame, message_of=message_of, results_of=results_of
+            )
+        )
     return items
 
 
+def _by_reference(
+    data: EventData, appended: dict[int, str]
+) -> tuple[EventData, str | None, list[str] | None]:
+    """``data`` without the messages the step also appends, and the entries that hold them."""
+    if isinstance(data, MessageCompleteData):
+        message_of = appended.get(id(data.message))
+        if message_of is not None:
+            stripped = MessageCompleteData.model_construct(
+                message_id=data.message_id, message=_STAND_IN
+            )
+            return stripped, message_of, None
+    if isinstance(data, TurnEndData) and data.function_results:
+        results_of = [appended.get(id(result)) for result in data.function_results]
+        if all(entry_id is not None for entry_id in results_of):
+            stripped_end = data.model_copy(update={"function_results": []})
+            return stripped_end, None, [entry_id for entry_id in results_of if entry_id]
+    return data, None, None
+
+
 def frame_of(item: OutboxEvent, outbox: list[OutboxItem]) -> dict[str, Any]:
-    """The frame ``item`` stores: its message filled in from its entry when it refers to one."""
-    if item.message_of is None:
+    """The frame ``item`` stores, its messages filled in from the entries it refers to."""
+    if item.message_of is None and not item.results_of:
         return item.frame
-    message = next(
-        entry.message
+    messages = {
+        entry.entry_id: entry.message
         for other in outbox
         if isinstance(other, OutboxAppend)
         for entry in other.entries
-        if entry.entry_id == item.message_of
-    )
-    data = {**item.frame["data"], "message": message.model_dump(mode="json")}
+    }
+    data = dict(item.frame["data"])
+    if item.message_of is not None:
+        data["message"] = messages[item.message_of].model_dump(mode="json")
+    if item.results_of:
+        data["function_results"] = [
+            messages[entry_id].model_dump(mode="json") for entry_id in item.results_of
+        ]
     return {**item.frame, "data": data}
 
 

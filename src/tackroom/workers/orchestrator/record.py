@@ -86,12 +86,15 @@ class OutboxAppend(_Model):
 
 class OutboxEvent(_Model):
     """A stored event frame the committed step emits, exactly as ``agent::events`` keeps it —
-    but for ``message_of``: the frame's ``data.message`` is then the message of that entry of
-    the same outbox, filled in when the frame is applied (the record holds the message once)."""
+    but for the messages it takes from entries of the same outbox, filled in when the frame is
+    applied, so the record holds each message once: ``message_of`` (a ``message_complete``
+    frame's ``data.message``) and ``results_of`` (a ``turn_end`` frame's
+    ``data.function_results``)."""
 
     kind: Literal["event"] = "event"
     frame: dict[str, Any]
     message_of: str | None = None
+    results_of: list[str] | None = None
 
 
 OutboxItem = Annotated[OutboxAppend | OutboxEvent, Field(discriminator="kind")]
@@ -102,9 +105,10 @@ class TurnRecord(_Model):
     when the client let the run id be generated). A version 1 record is upgraded as it is read;
     the messages it holds upgrade themselves. Version 3 added the ``outbox`` and
     ``events_seq``; a version 2 record reads as one with nothing left to apply. Version 4 lets
-    an outbox event take its message from an outbox entry (``message_of``) and keeps
-    ``last_assistant`` for a child run only (its parent reads the answer); a version 3 record
-    reads as it is."""
+    an outbox event take its messages from outbox entries (``message_of``, ``results_of``),
+    keeps ``last_assistant`` for a child run only (its parent reads the answer) and drops the
+    results of a settled batch's calls (they are appended; the ledger keeps each outcome); a
+    version 3 record reads as it is."""
 
     schema_version: int = 4
     session_id: str

@@ -340,6 +340,8 @@ def _settle_batch(r: TurnRecord, effects: list[Effect]) -> None:
         effects.append(EmitEvent(handoff.event))
         take_handoff(r, handoff.target)
         r.calls = []
+    else:  # the results are appended (and the ledger keeps each outcome): not kept twice
+        r.calls = [call.model_copy(update={"result": None}) for call in r.calls]
 
 
 def _approvals_read(
