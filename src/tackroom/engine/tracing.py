@@ -218,7 +218,8 @@ def caller_span_for(function_id: str) -> Iterator[None]:
 
 def _payload_baggage(payload: Any) -> list[tuple[str, str]]:
     if isinstance(payload, BaseModel):  # a request passed by reference in-process
-        fields = {name: getattr(payload, name, None) for name in BAGGAGE_FROM_PAYLOAD}
+        # Its fields, read from __dict__: a getattr of a field the model lacks costs ~2.5 µs.
+        fields: Mapping[str, Any] = payload.__dict__
     elif isinstance(payload, dict):
         fields = payload
     else:
@@ -229,6 +230,14 @@ def _payload_baggage(payload: Any) -> list[tuple[str, str]]:
         if isinstance(value, str) and value:
             found.append((baggage_key, value))
     return found
+
+
+def _with_payload_baggage(ctx: context.Context, payload: Any) -> context.Context:
+    """``ctx`` with the payload's baggage merged in (the same ``ctx`` when it holds it already)."""
+    for key, value in _payload_baggage(payload):
+        if baggage.get_baggage(key, ctx) != value:
+            ctx = baggage.set_baggage(key, value, context=ctx)
+    return ctx
 
 
 class EngineTracer:
@@ -242,9 +251,7 @@ class EngineTracer:
 
     def capture(self, payload: Any = None) -> Headers:
         """Headers carrying the current trace context and baggage (merged with the payload's)."""
-        ctx = context.get_current()
-        for key, value in _payload_baggage(payload):
-            ctx = baggage.set_baggage(key, value, context=ctx)
+        ctx = _with_payload_baggage(context.get_current(), payload)
         carrier: Headers = {}
         _PROPAGATOR.inject(carrier, context=ctx)
         return carrier
@@ -267,14 +274,18 @@ class EngineTracer:
         ``headers`` (from :meth:`capture` on the producing side) give the parent and baggage; with
         none, the caller's current context is the parent (an in-process trigger).
         """
-        ctx = _PROPAGATOR.extract(headers) if headers is not None else context.get_current()
-        for key, value in _payload_baggage(payload):
-            ctx = baggage.set_baggage(key, value, context=ctx)
+        current = context.get_current()
+        ctx = _PROPAGATOR.extract(headers) if headers is not None else current
+        ctx = _with_payload_baggage(ctx, payload)
         by_caller = baggage.get_baggage(CALLER_SPAN_BAGGAGE, ctx)
         if by_caller is not None:
             ctx = baggage.remove_baggage(CALLER_SPAN_BAGGAGE, ctx)
-        ctx = context.set_value(_TRACER_KEY, self._tracer, ctx)
+        if context.get_value(_TRACER_KEY, ctx) is not self._tracer:
+            ctx = context.set_value(_TRACER_KEY, self._tracer, ctx)
         if self.spans == "steps" and (hop or by_caller == function_id):
+            if ctx is current:  # an in-process hop inside the same trace: nothing to change
+                yield None
+                return
             token = context.attach(ctx)
             try:
                 yield None
