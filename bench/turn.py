@@ -161,9 +161,11 @@ class DroppingExporter(SpanExporter):
 
     def __init__(self) -> None:
         self.spans = 0
+        self.names: Counter[str] = Counter()
 
     def export(self, spans: Sequence[ReadableSpan]) -> SpanExportResult:
         self.spans += len(spans)
+        self.names.update(span.name for span in spans)
         return SpanExportResult.SUCCESS
 
     def shutdown(self) -> None:
@@ -714,6 +716,7 @@ async def bench_operations(directory: Path, sizes: Sizes) -> dict[str, Any]:
             await one_turn(h.facade, f"warm-{i}")
         await settled(h.database)
         spans_before = h.spans()
+        names_before = h.exporter.names.copy()
         with (
             counted_engine_calls(h.engine, engine_calls),
             counted_sql(h.engine, sql) as sql_seen,
@@ -722,6 +725,7 @@ async def bench_operations(directory: Path, sizes: Sizes) -> dict[str, Any]:
             await one_turn(h.facade, "operations")
             await settled(h.database)
         spans = h.spans() - spans_before
+        span_names = h.exporter.names - names_before
     calls = {name: n for name, n in engine_calls.items() if not name.startswith("trigger ")}
     triggers = {
         name.removeprefix("trigger "): n
@@ -742,6 +746,7 @@ async def bench_operations(directory: Path, sizes: Sizes) -> dict[str, Any]:
             else None
         ),
         "spans": spans,
+        "spans_by_name": dict(sorted(span_names.items())),
         "tasks_created": tasks["tasks"],
         "measured": "one turn in a fresh session after warm-up, counted through the engine's"
         " public methods (the client's subscribe and run::start included; 'read' covers no"

@@ -1,4 +1,5 @@
-"""Tracing: one span per invocation, propagated across queues and triggers, with baggage."""
+"""Tracing: one span per invocation (a hop's excepted), propagated across queues and triggers, with
+baggage."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ from opentelemetry import baggage, context
 from opentelemetry.sdk.trace import ReadableSpan
 
 from tackroom.engine import Engine
+from tackroom.engine.tracing import CALLER_SPAN_BAGGAGE, caller_span_for
 from tackroom.testing import FAST_QUEUE, RecordingHandler, SpanRecorder, running_engine
 
 
@@ -199,3 +201,111 @@ async def test_tracing_off_emits_no_spans_and_everything_works(engine_url: str) 
 
     assert sorted(str(c.kind) for c in calls) == ["queue", "state_trigger", "trigger"]
     assert not any(c.span_id for c in calls), "a span was active although tracing is off"
+
+
+# -- hops: no span of their own, the trace passes through (tracing.spans: steps) -------------------
+
+
+async def _serve_hop(engine: Engine, inner: RecordingHandler) -> None:
+    """``trace::hop`` (a hop) calls ``trace::inner`` with a payload of its own."""
+
+    async def hop(payload: Any) -> Any:
+        return await engine.trigger("trace::inner", {"n": 1}, timeout=5)
+
+    await engine.register_function("trace::inner", inner)
+    await engine.register_function("trace::hop", hop, hop=True)
+
+
+async def _serve_caller(engine: Engine) -> None:
+    """``trace::caller`` calls ``trace::leaf`` under :func:`caller_span_for`, then
+    ``trace::other``, which calls ``trace::leaf`` too; the leaf calls ``trace::inner``."""
+
+    async def leaf(payload: Any) -> Any:
+        return await engine.trigger("trace::inner", {}, timeout=5)
+
+    async def other(payload: Any) -> Any:
+        return await engine.trigger("trace::leaf", {}, timeout=5)
+
+    async def caller(payload: Any) -> Any:
+        with caller_span_for("trace::leaf"):
+            await engine.trigger("trace::leaf", {}, timeout=5)
+            await engine.trigger("trace::other", {}, timeout=5)
+
+    for function_id, handler in [("trace::leaf", leaf), ("trace::other", other)]:
+        await engine.register_function(function_id, handler)
+    await engine.register_function("trace::caller", caller)
+
+
+async def test_a_hop_called_makes_no_span_and_its_call_joins_the_callers_trace(
+    traced_engine: Engine, span_recorder: SpanRecorder
+) -> None:
+    inner = RecordingHandler()
+    await _serve_hop(traced_engine, inner)
+
+    with span_recorder.tracer().start_as_current_span("caller") as caller:
+        await traced_engine.trigger("trace::hop", {"session_id": "s-hop"}, timeout=5)
+
+    span = await span_recorder.wait_for_span("trigger trace::inner")
+    assert span.context.trace_id == caller.get_span_context().trace_id
+    assert _parent_span_id(span) == caller.get_span_context().span_id
+    assert span.attributes is not None
+    assert span.attributes["session.id"] == "s-hop"  # the hop's payload baggage passed on
+    assert inner.calls[0].baggage.get("session.id") == "s-hop"
+    assert span_recorder.names() == ["trigger trace::inner", "caller"]
+
+
+async def test_a_hop_delivered_from_a_queue_passes_the_producers_trace_on(
+    traced_engine: Engine, span_recorder: SpanRecorder
+) -> None:
+    await traced_engine.configure_queue("jobs", FAST_QUEUE)
+    inner = RecordingHandler()
+    await _serve_hop(traced_engine, inner)
+
+    with span_recorder.tracer().start_as_current_span("producer") as producer:
+        await traced_engine.enqueue("trace::hop", {"run_id": "r-hop"}, queue="jobs")
+
+    span = await span_recorder.wait_for_span("trigger trace::inner")
+    assert span.context.trace_id == producer.get_span_context().trace_id
+    assert _parent_span_id(span) == producer.get_span_context().span_id
+    assert inner.calls[0].baggage.get("run.id") == "r-hop"
+    assert "queue trace::hop" not in span_recorder.names()
+
+
+async def test_a_call_its_callers_span_stands_for_makes_none_and_the_mark_goes_no_further(
+    traced_engine: Engine, span_recorder: SpanRecorder
+) -> None:
+    inner = RecordingHandler()
+    await traced_engine.register_function("trace::inner", inner)
+    await _serve_caller(traced_engine)
+
+    await traced_engine.trigger("trace::caller", {}, timeout=5)
+
+    caller = await span_recorder.wait_for_span("trigger trace::caller")
+    (other,) = span_recorder.named("trigger trace::other")
+    (leaf,) = span_recorder.named("trigger trace::leaf")  # only the one trace::other made
+    first, second = await span_recorder.wait_for_spans("trigger trace::inner", 2)
+    assert _parent_span_id(first) == caller.context.span_id  # through the leaf without a span
+    assert _parent_span_id(leaf) == other.context.span_id
+    assert _parent_span_id(second) == leaf.context.span_id
+    assert all(CALLER_SPAN_BAGGAGE not in call.baggage for call in inner.calls)
+
+
+async def test_spans_all_gives_hops_and_stood_for_calls_their_spans(
+    engine_url: str, span_recorder: SpanRecorder
+) -> None:
+    inner = RecordingHandler()
+    async with running_engine(
+        engine_url, tracer_provider=span_recorder.provider, trace_spans="all"
+    ) as engine:
+        await _serve_hop(engine, inner)
+        await engine.trigger("trace::hop", {}, timeout=5)
+        hop = await span_recorder.wait_for_span("trigger trace::hop")
+        span = await span_recorder.wait_for_span("trigger trace::inner")
+        assert _parent_span_id(span) == hop.context.span_id
+
+        span_recorder.clear()
+        await _serve_caller(engine)
+        await engine.trigger("trace::caller", {}, timeout=5)
+        caller = await span_recorder.wait_for_span("trigger trace::caller")
+        leaves = await span_recorder.wait_for_spans("trigger trace::leaf", 2)
+        assert _parent_span_id(leaves[0]) == caller.context.span_id

@@ -29,6 +29,7 @@ def test_defaults_when_no_file_exists(in_tmp: Path) -> None:
     assert config.engine == f"embedded:{in_tmp / '.tackroom' / 'engine.db'}"
     assert config.workers == ["engine"]
     assert config.tracing.exporter == "none"
+    assert config.tracing.spans == "steps"
     assert config.endpoint.socket == in_tmp / ".tackroom" / "tackroom.sock"
     assert config.worker_config == {}
 
@@ -43,6 +44,7 @@ tracing:
   exporter: otlp
   endpoint: http://localhost:4318/v1/traces
   service_name: my-harness
+  spans: all
 workers: [engine]
 endpoint:
   socket: run/tackroom.sock
@@ -57,6 +59,7 @@ worker_config:
     assert config.tracing.exporter == "otlp"
     assert config.tracing.to_tracing_config().endpoint == "http://localhost:4318/v1/traces"
     assert config.tracing.service_name == "my-harness"
+    assert config.tracing.to_tracing_config().spans == "all"
     assert config.endpoint.socket == tmp_path.resolve() / "run" / "tackroom.sock"
     assert config.endpoint.max_frame_bytes == 65536
 
@@ -94,7 +97,8 @@ def test_unknown_nested_key_lists_the_known_ones(tmp_path: Path) -> None:
         load_config(path)
     assert (caught.value.field, caught.value.line) == ("tracing.exportr", 3)
     assert "did you mean 'exporter'?" in caught.value.reason
-    assert "known: exporter, exporters, endpoint, service_name, bus, store" in caught.value.reason
+    known = "known: exporter, exporters, endpoint, service_name, bus, store, spans"
+    assert known in caught.value.reason
 
 
 def test_a_bad_value_names_its_field_and_line(tmp_path: Path) -> None:
@@ -103,6 +107,14 @@ def test_a_bad_value_names_its_field_and_line(tmp_path: Path) -> None:
         load_config(path)
     assert (caught.value.field, caught.value.line) == ("tracing.exporter", 3)
     assert "'none', 'console', 'otlp' or 'bus'" in caught.value.reason
+
+
+def test_tracing_spans_is_steps_or_all(tmp_path: Path) -> None:
+    path = write(tmp_path / "t.yaml", "schema_version: 1\ntracing:\n  spans: hops\n")
+    with pytest.raises(ConfigError) as caught:
+        load_config(path)
+    assert (caught.value.field, caught.value.line) == ("tracing.spans", 3)
+    assert "'steps' or 'all'" in caught.value.reason
 
 
 def test_bad_yaml_is_a_typed_error_with_its_line(tmp_path: Path) -> None:

@@ -358,6 +358,7 @@ CHECK: Function[CheckRequest, CheckResponse] = Function(
     CheckResponse,
     description="Before a model call: reserve the estimate on every enforced budget of the "
     "chain, or deny (budget_exceeded, budget_paused).",
+    hop=True,
 )
 """The orchestrator calls it under its configured ``budget_check_function`` id (``.at(id)``)."""
 RECORD: Function[RecordRequest, RecordResponse] = Function(
@@ -366,6 +367,7 @@ RECORD: Function[RecordRequest, RecordResponse] = Function(
     RecordResponse,
     description="After a model call: settle the actual cost (releases the reservation); fires "
     "alerts.",
+    hop=True,
 )
 """The orchestrator calls it under its configured ``budget_record_function`` id."""
 RESET: Function[BudgetRef, PeriodUsage] = Function(

@@ -84,9 +84,11 @@ class Caller(Protocol):
 
 
 class Function(Generic[Req, Resp]):
-    """A function on the bus: its id, request model and response type."""
+    """A function on the bus: its id, request model and response type. ``hop``: plumbing (a
+    session read, an inbox peek) whose invocations make no span of their own when tracing keeps
+    spans for steps; the trace passes through it (``tackroom.engine.tracing``)."""
 
-    __slots__ = ("_response", "description", "id", "request")
+    __slots__ = ("_response", "description", "hop", "id", "request")
 
     def __init__(
         self,
@@ -95,11 +97,13 @@ class Function(Generic[Req, Resp]):
         response: Any,
         *,
         description: str = "",
+        hop: bool = False,
     ) -> None:
         self.id = id
         self.request = request
         self._response: _Codec[Resp] = _Codec(response)
         self.description = description
+        self.hop = hop
 
     @property
     def response(self) -> Any:
@@ -111,7 +115,11 @@ class Function(Generic[Req, Resp]):
 
     def _clone(self, function_id: str) -> Function[Req, Resp]:
         twin = Function[Req, Resp](
-            function_id, self.request, self._response.type, description=self.description
+            function_id,
+            self.request,
+            self._response.type,
+            description=self.description,
+            hop=self.hop,
         )
         twin._response = self._response
         return twin

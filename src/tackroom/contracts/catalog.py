@@ -208,6 +208,7 @@ MODELS_GET: Function[GetRequest, ModelInfo] = Function(
     ModelInfo,
     description="A model's wire API, context window, output limit, capabilities and prices "
     "(USD per million tokens); unknown local models get a conservative default.",
+    hop=True,
 )
 MODELS_CHECK: Function[CheckRequest, CheckResponse] = Function(
     "models::check",
@@ -215,12 +216,14 @@ MODELS_CHECK: Function[CheckRequest, CheckResponse] = Function(
     CheckResponse,
     description="Whether a provider serves a model as far as the catalog can tell: known,"
     " whether its list is authoritative, and the closest names (to refuse a typo before a run).",
+    hop=True,
 )
 MODELS_SUPPORTS: Function[SupportsRequest, SupportsResponse] = Function(
     "models::supports",
     SupportsRequest,
     SupportsResponse,
     description="Whether a model has a capability (tools, vision, thinking, cache, streaming).",
+    hop=True,
 )
 MODELS_RECONCILE: Function[ReconcileRequest, ReconcileResponse] = Function(
     "models::reconcile",

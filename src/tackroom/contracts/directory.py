@@ -158,6 +158,7 @@ SKILLS_INDEX: Function[IndexRequest, IndexResponse] = Function(
     IndexRequest,
     IndexResponse,
     description="A compact markdown index of the skills (name and description), for prompts.",
+    hop=True,
 )
 SKILLS_REGISTER: Function[RegisterRequest, RegisterResponse] = Function(
     "directory::skills::register",

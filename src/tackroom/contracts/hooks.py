@@ -231,6 +231,7 @@ PUBLISH_COLLECT: Function[PublishRequest, PublishResult] = Function(
     PublishResult,
     description="Call a topic's subscribers and merge their replies (first_block_wins, "
     "transform, observe); a failing gate or transform blocks.",
+    hop=True,
 )
 """The orchestrator calls it under its configured ``hooks_function`` id (``.at(id)``)."""
 SUBSCRIBE: Function[SubscribeRequest, TopicSubscriptions] = Function(

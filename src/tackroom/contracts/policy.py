@@ -198,6 +198,7 @@ CHECK_PERMISSIONS: Function[CheckRequest, CheckResponse] = Function(
     CheckRequest,
     CheckResponse,
     description="May a model's call run? allow | deny | needs_approval, with the rule.",
+    hop=True,
 )
 """The orchestrator calls it under its configured ``policy_function`` id (``.at(id)``)."""
 POLICY_STATUS: Function[EmptyRequest, PolicyStatus] = Function(

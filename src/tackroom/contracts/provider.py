@@ -71,23 +71,29 @@ class _Model(BaseModel):
 @cache
 def stream_function(provider: str) -> Function[ProviderRequest, StreamResult]:
     """``provider::<name>::stream``: frames on the request's ``writer``, then a
-    :class:`StreamResult`."""
+    :class:`StreamResult`.
+
+    A bus hop in traces: the provider's GenAI span ``chat <model>`` (``tackroom.kit.genai``) is
+    the call's span. A provider served without that span registers it with ``hop=False``."""
     return Function(
         f"provider::{provider}::stream",
         ProviderRequest,
         StreamResult,
         description=f"Stream a {provider} model's answer as provider frames on the writer.",
+        hop=True,
     )
 
 
 @cache
 def complete_function(provider: str) -> Function[ProviderRequest, AssistantMessage]:
-    """``provider::<name>::complete``: the finished message (no ``writer``)."""
+    """``provider::<name>::complete``: the finished message (no ``writer``); a hop in traces, as
+    :func:`stream_function` is."""
     return Function(
         f"provider::{provider}::complete",
         ProviderRequest,
         AssistantMessage,
         description=f"Ask a {provider} model and return the finished AssistantMessage.",
+        hop=True,
     )
 
 
@@ -118,6 +124,7 @@ def profile_function(provider: str) -> Function[ProviderProfileRequest, Provider
         ProviderProfileRequest,
         ProviderProfile,
         description=f"How {provider} is called: native tool calling or tools written in text.",
+        hop=True,
     )
 
 

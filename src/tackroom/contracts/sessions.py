@@ -382,6 +382,8 @@ class InboxRemoveResponse(_Model):
 
 
 # -- the functions ---------------------------------------------------------------------------
+# The reads and writes a turn makes are bus hops (``hop=True``): no span of their own when tracing
+# keeps spans for steps; what a person or a client asks for (create, fork, delete, push, ...) is.
 
 CREATE: Function[CreateRequest, SessionInfo] = Function(
     "session-tree::create",
@@ -394,9 +396,10 @@ ENSURE: Function[EnsureRequest, EnsureResponse] = Function(
     EnsureRequest,
     EnsureResponse,
     description="Get a session by id, creating it if absent.",
+    hop=True,
 )
 GET: Function[GetRequest, SessionInfo] = Function(
-    "session-tree::get", GetRequest, SessionInfo, description="A session's metadata."
+    "session-tree::get", GetRequest, SessionInfo, description="A session's metadata.", hop=True
 )
 APPEND: Function[AppendRequest, AppendResult] = Function(
     "session-tree::append",
@@ -404,18 +407,21 @@ APPEND: Function[AppendRequest, AppendResult] = Function(
     AppendResult,
     description="Append a message; idempotent by entry_id; chains to the active leaf unless "
     "parent_id.",
+    hop=True,
 )
 APPEND_BATCH: Function[AppendBatchRequest, AppendBatchResponse] = Function(
     "session-tree::append_batch",
     AppendBatchRequest,
     AppendBatchResponse,
     description="Append messages as one chain, committed together; idempotent per entry_id.",
+    hop=True,
 )
 MESSAGES: Function[MessagesRequest, MessagesResponse] = Function(
     "session-tree::messages",
     MessagesRequest,
     MessagesResponse,
     description="The path root to leaf (default the active leaf), shared history included.",
+    hop=True,
 )
 FORK: Function[ForkRequest, SessionInfo] = Function(
     "session-tree::fork",
@@ -473,16 +479,19 @@ INBOX_PEEK: Function[InboxRequest, InboxItems] = Function(
     InboxRequest,
     InboxItems,
     description="The messages waiting in an inbox.",
+    hop=True,
 )
 INBOX_DRAIN: Function[InboxRequest, InboxItems] = Function(
     "session-inbox::drain",
     InboxRequest,
     InboxItems,
     description="Take every message waiting in an inbox, atomically.",
+    hop=True,
 )
 INBOX_REMOVE: Function[InboxRemoveRequest, InboxRemoveResponse] = Function(
     "session-inbox::remove",
     InboxRemoveRequest,
     InboxRemoveResponse,
     description="Remove items a peek returned, if still at the head (idempotent).",
+    hop=True,
 )

@@ -12,6 +12,8 @@ from tackroom.extras import missing_extra
 if TYPE_CHECKING:
     from opentelemetry.sdk.trace import TracerProvider
 
+    from tackroom.engine.tracing import SpanMode
+
 __all__ = ["DEFAULT_EMBEDDED_PATH", "UnsupportedEngineURL", "open_engine", "parse_embedded_url"]
 
 DEFAULT_EMBEDDED_PATH = Path(".tackroom") / "engine.db"
@@ -31,10 +33,13 @@ def open_engine(
     url: str = "embedded:",
     *,
     tracer_provider: TracerProvider | None = None,
+    trace_spans: SpanMode = "steps",
     worker_name: str = "engine",
     read_only: bool = False,
 ) -> Engine:
-    """Build (not start) the engine the URL names. ``tracer_provider=None`` turns tracing off.
+    """Build (not start) the engine the URL names. ``tracer_provider=None`` turns tracing off;
+    ``trace_spans``: which invocations make spans (``tracing.spans``, :data:`~tackroom.engine.
+    tracing.SpanMode`).
 
     ``read_only``: for a command that only reads; the embedded engine then opens its file
     read-only, creates nothing and delivers nothing (a NATS engine ignores it).
@@ -45,7 +50,10 @@ def open_engine(
         from tackroom.engine.embedded import EmbeddedEngine
 
         return EmbeddedEngine(
-            path=parse_embedded_url(url), tracer_provider=tracer_provider, read_only=read_only
+            path=parse_embedded_url(url),
+            tracer_provider=tracer_provider,
+            trace_spans=trace_spans,
+            read_only=read_only,
         )
     if url.startswith(("nats://", "tls://")):
         try:
@@ -55,7 +63,7 @@ def open_engine(
             if problem is None:
                 raise
             raise problem from exc
-        return NatsEngine.from_url(url, tracer_provider=tracer_provider)
+        return NatsEngine.from_url(url, tracer_provider=tracer_provider, trace_spans=trace_spans)
     scheme = url.split(":", 1)[0]
     raise UnsupportedEngineURL(
         f"engine URL {url!r}: scheme {scheme!r} is not served (known: embedded:, nats://)"

@@ -37,7 +37,8 @@ _ids = itertools.count(1)
 
 @dataclass(eq=False, slots=True)
 class LocalRegistration:
-    """One registration of a handler (or trigger); ``unregister`` removes only this one."""
+    """One registration of a handler (or trigger); ``unregister`` removes only this one.
+    ``hop``: its invocations open no span of their own (see :mod:`tackroom.engine.tracing`)."""
 
     function_id: str
     handler: Handler | None
@@ -46,6 +47,7 @@ class LocalRegistration:
     request_schema: dict[str, Any] | LazySchema | None = None
     response_schema: dict[str, Any] | LazySchema | None = None
     on_unregister: Callable[[LocalRegistration], Awaitable[None]] | None = None
+    hop: bool = False
     id: str = field(default_factory=lambda: f"reg-{next(_ids)}")
 
     async def unregister(self) -> None:
@@ -63,6 +65,7 @@ def new_registration(
     request_schema: dict[str, Any] | LazySchema | None,
     response_schema: dict[str, Any] | LazySchema | None,
     on_unregister: Callable[[LocalRegistration], Awaitable[None]],
+    hop: bool = False,
 ) -> LocalRegistration:
     """A checked registration, as every backend's ``register_function`` builds it."""
     if not function_id or not isinstance(function_id, str):
@@ -75,6 +78,7 @@ def new_registration(
         request_schema=request_schema,
         response_schema=response_schema,
         on_unregister=on_unregister,
+        hop=hop,
     )
 
 
@@ -159,7 +163,9 @@ class FunctionRegistry:
             if self._tracer is None:
                 result = await handler(payload)
             else:
-                with self._tracer.invocation(function_id, kind, payload, headers=headers):
+                with self._tracer.invocation(
+                    function_id, kind, payload, headers=headers, hop=registration.hop
+                ):
                     result = await handler(payload)
         finally:
             reset_invocation(token)

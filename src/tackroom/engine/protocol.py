@@ -319,7 +319,12 @@ class Engine(Protocol):
         request_schema: dict[str, Any] | LazySchema | None = None,
         response_schema: dict[str, Any] | LazySchema | None = None,
         worker: str = "anonymous",
-    ) -> Registration: ...
+        hop: bool = False,
+    ) -> Registration:
+        """Serve ``function_id`` with ``handler``. ``hop``: the function is a bus hop whose
+        invocations open no span of their own while tracing makes spans for steps only (the
+        trace context still passes through; see :mod:`tackroom.engine.tracing`)."""
+        ...
 
     async def trigger(
         self, function_id: str, payload: Any = None, *, timeout: float = DEFAULT_TIMEOUT

@@ -124,7 +124,9 @@ def build_host(
             owned_tracing = tracer_provider = build_tracer_provider(
                 config.tracing.to_tracing_config()
             )
-        engine = open_engine(engine_url, tracer_provider=tracer_provider)
+        engine = open_engine(
+            engine_url, tracer_provider=tracer_provider, trace_spans=config.tracing.spans
+        )
         endpoint = (
             LocalEndpoint(
                 engine,

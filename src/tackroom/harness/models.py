@@ -28,6 +28,7 @@ from tackroom.contracts.messages import Usage
 from tackroom.contracts.provider import ProviderRequest, complete_function, stream_function
 from tackroom.engine.errors import FunctionError
 from tackroom.engine.protocol import ChannelRef
+from tackroom.kit.genai import model_call_span
 from tackroom.kit.providers.catalog import Prices
 from tackroom.kit.providers.errors import ProviderFailure
 from tackroom.kit.providers.sink import StreamSink
@@ -115,14 +116,18 @@ def model_worker(model: StreamingModel, *, model_name: str) -> WorkerSpec[Any]:
             raise FunctionError("invalid_request", describe_validation_error(exc)) from None
 
     async def finished(request: ProviderRequest, sink: StreamSink) -> dict[str, Any]:
-        try:
-            await answer(request, sink)
-            message = sink.finish(provider=provider, model=model_name, prices=Prices())
-        except ProviderFailure as exc:
-            return {"type": "error", "kind": exc.kind, "message": exc.message}
-        except Exception as exc:
-            return {"type": "error", "kind": "permanent", "message": _describe(exc)}
-        return {"type": "done", "message": message.model_dump(mode="json")}
+        with model_call_span(provider=provider, model=model_name) as span:
+            try:
+                await answer(request, sink)
+                message = sink.finish(provider=provider, model=model_name, prices=Prices())
+            except ProviderFailure as exc:
+                span.failed(exc.kind, exc.message)
+                return {"type": "error", "kind": exc.kind, "message": exc.message}
+            except Exception as exc:
+                span.failed("permanent", _describe(exc))
+                return {"type": "error", "kind": "permanent", "message": _describe(exc)}
+            span.answered(model=model_name, stop_reason=message.stop_reason, usage=message.usage)
+            return {"type": "done", "message": message.model_dump(mode="json")}
 
     async def start(ctx: WorkerContext[_NoConfig]) -> None:
         engine = ctx.engine
@@ -161,11 +166,13 @@ def model_worker(model: StreamingModel, *, model_name: str) -> WorkerSpec[Any]:
             stream_function(provider).id,
             ByReference(handle_stream),
             description=f"Stream the Python model {provider!r}'s answer as provider frames.",
+            hop=True,  # the GenAI span of ``finished`` stands for the call
         )
         await ctx.register_function(
             complete_function(provider).id,
             ByReference(handle_complete),
             description=f"The Python model {provider!r}'s finished answer.",
+            hop=True,
         )
 
     return WorkerSpec(

@@ -1,8 +1,9 @@
-"""One span per model call, with the OpenTelemetry GenAI semantic-convention attributes.
+"""One span per model call and per tool call, with the OpenTelemetry GenAI semantic conventions.
 
 A provider worker wraps each call (all its retries and the fallback model) in
-:func:`model_call_span`; the span is a child of the engine's span of the ``provider::…``
-invocation, named ``"{operation} {model}"`` (``chat gpt-5-mini``), kind ``CLIENT``:
+:func:`model_call_span`; the span stands for the ``provider::…`` invocation (registered as a bus
+hop, so the engine makes none: the span's parent is the caller's, the turn step's), named
+``"{operation} {model}"`` (``chat gpt-5-mini``), kind ``CLIENT``:
 
 - ``gen_ai.operation.name``, ``gen_ai.provider.name`` (and the older ``gen_ai.system``),
   ``gen_ai.request.model``, ``gen_ai.request.max_tokens``, ``gen_ai.request.temperature``;
@@ -17,6 +18,15 @@ invocation, named ``"{operation} {model}"`` (``chat gpt-5-mini``), kind ``CLIENT
 
 With tracing off there is no tracer in force and the span is a no-op object: no attribute is
 computed.
+
+The span of a tool call, :func:`tool_call_span`, is made by the caller (the orchestrator) around
+the call and its retries: ``"execute_tool {name}"`` (``execute_tool calc__add``), kind
+``INTERNAL``, ``gen_ai.operation.name`` = ``execute_tool``, ``gen_ai.tool.name`` (the name the
+model called), ``gen_ai.tool.call.id``, ``gen_ai.tool.type`` = ``function``,
+``tackroom.function_id``; a result that is an error sets status ``ERROR`` and ``error.type`` (the
+result's ``details.error``, else ``tool_error``). The tool's own invocation makes no span (the
+caller's stands for it, see :func:`tackroom.engine.tracing.caller_span_for`), unless tracing keeps
+``spans: all``.
 """
 
 from __future__ import annotations
@@ -27,10 +37,10 @@ from typing import Any
 
 from opentelemetry.trace import Span, SpanKind, Status, StatusCode
 
-from tackroom.contracts.messages import Usage
-from tackroom.engine.tracing import current_tracer
+from tackroom.contracts.messages import FunctionResultMessage, Usage
+from tackroom.engine.tracing import caller_span_for, current_tracer
 
-__all__ = ["FINISH_REASONS", "ModelCallSpan", "model_call_span"]
+__all__ = ["FINISH_REASONS", "ModelCallSpan", "ToolCallSpan", "model_call_span", "tool_call_span"]
 
 FINISH_REASONS: dict[str, str] = {"end": "stop", "function_call": "tool_calls"}
 """Stop reasons renamed to the values GenAI backends know; others are kept as they are."""
@@ -113,3 +123,44 @@ def model_call_span(
         f"{operation} {model}".strip(), kind=SpanKind.CLIENT, attributes=attributes
     ) as span:
         yield ModelCallSpan(span)
+
+
+class ToolCallSpan:
+    """What the caller tells the span of one tool call; free with tracing off."""
+
+    def __init__(self, span: Span | None) -> None:
+        self._span = span
+
+    def finished(self, result: FunctionResultMessage) -> None:
+        span = self._span
+        if span is None or not result.is_error:
+            return
+        details = result.details
+        code = details.get("error") if isinstance(details, dict) else None
+        text = " ".join(getattr(block, "text", "") for block in result.content).strip()
+        span.set_status(Status(StatusCode.ERROR, text[:1000] or "the call failed"))
+        span.set_attribute("error.type", code if isinstance(code, str) else "tool_error")
+
+
+@contextmanager
+def tool_call_span(*, name: str, call_id: str, function_id: str) -> Iterator[ToolCallSpan]:
+    """The span of one call of the tool ``name`` (``function_id`` on the bus); the function's
+    invocation inside the body opens no span of its own."""
+    tracer = current_tracer()
+    if tracer is None:
+        yield ToolCallSpan(None)
+        return
+    attributes = {
+        "gen_ai.operation.name": "execute_tool",
+        "gen_ai.tool.name": name,
+        "gen_ai.tool.call.id": call_id,
+        "gen_ai.tool.type": "function",
+        "tackroom.function_id": function_id,
+    }
+    with (
+        tracer.start_as_current_span(
+            f"execute_tool {name}", kind=SpanKind.INTERNAL, attributes=attributes
+        ) as span,
+        caller_span_for(function_id),
+    ):
+        yield ToolCallSpan(span)

@@ -28,7 +28,7 @@ from tackroom.contracts.agents import AgentDefinition
 from tackroom.contracts.context import ContextSettings
 from tackroom.contracts.principal import Principal
 from tackroom.engine.factory import parse_embedded_url
-from tackroom.engine.tracing import TracingConfig
+from tackroom.engine.tracing import SpanMode, TracingConfig
 from tackroom.runtime.errors import ConfigError
 from tackroom.runtime.worker import WorkerSpec
 from tackroom.runtime.yamlfile import YamlProblem, load_yaml, shown_key
@@ -71,7 +71,8 @@ class BusExportSettings(_Section):
 class TracingSettings(_Section):
     """``exporter`` (one) or ``exporters`` (several: ``[bus, otlp]``); ``store``: the worker
     booted with the agent workers to keep what the ``bus`` exporter ships (``null``: none here,
-    one runs elsewhere)."""
+    one runs elsewhere); ``spans``: ``steps`` (a span per turn step, model call and tool call,
+    none per bus hop) or ``all`` (a span per invocation: every hop, to debug the bus)."""
 
     exporter: Literal["none", "console", "otlp", "bus"] = "none"
     exporters: list[Literal["console", "otlp", "bus"]] | None = None
@@ -79,6 +80,7 @@ class TracingSettings(_Section):
     service_name: str = "tackroom"
     bus: BusExportSettings = Field(default_factory=BusExportSettings)
     store: str | None = "traces"
+    spans: SpanMode = "steps"
 
     @model_validator(mode="after")
     def _one_way(self) -> TracingSettings:
@@ -95,6 +97,7 @@ class TracingSettings(_Section):
             bus_queue_size=self.bus.queue_size,
             bus_batch_size=self.bus.batch_size,
             bus_flush_interval=self.bus.flush_interval,
+            spans=self.spans,
         )
 
     @property

@@ -88,7 +88,12 @@ class Host:
         url = engine_url or config.engine
         provider = build_tracer_provider(config.tracing.to_tracing_config())
         try:
-            engine = open_engine(url, tracer_provider=provider, read_only=read_only)
+            engine = open_engine(
+                url,
+                tracer_provider=provider,
+                trace_spans=config.tracing.spans,
+                read_only=read_only,
+            )
             endpoint = (
                 LocalEndpoint(
                     engine,

@@ -87,7 +87,9 @@ class WorkerContext(Generic[ConfigT]):
         description: str = "",
         request_schema: dict[str, Any] | LazySchema | None = None,
         response_schema: dict[str, Any] | LazySchema | None = None,
+        hop: bool = False,
     ) -> Registration:
+        """``hop``: a bus hop, no span of its own (see ``Engine.register_function``)."""
         return self._track(
             await self.engine.register_function(
                 function_id,
@@ -96,6 +98,7 @@ class WorkerContext(Generic[ConfigT]):
                 request_schema=request_schema,
                 response_schema=response_schema,
                 worker=self.name,
+                hop=hop,
             )
         )
 
@@ -108,7 +111,7 @@ class WorkerContext(Generic[ConfigT]):
     ) -> Registration:
         """Serve ``function``'s contract with ``handler``: the request arrives validated, the
         reply is dumped by the response type, both schemas are published in the catalog (built
-        when the catalog is first read, not here).
+        when the catalog is first read, not here); a function declared ``hop`` makes no span.
 
         A :class:`~tackroom.contracts.bus.Tool` is served through ``register_tool`` instead, so
         its traits reach the catalog; its handler also gets the call context.
@@ -122,6 +125,7 @@ class WorkerContext(Generic[ConfigT]):
             description=function.description if description is None else description,
             request_schema=typed.request_schema,
             response_schema=typed.response_schema,
+            hop=function.hop,
         )
 
     async def add_state_trigger(self, scope: str, function_id: str) -> Registration:

@@ -11,6 +11,8 @@ from tackroom.engine import Engine, QueueConfig, open_engine
 if TYPE_CHECKING:
     from opentelemetry.sdk.trace import TracerProvider
 
+    from tackroom.engine.tracing import SpanMode
+
 __all__ = ["FAST_QUEUE", "MEMORY_URL", "memory_engine", "running_engine"]
 
 MEMORY_URL = "embedded::memory:"
@@ -26,10 +28,10 @@ FAST_QUEUE = QueueConfig(
 
 @asynccontextmanager
 async def running_engine(
-    url: str, *, tracer_provider: TracerProvider | None = None
+    url: str, *, tracer_provider: TracerProvider | None = None, trace_spans: SpanMode = "steps"
 ) -> AsyncIterator[Engine]:
     """Open the engine ``url`` names, start it, yield it, and close it on the way out."""
-    engine = open_engine(url, tracer_provider=tracer_provider)
+    engine = open_engine(url, tracer_provider=tracer_provider, trace_spans=trace_spans)
     await engine.start()
     try:
         yield engine

@@ -22,8 +22,9 @@ class _NoConfig(WorkerConfig):
     pass
 
 
-def relay(name: str, *, then: str | None) -> WorkerSpec[_NoConfig]:
-    """A worker serving ``name::hop``, which calls ``then::hop`` (when given) and answers."""
+def relay(name: str, *, then: str | None, plumbing: bool = False) -> WorkerSpec[_NoConfig]:
+    """A worker serving ``name::hop``, which calls ``then::hop`` (when given) and answers;
+    ``plumbing``: registered as a bus hop (no span of its own)."""
 
     async def start(ctx: WorkerContext[_NoConfig]) -> None:
         async def hop(payload: Any) -> str:
@@ -31,7 +32,7 @@ def relay(name: str, *, then: str | None) -> WorkerSpec[_NoConfig]:
                 await ctx.engine.trigger(f"{then}::hop", {"session_id": "s-nats"})
             return name
 
-        await ctx.register_function(f"{name}::hop", hop)
+        await ctx.register_function(f"{name}::hop", hop, hop=plumbing)
 
     return WorkerSpec(name=name, description=name, config_model=_NoConfig, start=start)
 
@@ -65,6 +66,25 @@ async def test_two_processes_spans_land_in_one_store(tmp_path: Path) -> None:
     assert spans["trigger b::hop"].service_name == "second"
     assert spans["trigger a::hop"].service_name == "first"
     assert trace.session_id == "s-nats"
+
+
+async def test_a_hop_in_another_process_passes_the_trace_on(tmp_path: Path) -> None:
+    url = nats_test_url(tmp_path)
+    config = HarnessConfig.defaults().model_copy(
+        update={"worker_config": {"traces": {"path": str(tmp_path / "traces.db")}}}
+    )
+    workers = [load_worker("traces"), relay("a", then=None), relay("b", then="m")]
+    first, first_spans = host(url, "first", workers, config)
+    second, second_spans = host(url, "second", [relay("m", then="a", plumbing=True)], config)
+    async with first, second:
+        assert await first.engine.trigger("b::hop", {"session_id": "s-nats"}) == "b"
+        await second_spans.flush()
+        await first_spans.flush()
+        trace = await joint_trace(first.engine)
+        assert second_spans.shipped == 0  # the hop made no span
+    spans = {span.name: span for span in trace.spans}
+    assert set(spans) == {"trigger b::hop", "trigger a::hop"}
+    assert spans["trigger a::hop"].parent_span_id == spans["trigger b::hop"].span_id
 
 
 async def joint_trace(engine: Engine) -> TraceDetail:

@@ -44,7 +44,9 @@ def test_list_then_the_waterfall_of_a_run_and_of_its_session(
     assert main(["traces", run["run_id"], "--width", "100"]) == 0
     waterfall = capsys.readouterr().out
     assert waterfall.startswith(f"trace {run['trace_id']}  run {run['run_id']}")
-    assert "    queue turn::step" in waterfall
+    assert "    turn.step assistant_streaming" in waterfall
+    assert "      chat m " in waterfall  # the model call under its step
+    assert "      execute_tool calc__add " in waterfall
     assert "- chat m: model m, 120 in / 14 out tokens, $0.0021, finish tool_calls" in waterfall
     assert max(len(line) for line in waterfall.splitlines()[1:-2]) == 100
 

@@ -1,5 +1,7 @@
-"""A turn's spans, from every worker, land in the trace store with their tree and GenAI attributes;
-a failed model call is an error span with its error type and retries."""
+"""A turn's spans, from every worker, land in the trace store with their tree and GenAI attributes:
+one span per turn step, model call and tool call (no bus hop), on both engine backends; with
+``tracing.spans: all`` every hop has its span again. A failed model call is an error span with its
+error type and retries, and the step it ended is red too."""
 
 from __future__ import annotations
 
@@ -7,13 +9,15 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from opentelemetry.trace import StatusCode
 
 from tackroom import Harness
 from tackroom.contracts.traces import GET, LIST, GetRequest, ListRequest, SpanRecord, TraceDetail
 from tackroom.engine import Engine
 from tackroom.engine.tracing import build_tracer_provider, span_bus
 from tackroom.runtime.config import HarnessConfig
-from tackroom.testing import wait_until
+from tackroom.testing import SpanRecorder, wait_until
+from tackroom.testing.backends import BACKENDS, engine_url_for
 from tackroom.testing.fake_llm import FakeOpenAIServer, Reply
 
 SCRIPT = [
@@ -24,8 +28,22 @@ SCRIPT = [
     {"text": "2 + 3 = 5", "usage": {"input_tokens": 150, "output_tokens": 6}},
 ]
 
+TURN_OUTLINE = """\
+trigger run::start
+  turn.step provisioning
+  turn.step assistant_streaming
+    chat demo
+  turn.step function_execute
+    execute_tool add
+  turn.step steering_check
+  turn.step assistant_streaming
+    chat demo
+  turn.step steering_check
+"""
+"""The whole trace of the scripted turn: every span, indented under its parent, by start."""
 
-TURN = {"trigger run::start": 1, "queue turn::step": 1, "trigger tool::add": 1, "chat demo": 2}
+TURN = {"trigger run::start": 1, "turn.step steering_check": 2, "chat demo": 2}
+"""Enough of the trace to wait for (the last step's span ends last)."""
 
 
 def add(a: int, b: int) -> int:
@@ -33,11 +51,11 @@ def add(a: int, b: int) -> int:
     return a + b
 
 
-def traced(**worker_config: Any) -> HarnessConfig:
+def traced(*, spans: str = "steps", **worker_config: Any) -> HarnessConfig:
     return HarnessConfig.model_validate(
         {
             "schema_version": 1,
-            "tracing": {"exporters": ["bus"], "bus": {"flush_interval": 0.05}},
+            "tracing": {"exporters": ["bus"], "bus": {"flush_interval": 0.05}, "spans": spans},
             "worker_config": worker_config,
         }
     )
@@ -62,28 +80,68 @@ def named(trace: TraceDetail, name: str) -> list[SpanRecord]:
     return [span for span in trace.spans if span.name == name]
 
 
-async def test_a_scripted_turn_is_one_trace_of_every_worker(tmp_path: Path) -> None:
+def outline(trace: TraceDetail) -> str:
+    """Each span's name on a line, indented two spaces a level under its parent, in start order
+    (the spans of the store come by start time)."""
+    children: dict[str | None, list[SpanRecord]] = {}
+    for span in trace.spans:
+        children.setdefault(span.parent_span_id, []).append(span)
+    lines: list[str] = []
+
+    def walk(parent: str | None, depth: int) -> None:
+        for span in children.get(parent, []):
+            lines.append("  " * depth + span.name)
+            walk(span.span_id, depth + 1)
+
+    walk(None, 0)
+    return "".join(f"{line}\n" for line in lines)
+
+
+@pytest.mark.parametrize("backend", list(BACKENDS))
+async def test_a_tool_calling_turn_is_one_span_per_step_model_call_and_tool_call(
+    backend: str, tmp_path: Path
+) -> None:
     async with Harness(
-        "scripted:demo", script=SCRIPT, tools=[add], home=tmp_path, config=traced()
+        "scripted:demo",
+        script=SCRIPT,
+        tools=[add],
+        home=tmp_path,
+        engine=engine_url_for(backend, tmp_path),
+        config=traced(),
     ) as harness:
         result = await harness.run("What is 2 + 3?")
         trace = await trace_of_run(harness.engine, result.run_id, holding=TURN)
     assert result.output == "2 + 3 = 5"
     assert (trace.run_id, trace.session_id) == (result.run_id, result.session_id)
-
-    by_id = {span.span_id: span for span in trace.spans}
+    assert outline(trace) == TURN_OUTLINE
+    assert {s.status for s in trace.spans} == {"ok"}, [
+        (s.name, s.status_message) for s in trace.spans if s.status != "ok"
+    ]
     (root,) = [span for span in trace.spans if span.parent_span_id is None]
-    (step,) = named(trace, "queue turn::step")
-    (tool,) = named(trace, "trigger tool::add")
-    streams = named(trace, "trigger provider::scripted::stream")
-    calls = named(trace, "chat demo")
-    assert root.name == "trigger run::start"
-    assert step.parent_span_id == root.span_id
-    assert tool.parent_span_id == step.span_id
-    assert [by_id[c.parent_span_id or ""] for c in calls] == streams
-    assert {s.parent_span_id for s in streams} == {step.span_id}
+    assert root.attributes["session.id"] == result.session_id
 
-    first, second = calls
+    steps = [span for span in trace.spans if span.name.startswith("turn.step ")]
+    assert [s.attributes["tackroom.turn.step"] for s in steps] == [1, 2, 3, 4, 5, 6]
+    assert [s.attributes["tackroom.turn.next_state"] for s in steps] == [
+        "assistant_streaming",
+        "function_execute",
+        "steering_check",
+        "assistant_streaming",
+        "steering_check",
+        "stopped",
+    ]
+    assert {s.attributes["run.id"] for s in steps} == {result.run_id}
+    assert all(s.attributes["tackroom.turn.committed"] is True for s in steps)
+
+    (tool,) = named(trace, "execute_tool add")
+    assert tool.attributes == {
+        "gen_ai.operation.name": "execute_tool",
+        "gen_ai.tool.name": "add",
+        "gen_ai.tool.call.id": tool.attributes["gen_ai.tool.call.id"],
+        "gen_ai.tool.type": "function",
+        "tackroom.function_id": "tool::add",
+    }
+    first, second = named(trace, "chat demo")
     assert first.kind == "client"
     assert first.attributes == {
         "gen_ai.operation.name": "chat",
@@ -99,10 +157,75 @@ async def test_a_scripted_turn_is_one_trace_of_every_worker(tmp_path: Path) -> N
         "tackroom.retry_count": 0,
     }
     assert second.attributes["gen_ai.response.finish_reasons"] == ["stop"]
-    assert {s.status for s in trace.spans} == {"ok"}, [
-        (s.name, s.status_message) for s in trace.spans if s.status != "ok"
+
+
+async def test_spans_all_gives_every_bus_hop_its_span_again(tmp_path: Path) -> None:
+    async with Harness(
+        "scripted:demo",
+        script=SCRIPT,
+        tools=[add],
+        home=tmp_path,
+        config=traced(spans="all"),
+    ) as harness:
+        result = await harness.run("What is 2 + 3?")
+        holding = {**TURN, "trigger session-tree::append_batch": 1}
+        trace = await trace_of_run(harness.engine, result.run_id, holding=holding)
+    by_id = {span.span_id: span for span in trace.spans}
+
+    def parent(span: SpanRecord) -> str:
+        return by_id[span.parent_span_id or ""].name
+
+    (step,) = named(trace, "queue turn::step")
+    assert parent(step) == "trigger run::start"
+    assert {parent(s) for s in trace.spans if s.name.startswith("turn.step ")} == {step.name}
+    (tool,) = named(trace, "trigger tool::add")
+    assert parent(tool) == "execute_tool add"  # the hop under the span that stands for it
+    streams = named(trace, "trigger provider::scripted::stream")
+    assert [parent(s) for s in streams] == ["turn.step assistant_streaming"] * 2
+    assert [parent(c) for c in named(trace, "chat demo")] == [streams[0].name] * 2
+    hops = {s.name for s in trace.spans} - {line.strip() for line in TURN_OUTLINE.splitlines()}
+    assert {
+        "queue turn::step",
+        "trigger tool::add",
+        "trigger provider::scripted::stream",
+        "trigger session-tree::append_batch",
+        "trigger session-tree::messages",
+        "trigger session-inbox::peek",
+    } <= hops
+
+
+def quote(symbol: str) -> float:
+    """The last price of a stock."""
+    raise ConnectionError("the quote server is down")
+
+
+async def test_a_tool_call_that_fails_is_a_red_span_under_its_step(tmp_path: Path) -> None:
+    recorder = SpanRecorder()
+    script = [
+        {"tool_calls": [{"name": "quote", "arguments": {"symbol": "ACME"}}]},
+        {"text": "The quote server is down."},
     ]
-    assert root.attributes["session.id"] == result.session_id
+    async with Harness(
+        "scripted:demo",
+        script=script,
+        tools=[quote],
+        home=tmp_path,
+        tracer_provider=recorder.provider,
+    ) as harness:
+        result = await harness.run("What does ACME cost?")
+    assert result.output == "The quote server is down."
+    (call,) = recorder.named("execute_tool quote")
+    (step,) = recorder.named("turn.step function_execute")
+    assert call.parent is not None
+    assert call.parent.span_id == step.context.span_id
+    assert call.status.status_code is StatusCode.ERROR
+    assert call.status.description == (
+        "tool::quote failed [connection_failed]: ConnectionError: the quote server is down"
+    )
+    assert dict(call.attributes or {})["error.type"] == "connection_failed"
+    assert step.status.status_code is StatusCode.UNSET  # the turn goes on: the model reads it
+    assert not recorder.named("trigger tool::quote")
+    recorder.shutdown()
 
 
 async def test_a_failed_model_call_is_an_error_span_with_its_type_and_retries(
@@ -118,9 +241,8 @@ async def test_a_failed_model_call_is_an_error_span_with_its_type_and_retries(
             "openai:gpt-5-mini", config=config, home=tmp_path, check_model=False
         ) as harness:
             result = await harness.run("Hello?")
-            trace = await trace_of_run(
-                harness.engine, result.run_id, holding={"chat gpt-5-mini": 1}
-            )
+            holding = {"chat gpt-5-mini": 1, "turn.step assistant_streaming": 1}
+            trace = await trace_of_run(harness.engine, result.run_id, holding=holding)
     (call,) = named(trace, "chat gpt-5-mini")
     assert result.stop_reason == "error"
     assert call.status == "error"
@@ -131,6 +253,14 @@ async def test_a_failed_model_call_is_an_error_span_with_its_type_and_retries(
     assert call.attributes["gen_ai.provider.name"] == "openai"
     assert [e.name for e in call.events] == ["tackroom.retry", "tackroom.retry"]
     assert {e.attributes["error.type"] for e in call.events} == {"transient"}
+    (step,) = named(trace, "turn.step assistant_streaming")
+    assert call.parent_span_id == step.span_id
+    assert (step.status, step.attributes["error.type"]) == ("error", "transient")
+    assert step.attributes["tackroom.turn.next_state"] == "stopped"
+    assert [s.name for s in trace.spans if s.status == "error"] == [
+        "turn.step assistant_streaming",
+        "chat gpt-5-mini",
+    ]
 
 
 async def test_a_provider_given_by_the_program_ships_through_the_harness(tmp_path: Path) -> None:

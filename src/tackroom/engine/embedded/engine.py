@@ -52,7 +52,7 @@ from tackroom.engine.protocol import (
     UpdateOp,
     WorkerInfo,
 )
-from tackroom.engine.tracing import EngineTracer
+from tackroom.engine.tracing import EngineTracer, SpanMode
 
 if TYPE_CHECKING:
     from opentelemetry.sdk.trace import TracerProvider
@@ -76,11 +76,14 @@ class EmbeddedEngine:
         *,
         path: Path | None = None,
         tracer_provider: TracerProvider | None = None,
+        trace_spans: SpanMode = "steps",
         read_only: bool = False,
     ) -> None:
         self._path = path
         self._read_only = read_only
-        self._tracer = None if tracer_provider is None else EngineTracer(tracer_provider)
+        self._tracer = (
+            None if tracer_provider is None else EngineTracer(tracer_provider, spans=trace_spans)
+        )
         self._registry = FunctionRegistry(tracer=self._tracer)
         self._channels = ChannelTable()
         self._hub = SubscriptionHub()
@@ -176,6 +179,7 @@ class EmbeddedEngine:
         request_schema: dict[str, Any] | LazySchema | None = None,
         response_schema: dict[str, Any] | LazySchema | None = None,
         worker: str = "anonymous",
+        hop: bool = False,
     ) -> LocalRegistration:
         registration = new_registration(
             function_id,
@@ -185,6 +189,7 @@ class EmbeddedEngine:
             request_schema=request_schema,
             response_schema=response_schema,
             on_unregister=self._unregister_function,
+            hop=hop,
         )
         self._registry.add(registration)
         return registration

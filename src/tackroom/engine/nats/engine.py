@@ -41,7 +41,7 @@ from tackroom.engine.protocol import (
     UpdateOp,
     WorkerInfo,
 )
-from tackroom.engine.tracing import EngineTracer
+from tackroom.engine.tracing import EngineTracer, SpanMode
 
 if TYPE_CHECKING:
     from opentelemetry.sdk.trace import TracerProvider
@@ -92,17 +92,31 @@ class NatsEngine:
     """JetStream has no transaction over several keys and streams: each write lands at once."""
 
     def __init__(
-        self, *, options: NatsOptions, tracer_provider: TracerProvider | None = None
+        self,
+        *,
+        options: NatsOptions,
+        tracer_provider: TracerProvider | None = None,
+        trace_spans: SpanMode = "steps",
     ) -> None:
         self.options = options
         self.names = Names(options.namespace)
-        self.tracer = None if tracer_provider is None else EngineTracer(tracer_provider)
+        self.tracer = (
+            None if tracer_provider is None else EngineTracer(tracer_provider, spans=trace_spans)
+        )
         self.registry = FunctionRegistry(tracer=self.tracer)
         self._parts: _Parts | None = None
 
     @classmethod
-    def from_url(cls, url: str, *, tracer_provider: TracerProvider | None = None) -> NatsEngine:
-        return cls(options=parse_nats_url(url), tracer_provider=tracer_provider)
+    def from_url(
+        cls,
+        url: str,
+        *,
+        tracer_provider: TracerProvider | None = None,
+        trace_spans: SpanMode = "steps",
+    ) -> NatsEngine:
+        return cls(
+            options=parse_nats_url(url), tracer_provider=tracer_provider, trace_spans=trace_spans
+        )
 
     def capture(self, payload: Any) -> dict[str, str] | None:
         return None if self.tracer is None else self.tracer.capture(payload)
@@ -259,6 +273,7 @@ class NatsEngine:
         request_schema: dict[str, Any] | LazySchema | None = None,
         response_schema: dict[str, Any] | LazySchema | None = None,
         worker: str = "anonymous",
+        hop: bool = False,
     ) -> LocalRegistration:
         registration = new_registration(
             function_id,
@@ -268,6 +283,7 @@ class NatsEngine:
             request_schema=request_schema,
             response_schema=response_schema,
             on_unregister=self._unregister_function,
+            hop=hop,
         )
         async with self._live() as parts:
             self.registry.add(registration)

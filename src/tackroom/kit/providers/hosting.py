@@ -79,6 +79,6 @@ async def serve_profiles(
 
     ctx.spawn(hold(), name=f"{ctx.name} clients")
     for service in services:
-        for function_id, handler, description in service.table():
-            await ctx.register_function(function_id, handler, description=description)
+        for function_id, handler, description, hop in service.table():
+            await ctx.register_function(function_id, handler, description=description, hop=hop)
     return services

@@ -146,9 +146,9 @@ class ProviderService:
     def limiter(self) -> RateLimiter:
         return self._limiter
 
-    def table(self) -> list[tuple[str, Handler, str]]:
-        """``(function id, handler, description)`` for every name of this profile."""
-        rows: list[tuple[str, Handler, str]] = []
+    def table(self) -> list[tuple[str, Handler, str, bool]]:
+        """``(function id, handler, description, hop)`` for every name of this profile."""
+        rows: list[tuple[str, Handler, str, bool]] = []
         for provider in self.names:
             for function, handler in (
                 (stream_function(provider), self.handle_stream),
@@ -156,7 +156,8 @@ class ProviderService:
                 (check_function(provider), self.handle_check),
                 (profile_function(provider), self.handle_profile),
             ):
-                rows.append((function.id, self._bind(handler, provider), function.description))
+                bound = self._bind(handler, provider)
+                rows.append((function.id, bound, function.description, function.hop))
         return rows
 
     @staticmethod

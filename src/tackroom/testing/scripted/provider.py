@@ -174,7 +174,11 @@ class ScriptedProvider:
         for function_id, handler, description in self._table():
             self._registrations.append(
                 await engine.register_function(
-                    function_id, handler, description=description, worker=worker
+                    function_id,
+                    handler,
+                    description=description,
+                    worker=worker,
+                    hop=self._spans_itself(function_id),
                 )
             )
         return list(self._registrations)
@@ -200,7 +204,13 @@ class ScriptedProvider:
         """Register through a worker context (the host unregisters at shutdown)."""
         self._use(ctx.engine)
         for function_id, handler, description in self._table():
-            await ctx.register_function(function_id, handler, description=description)
+            await ctx.register_function(
+                function_id, handler, description=description, hop=self._spans_itself(function_id)
+            )
+
+    def _spans_itself(self, function_id: str) -> bool:
+        """A model call's GenAI span stands for its invocation (a hop in traces)."""
+        return function_id in (self.stream_function, self.complete_function)
 
     def _use(self, engine: Engine) -> None:
         self._engine = engine

@@ -32,6 +32,7 @@ from tackroom.engine.errors import (
 )
 from tackroom.engine.jsonvalue import MAX_CONTENT_DEPTH, MAX_VALUE_BYTES, to_json_value
 from tackroom.engine.protocol import Engine, StateEntry
+from tackroom.kit.genai import tool_call_span
 from tackroom.workers.orchestrator.gate import Emit, Gate, denial, emit_call_end
 from tackroom.workers.orchestrator.planning import error_result
 from tackroom.workers.orchestrator.record import CallState, ToolOffer, TurnRecord
@@ -159,8 +160,13 @@ class Dispatcher:
         self, record: TurnRecord, call: CallState, tool: ToolOffer, key: str, emit: Emit
     ) -> FunctionResultMessage:
         started = time.perf_counter()
+        with tool_call_span(
+            name=call.tool_name, call_id=call.id, function_id=tool.function_id
+        ) as span:
+            result = await self._invoke(record, call, tool)
+            span.finished(result)
         # Hooks transform before the ledger stores the result: a redacted value is never kept.
-        result = await self.gate.after_call(record, call, await self._invoke(record, call, tool))
+        result = await self.gate.after_call(record, call, result)
         result = _keepable(call, tool, result)
         duration_ms = round((time.perf_counter() - started) * 1000, 3)
         done = {

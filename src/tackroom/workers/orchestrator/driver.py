@@ -39,6 +39,7 @@ from tackroom.workers.orchestrator.modelcall import HookBlocked, ModelCall
 from tackroom.workers.orchestrator.outbox import frame_of, with_outbox
 from tackroom.workers.orchestrator.provision import Provisioner
 from tackroom.workers.orchestrator.record import TURNS_SCOPE, OutboxAppend, TurnRecord
+from tackroom.workers.orchestrator.spans import step_span
 from tackroom.workers.orchestrator.spend import BudgetGuard
 from tackroom.workers.orchestrator.subagents import Subagents
 from tackroom.workers.orchestrator.transcript import SessionsClient
@@ -147,10 +148,12 @@ class Driver:
             parked_pass = False
             if invocation is not None:
                 await invocation.extend_visibility(self._extension)
-            step = await self._step(record, progress)
-            if step is None or not step.changed:
-                return
-            committed = await self._commit(record, step, progress)
+            with step_span(record) as span:
+                step = await self._step(record, progress)
+                if step is None or not step.changed:
+                    return
+                committed = await self._commit(record, step, progress)
+                span.committed(committed)
             if committed is None:
                 return
             previous, record = record, committed

@@ -352,7 +352,10 @@ async def start(ctx: WorkerContext[OrchestratorConfig]) -> None:
     await ctx.serve(TURN_GET_STATE, orchestrator.get_state)
     await serve_tool(ctx, RESULTS_READ, orchestrator.results.read)
     await ctx.register_function(
-        TURN_ON_APPROVAL, orchestrator.on_approval, description="Wake a turn parked for approval."
+        TURN_ON_APPROVAL,
+        orchestrator.on_approval,
+        description="Wake a turn parked for approval.",
+        hop=True,
     )
     await ctx.add_state_trigger(DECISIONS_SCOPE.name, TURN_ON_APPROVAL)
     # A child run's outcome wakes its parent the same way (key <parent session>/<call>).
@@ -362,8 +365,9 @@ async def start(ctx: WorkerContext[OrchestratorConfig]) -> None:
     async def serve_steps() -> None:
         # Steps (a redelivered one included) run only once the provider and tool workers
         # booted with us are live: a resumed model call must find its provider.
+        # A hop in traces: each step the delivery drives is a span of its own (driver).
         await ctx.register_function(
-            TURN_STEP, orchestrator.step, description="Drive a session's turn."
+            TURN_STEP, orchestrator.step, description="Drive a session's turn.", hop=True
         )
         await orchestrator.recover()
 
