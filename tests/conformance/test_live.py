@@ -32,7 +32,7 @@ async def test_a_live_frame_reaches_open_subscriptions_only_and_is_never_stored(
         _follow_stored(records, after=1)
 
         seen = await take(second, 4)  # it had not read the first record yet: stored first
-        assert seen[0].seq == 1 and not seen[0].live
+        assert (seen[0].seq, seen[0].live) == (1, False)
         assert [r.data for r in seen if r.live] == [{"delta": "Hel"}, {"delta": "lo"}]
         _follow_stored(seen, after=0)
     finally:
@@ -115,7 +115,7 @@ async def test_snapshot_is_what_the_offer_gives_while_it_lasts(engine: Engine) -
 
     async with engine.offer_snapshot("chat", "s1", provider):
         [snap] = await engine.snapshot("chat", "s1")
-        assert snap.live and snap.data == {"so_far": "Hel"}
+        assert (snap.live, snap.data) == (True, {"so_far": "Hel"})
         assert (snap.stream, snap.group_id, snap.seq) == ("chat", "s1", 1)
         text.append("lo")  # asked anew each time
         await engine.append("chat", "s1", {"i": 2})

@@ -22,7 +22,6 @@ from tackroom.engine.embedded.queues import QueueDispatcher
 from tackroom.engine.embedded.store import NewMessage, Store
 from tackroom.engine.embedded.subscriptions import StreamSubscription, SubscriptionHub
 from tackroom.engine.embedded.unit import CURRENT_UNIT, Unit
-from tackroom.engine.snapshots import SnapshotOffers
 from tackroom.engine.errors import (
     EngineClosed,
     InvocationError,
@@ -53,6 +52,7 @@ from tackroom.engine.protocol import (
     UpdateOp,
     WorkerInfo,
 )
+from tackroom.engine.snapshots import SnapshotOffers
 from tackroom.engine.tracing import EngineTracer
 
 if TYPE_CHECKING:
