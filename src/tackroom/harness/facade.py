@@ -452,8 +452,8 @@ class Harness:
         """The run in flight on ``session`` (after a crash, say), from where its events stand.
 
         ``after``: the sequence of the last event a client saw (``RunStream.seq``); the stream
-        starts with the event after it — a client reconnecting gets exactly what it missed (an answer
-        streaming now, whose deltas are not stored, as a ``message_snapshot`` first)."""
+        starts with the event after it — a client reconnecting gets exactly what it missed (an
+        answer streaming now, whose deltas are not stored, as a ``message_snapshot`` first)."""
         await self.start()
         state = await self.get_state(session)
         if state is None:

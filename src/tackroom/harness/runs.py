@@ -25,8 +25,8 @@ from tackroom.contracts.messages import UserMessage
 from tackroom.contracts.turn import TurnStateView
 from tackroom.engine.protocol import Engine
 from tackroom.harness.remote import RemoteBus
-from tackroom.kit.live import LiveFeed
 from tackroom.harness.result import PendingApproval, RunCollector, RunResult
+from tackroom.kit.live import LiveFeed
 from tackroom.runtime.errors import HarnessError
 
 __all__ = ["ApprovalCallback", "RunHost", "RunStream", "SessionBusy"]
