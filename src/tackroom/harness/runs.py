@@ -88,6 +88,9 @@ class RunStream:
         """The stream sequence of the last event handed out (a client's resume cursor)."""
         self.frame: dict[str, Any] = {}
         """The last event as stored (JSON), for a client that forwards it verbatim."""
+        self.live = False
+        """Whether the last event is live (a delta, a snapshot: never stored; its ``seq`` is the
+        stored event before it)."""
 
     @classmethod
     async def open(
@@ -153,7 +156,7 @@ class RunStream:
             data = record.data
             if not isinstance(data, dict) or data.get("run_id") != self.run_id:
                 continue
-            self.seq, self.frame = record.seq, data  # a live event's seq: the stored one before
+            self.seq, self.frame, self.live = record.seq, data, record.live
             event = EVENTS.parse(data)
             await self._take(event)
             return event
