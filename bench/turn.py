@@ -25,7 +25,7 @@ Figures (``--only`` takes these names; bench/README.md says how each is measured
   ``run::start``), where the workers' share is small enough to see microseconds;
 - ``delta_cost``: CPU µs per streamed delta, end to end to an ``agent::events`` subscriber
   (``Harness.stream`` handing out typed events): a one-call run streaming N deltas less the
-  same run streaming its text as one delta, over N − 1; with the default coalescing and with
+  same run streaming its text as one delta, over N - 1; with the default coalescing and with
   coalescing off (one live ``message_update`` per delta).
 
 Targets sit next to the figures with a pass flag; they are informational (the exit code is 0
@@ -955,7 +955,7 @@ async def bench_delta_cost(directory: Path, sizes: Sizes) -> dict[str, Any]:
         "uncoalesced": uncoalesced,
         "loadavg_1m": [load, round(os.getloadavg()[0], 2)],
         "measured": "process CPU (time.process_time) of a one-call Harness.stream run streaming"
-        " `deltas` deltas, less the same run streaming its text as one delta, over deltas − 1;"
+        " `deltas` deltas, less the same run streaming its text as one delta, over deltas - 1;"
         " p50 of `rounds` interleaved pairs in fresh sessions. coalesced: the default"
         " coalescing (0.05 s / 4096 chars); uncoalesced: coalesce_seconds 0, one live"
         " message_update per delta, each typed and handed out by the stream",
