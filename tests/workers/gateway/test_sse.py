@@ -139,7 +139,8 @@ async def test_heartbeats_keep_an_idle_stream_alive(tmp_path: Path) -> None:
 
         async def parked() -> bool:  # nothing streams any more, live or stored
             reply = await client.get("/v1/sessions/idle/state")
-            return reply.json().get("state") == "function_awaiting_approval"
+            state: str | None = reply.json().get("state")
+            return state == "function_awaiting_approval"
 
         await wait_until(parked)
         async with client.stream("GET", "/v1/sessions/idle/events?after=1000") as stream:
