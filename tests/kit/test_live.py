@@ -109,3 +109,24 @@ def _frame(data: MessageSnapshotData) -> dict[str, Any]:
         "event_id": "r:m:a:s1",
         "data": data.model_dump(mode="json"),
     }
+
+
+async def test_a_snapshot_whose_stored_records_never_come_goes_out_before_its_next_update() -> None:
+    async with EmbeddedEngine() as engine:
+        live = RunLive(engine, session_id="s", run_id="r")
+        for kind in ("turn_state_changed", "context_assembled"):
+            await engine.append(EVENTS.name, "s", _stored(kind))
+        await engine.delete_group(EVENTS.name, "s")  # the head (2) stays, the records go
+        held = MessageSnapshotData(
+            message_id="m", stream_id="a", parts=[StreamedPart(kind="text", text="Hel")], through=1
+        )
+        async with live.offering("m", lambda: held):
+            feed = await LiveFeed.open(engine, "s", after=0)
+            for index, delta in enumerate(["Hel", "lo"], start=1):
+                await live.update(
+                    message_id="m", stream_id="a", kind="text", delta=delta, index=index
+                )
+            got = await take(feed, 2)
+            await feed.aclose()
+    assert _kinds(got) == [("message_snapshot", 1), ("message_update", "lo")]
+    assert [r.seq for r in got] == [0, 0]  # nothing stored was handed out before them

@@ -226,10 +226,11 @@ class LiveFeed:
             return None
         for index, snapshot in enumerate(self._pending):
             if snapshot.data["data"].get("message_id") == message_id:
-                self._next = record  # the snapshot first, then (if it is newer) the update
+                # The snapshot first (early: its stored records are late), then the update if
+                # the snapshot does not hold it.
                 ready = self._hand_out(self._pending.pop(index))
-                if not self._newer(data):
-                    self._next = None
+                if self._newer(data):
+                    self._next = record
                 return ready
         return record if self._newer(data) else None
 
