@@ -22,7 +22,11 @@ Figures (``--only`` takes these names; bench/README.md says how each is measured
 - ``facade_overhead``: what ``Harness.run`` costs over a bare client (``run::start``, then
   ``agent_end`` on a subscription), per turn: the same turns driven both ways, interleaved; and
   the same two clients on a replayed turn (its stored events appended by a stand-in
-  ``run::start``), where the workers' share is small enough to see microseconds.
+  ``run::start``), where the workers' share is small enough to see microseconds;
+- ``delta_cost``: CPU µs per streamed delta, end to end to an ``agent::events`` subscriber
+  (``Harness.stream`` handing out typed events): a one-call run streaming N deltas less the
+  same run streaming its text as one delta, over N - 1; with the default coalescing and with
+  coalescing off (one live ``message_update`` per delta).
 
 Targets sit next to the figures with a pass flag; they are informational (the exit code is 0
 whatever the figures). Timing is wall clock on a shared machine: compare medians and ratios from
@@ -85,6 +89,7 @@ SECTIONS = (
     "facade_overhead",
     "long_session",
     "nats_sequential_fresh",
+    "delta_cost",
 )
 REFERENCE = {
     "langgraph_sqlite_checkpointer_ms": 10.0,
@@ -108,6 +113,8 @@ class Sizes:
     replay_turns: int = 3000
     long_turns: int = 200
     nats_fresh: int = 100
+    delta_rounds: int = 30
+    deltas: int = 1000
 
 
 QUICK = Sizes(
@@ -124,6 +131,8 @@ QUICK = Sizes(
     replay_turns=50,
     long_turns=20,
     nats_fresh=5,
+    delta_rounds=5,
+    deltas=500,
 )
 
 
@@ -148,6 +157,7 @@ TARGETS: dict[str, dict[str, Target]] = {
     "facade_overhead": {"overhead_us": Target("<=", 50.0)},
     "long_session": {"growth": Target("<=", 1.2)},
     "nats_sequential_fresh": {"p50_ms": Target("<=", 10.0)},
+    "delta_cost": {"per_delta_cpu_us": Target("<=", 20.0)},
 }
 
 
@@ -893,6 +903,70 @@ async def bench_facade_overhead(directory: Path, sizes: Sizes) -> dict[str, Any]
     }
 
 
+# -- delta cost ------------------------------------------------------------------------------------
+async def streamed_run(facade: Harness, session_id: str, text: str) -> tuple[float, int]:
+    """CPU seconds of one ``Harness.stream`` run (its events typed and handed out), and how
+    many ``message_update`` events it handed out; checked after the clock stops."""
+    updates, streamed = 0, []
+    async with asyncio.timeout(TURN_TIMEOUT):
+        cpu = time.process_time()
+        run = facade.stream(USER_TEXT, session=session_id)
+        async for event in run:
+            if event.type == "message_update":
+                updates += 1
+                streamed.append(event.data.delta)
+        spent = time.process_time() - cpu
+    if run.result.output != text or "".join(streamed) != text:
+        raise BenchError(f"{session_id}: the streamed answer is not the scripted text")
+    return spent, updates
+
+
+async def delta_cost(directory: Path, sizes: Sizes, *, coalesce: bool) -> dict[str, Any]:
+    name = "coalesced" if coalesce else "uncoalesced"
+    rounds = range(sizes.delta_rounds + 2)  # two warm-up rounds
+    text = (ANSWER * (sizes.deltas // 50 + 1))[: sizes.deltas * 4]
+    turns = [ScriptTurn.say(text, deltas=sizes.deltas)]  # every session but the "one-" ones
+    turns += [ScriptTurn.say(text, deltas=1, session=f"{name}-one-{i}") for i in rounds]
+    provider = ScriptedProvider(Script(turns), per_session=True, record_requests=False)
+    config = bench_config()
+    if not coalesce:
+        config = config.model_copy(
+            update={"worker_config": {"orchestrator": {"coalesce_seconds": 0}}}
+        )
+    per_delta: list[float] = []
+    updates = 0
+    async with Harness(provider, config=config, engine=f"embedded:{directory / name}.db") as h:
+        for i in rounds:
+            many, updates = await streamed_run(h, f"{name}-many-{i}", text)
+            one, _ = await streamed_run(h, f"{name}-one-{i}", text)
+            if i >= 2:
+                per_delta.append((many - one) / (sizes.deltas - 1))
+    p50, _ = p50_p99(per_delta)
+    return {
+        "per_delta_cpu_us": round(p50 * 1e6, 2),
+        "rounds": len(per_delta),
+        "deltas": sizes.deltas,
+        "message_updates_per_run": updates,
+    }
+
+
+async def bench_delta_cost(directory: Path, sizes: Sizes) -> dict[str, Any]:
+    load = round(os.getloadavg()[0], 2)
+    coalesced = await delta_cost(directory, sizes, coalesce=True)
+    uncoalesced = await delta_cost(directory, sizes, coalesce=False)
+    return {
+        "per_delta_cpu_us": coalesced["per_delta_cpu_us"],
+        "coalesced": coalesced,
+        "uncoalesced": uncoalesced,
+        "loadavg_1m": [load, round(os.getloadavg()[0], 2)],
+        "measured": "process CPU (time.process_time) of a one-call Harness.stream run streaming"
+        " `deltas` deltas, less the same run streaming its text as one delta, over deltas - 1;"
+        " p50 of `rounds` interleaved pairs in fresh sessions. coalesced: the default"
+        " coalescing (0.05 s / 4096 chars); uncoalesced: coalesce_seconds 0, one live"
+        " message_update per delta, each typed and handed out by the stream",
+    }
+
+
 BENCHES: dict[str, Callable[[Path, Sizes], Awaitable[dict[str, Any]]]] = {
     "operations": bench_operations,
     "sequential_fresh": bench_sequential_fresh,
@@ -903,6 +977,7 @@ BENCHES: dict[str, Callable[[Path, Sizes], Awaitable[dict[str, Any]]]] = {
     "facade_overhead": bench_facade_overhead,
     "long_session": bench_long_session,
     "nats_sequential_fresh": bench_nats_sequential_fresh,
+    "delta_cost": bench_delta_cost,
 }
 
 

@@ -58,8 +58,8 @@ def test_run_approve_finish_and_fork(page: Page, console: Console, artifacts: Pa
     expect(card.get_by_test_id("tool-status")).to_have_text("needs approval")
     expect(card.get_by_test_id("tool-args")).to_contain_text(NOTE)
     expect(card.get_by_test_id("gate-decision")).to_contain_text("needs_approval")
+    # (the page may have joined mid-answer: a snapshot, then the words after it)
     expect(page.get_by_test_id("answer-text")).to_have_text([FIRST_TEXT])
-    assert text_nodes(page, "answer-text", 0) == len(FIRST_TEXT.split())
     expect(page.get_by_test_id("run-status")).to_have_text("waiting for approval")
     assert not console.workspace("console-demo").joinpath("note.txt").exists()
     page.screenshot(path=artifacts / "01-waiting-for-approval.png")
@@ -186,7 +186,8 @@ def test_a_dropped_stream_resumes_after_the_last_event(page: Page, console: Cons
     expect(page.get_by_test_id("run-status")).to_have_attribute("data-state", "stopped")
     assert resumed_after == [None, third]
     expect(page.get_by_test_id("answer-text")).to_have_text([QUICK_TEXT])
-    assert text_nodes(page, "answer-text", 0) == len(QUICK_TEXT.split())
+    # deltas are live only: a page opened after the run shows the stored answer whole
+    assert text_nodes(page, "answer-text", 0) == 1
 
 
 def test_pin_from_the_transcript_and_a_compaction_says_what_it_replaced(

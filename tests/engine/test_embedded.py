@@ -183,3 +183,21 @@ async def test_a_typed_reply_goes_back_by_reference_only_to_a_caller_that_asked_
         raw = await engine.trigger(ask.id, {"text": "hi"})
         assert type(raw) is dict  # a JSON caller gets JSON
         assert raw == {"text": "HI"}
+
+
+async def test_live_frames_keep_call_order_with_appends() -> None:
+    """Embedded: one process, one buffer — a caught-up subscriber sees appends and live frames
+    in the order they were made (NATS promises only "after what its publisher appended")."""
+    async with EmbeddedEngine() as engine:
+        subscription = await engine.subscribe("chat", "s1")
+        try:
+            await engine.append("chat", "s1", "first")
+            assert (await anext(subscription)).data == "first"  # caught up: live from here
+            for i in range(5):
+                await engine.publish("chat", "s1", f"live {i}")
+                await engine.append("chat", "s1", i)
+            got = [await anext(subscription) for _ in range(10)]
+        finally:
+            await subscription.aclose()
+    assert [r.data for r in got] == [x for i in range(5) for x in (f"live {i}", i)]
+    assert [r.seq for r in got] == [x for i in range(1, 6) for x in (i, i + 1)]

@@ -13,8 +13,10 @@ whose commit then failed on the record's revision, had already streamed a delta 
 The reproduction is deterministic: the model answers after 1 s; half-way through, the test
 triggers ``turn::step`` for the same run a second time, as the redelivery does. The driver now
 lets one delivery of a session work at a time in a process: the second waits, then finds the
-run ended. (A redelivery that lands in another process while the first still runs is not
-covered by this: see docs/workers/orchestrator.md.)
+run ended. Deltas are now live only (never stored), so a second delivery's deltas could not
+land in the stored stream at all; the lock still keeps it from calling the model beside the
+first. (A redelivery that lands in another process while the first still runs: see
+docs/workers/orchestrator.md.)
 """
 
 from __future__ import annotations

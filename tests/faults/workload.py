@@ -171,9 +171,11 @@ def _emit_event(seq: int, event: Mapping[str, Any]) -> None:
 
 
 async def _pump(stream: RunStream, last: list[int]) -> None:
+    """The stored events the client is served (a live delta or snapshot is no stored record)."""
     async for _ in stream:
-        _emit_event(stream.seq, stream.frame)
-        last[0] = stream.seq
+        if not stream.live:
+            _emit_event(stream.seq, stream.frame)
+            last[0] = stream.seq
 
 
 async def _terminal(harness: Harness, session: str, *, timeout: float) -> TurnStateView:

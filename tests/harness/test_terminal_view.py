@@ -59,3 +59,15 @@ def test_a_model_switch_is_a_note() -> None:
         "model openai:gpt-5-mini failed (transient); switching to anthropic:claude-haiku-4-5\n"
     )
     assert out.getvalue() == ""
+
+
+def test_joined_mid_answer_the_snapshot_then_the_deltas() -> None:
+    out, err = io.StringIO(), io.StringIO()
+    view = TerminalView(out, err, json_lines=False)
+    parts = [{"kind": "thinking", "text": "hmm"}, {"kind": "text", "text": "Hello, "}]
+    snapshot = {"message_id": "m1", "stream_id": "a", "parts": parts, "through": 2}
+    _show(view, 1, "message_snapshot", snapshot)
+    update = {"message_id": "m1", "stream_id": "a", "kind": "text", "delta": "world", "index": 3}
+    _show(view, 1, "message_update", update)
+    _show(view, 2, "message_complete", _complete("Hello, world"))
+    assert (out.getvalue(), err.getvalue()) == ("Hello, world", "")

@@ -14,8 +14,9 @@ orchestrator wakes the run, which must complete. Both phases follow the run with
 
 Everything goes to stdout as JSON lines, flushed one by one:
 
-- ``{"event": {"seq", "type", "event_id", "run_id", "data"}}``: each ``agent::events`` record
-  of the session after ``--after`` (a client reconnecting from that cursor), as stored;
+- ``{"event": {"seq", "type", "event_id", "run_id", "data", "live"}}``: each ``agent::events``
+  record of the session after ``--after`` (a client reconnecting from that cursor), as stored,
+  and the live events (deltas, a snapshot) it was handed meanwhile (``live``: true);
 - ``{"marker": "hold", "name": ...}``: the harness reached the kill point;
 - ``{"marker": "started"}``: ``run::start`` returned;
 - ``{"marker": "finished", "state", "stop_reason", "provider"}``: the run ended and its record is
@@ -234,6 +235,7 @@ async def _pump(stream: RunStream) -> None:
                     "run_id": event["run_id"],
                     "session_id": event["session_id"],
                     "data": event["data"],
+                    "live": stream.live,
                 }
             }
         )

@@ -181,7 +181,7 @@ async def _crash_and_resume(case: KillPoint, workdir: Path, url: str) -> Outcome
     engine API (the same URL opened in this process), resume in a second child, then read the
     outcome in this process — the same way on every backend."""
     first = await _run_child(url, workdir, case, "first", kill_on=case.kill_on or None)
-    cursor = max((e["seq"] for e in first.events), default=0)
+    cursor = max((e["seq"] for e in first.events if not e["live"]), default=0)
     resumed: ChildOutput | None = None
     at_kill: dict[str, Any] = {}
     if case.kill_on:
@@ -248,7 +248,7 @@ async def test_the_killed_harness_stopped_at_its_kill_point(
     tool_ran = case.ledger_at_kill is not None
     assert len(at_kill["side_effects"]) == (1 if tool_ran else 0)
     assert "agent_end" not in outcome.first.seen()
-    if case.stall_stream:  # killed mid-stream: deltas shown, the message never finished
+    if case.stall_stream:  # killed mid-stream: deltas shown (live), the message never finished
         assert "message_update" in outcome.first.seen()
         assert "message_complete" not in outcome.first.seen()
 
@@ -308,14 +308,16 @@ async def test_the_event_stream_is_gap_free_across_the_crash(
 
     # The killed harness's client saw 1..cursor; reconnecting to the restarted one from that
     # cursor, it gets exactly the rest.
-    first_seqs = [e["seq"] for e in outcome.first.events]
+    first_seqs = [e["seq"] for e in outcome.first.events if not e["live"]]
     assert first_seqs == list(range(1, outcome.cursor + 1))
     if outcome.resumed is not None:
-        resumed_seqs = [e["seq"] for e in outcome.resumed.events]
-        assert resumed_seqs == list(range(outcome.cursor + 1, len(events) + 1))
-        assert [e["event_id"] for e in outcome.resumed.events] == [
+        resumed = [e for e in outcome.resumed.events if not e["live"]]
+        assert [e["seq"] for e in resumed] == list(range(outcome.cursor + 1, len(events) + 1))
+        assert [e["event_id"] for e in resumed] == [
             r.data["event_id"] for r in events[outcome.cursor :]
         ]
+    # Deltas (and a snapshot) are live: handed to the client as they streamed, never stored.
+    assert not {"message_update", "message_snapshot"} & {r.data["type"] for r in events}
 
     # Any cursor: a subscription yields exactly the records after it.
     assert [(r.seq, r.data) for r in outcome.tail_after_mid] == [

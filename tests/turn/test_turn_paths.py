@@ -12,6 +12,8 @@ from typing import Any
 import pytest
 
 from tackroom.contracts.approvals import DECISIONS_SCOPE
+from tackroom.contracts.events import EVENTS
+from tackroom.engine import Subscription
 from tackroom.runtime import WorkerConfig, WorkerContext, WorkerSpec
 from tackroom.testing import RecordingHandler, Script, ScriptTurn, wait_until
 from tackroom.workers.orchestrator.streaming import _Coalescer
@@ -460,18 +462,28 @@ async def test_abort_interrupts_a_model_stream_in_flight(tmp_path: Path) -> None
 async def test_deltas_before_a_pause_are_shown_within_coalesce_seconds(tmp_path: Path) -> None:
     script = Script([{"text": "one two three", "stall_after_frames": 3}])
     async with running_harness(tmp_path, script) as harness:
-        await harness.start("s", "talk", run_id="run")
+        watching = await harness.engine.subscribe(EVENTS.name, "s")
+        try:
+            await harness.start("s", "talk", run_id="run")
+            # coalesce_seconds is 0.05: well within a second, not when the model speaks again
+            async with asyncio.timeout(1):
+                assert "".join(await _live_deltas(watching, until="one two three")) == (
+                    "one two three"
+                )
+        finally:
+            await watching.aclose()
+        stored = await events_of(harness.engine, "s")
+        assert "message_update" not in [r.data["type"] for r in stored]  # live only
 
-        async def shown() -> bool:
-            deltas = [
-                r.data["data"]["delta"]
-                for r in await events_of(harness.engine, "s")
-                if r.data["type"] == "message_update"
-            ]
-            return "".join(deltas) == "one two three"
 
-        # coalesce_seconds is 0.05: well within a second, not when the model speaks again
-        await wait_until(shown, timeout=1, message="the three deltas are shown")
+async def _live_deltas(subscription: Subscription, *, until: str) -> list[str]:
+    """The live ``message_update`` deltas, read until they spell ``until``."""
+    deltas: list[str] = []
+    while "".join(deltas) != until:
+        record = await anext(subscription)
+        if record.live and record.data["type"] == "message_update":
+            deltas.append(record.data["data"]["delta"])
+    return deltas
 
 
 async def test_coalescing_off_flushes_each_delta_and_does_not_spin_while_the_model_pauses(
@@ -489,14 +501,14 @@ async def test_coalescing_off_flushes_each_delta_and_does_not_spin_while_the_mod
     script = Script([{"text": "one two three", "stall_after_frames": 3}])
     orchestrator = {"coalesce_seconds": 0}
     async with running_harness(tmp_path, script, orchestrator=orchestrator) as harness:
+        watching = await harness.engine.subscribe(EVENTS.name, "s")
         await harness.start("s", "talk", run_id="run")
-
-        async def each_delta_shown() -> bool:
-            events = await events_of(harness.engine, "s")
-            deltas = [r.data["data"]["delta"] for r in events if r.data["type"] == "message_update"]
-            return deltas == ["one ", "two ", "three"]
-
-        await wait_until(each_delta_shown, timeout=5, message="one update per delta")
+        try:
+            async with asyncio.timeout(5):  # one update per delta
+                deltas = await _live_deltas(watching, until="one two three")
+        finally:
+            await watching.aclose()
+        assert deltas == ["one ", "two ", "three"]
         ticks = 0
         await asyncio.sleep(0.6)  # the model is silent: the timer only polls for an abort
         assert ticks <= 5

@@ -11,7 +11,12 @@ frame with :data:`EVENTS` (``EVENTS.parse(record.data)``) and match on the class
             ...
 
 ``event_id`` is deterministic per run and step (:func:`event_id`), so a UI drops a repeat caused
-by a crash between emitting and committing a step. Data models ignore unknown fields, so a reader
+by a crash between emitting and committing a step.
+
+``message_update`` and ``message_snapshot`` are *live* events: sent to the subscribers connected
+at the time (``Engine.publish``), never stored. The stored ``message_complete`` is the message; a
+reader that connects while one streams gets a ``message_snapshot`` of it first
+(:mod:`tackroom.kit.live` merges the two). Data models ignore unknown fields, so a reader
 keeps working when a newer writer adds one.
 """
 
@@ -55,10 +60,13 @@ __all__ = [
     "HandoffData",
     "MessageComplete",
     "MessageCompleteData",
+    "MessageSnapshot",
+    "MessageSnapshotData",
     "MessageUpdate",
     "MessageUpdateData",
     "ModelSwitch",
     "ModelSwitchData",
+    "StreamedPart",
     "SubagentEnded",
     "SubagentEndedData",
     "SubagentStarted",
@@ -106,17 +114,47 @@ class TurnStateChanged(_Frame):
     data: TurnStateChangedData
 
 
+StreamedKind = Literal["text", "thinking", "function_call"]
+
+
 class MessageUpdateData(_Data):
+    """Live only (never stored)."""
+
     message_id: str
     stream_id: str | None = None
-    kind: Literal["text", "thinking", "function_call"]
+    kind: StreamedKind
     delta: str
     """Consecutive deltas of one kind, coalesced."""
+    index: int = 0
+    """The update's number within its ``stream_id``, from 1 (0: a writer that did not count)."""
 
 
 class MessageUpdate(_Frame):
     type: Literal["message_update"] = "message_update"
     data: MessageUpdateData
+
+
+class StreamedPart(_Data):
+    """Consecutive deltas of one kind, joined."""
+
+    kind: StreamedKind
+    text: str
+
+
+class MessageSnapshotData(_Data):
+    """Live only: a message while it streams, as a reader connecting now has missed it."""
+
+    message_id: str
+    stream_id: str | None = None
+    parts: list[StreamedPart] = Field(default_factory=list)
+    """Everything streamed so far, in order: the updates through ``through``, joined."""
+    through: int = 0
+    """The ``index`` of the last update it holds: later updates of the stream follow it."""
+
+
+class MessageSnapshot(_Frame):
+    type: Literal["message_snapshot"] = "message_snapshot"
+    data: MessageSnapshotData
 
 
 class MessageCompleteData(_Data):
@@ -344,6 +382,7 @@ class Handoff(_Frame):
 AgentEvent = Annotated[
     TurnStateChanged
     | MessageUpdate
+    | MessageSnapshot
     | MessageComplete
     | FunctionExecutionStart
     | FunctionExecutionEnd
@@ -366,6 +405,7 @@ AgentEvent = Annotated[
 EventType = Literal[
     "turn_state_changed",
     "message_update",
+    "message_snapshot",
     "message_complete",
     "function_execution_start",
     "function_execution_end",
@@ -386,6 +426,7 @@ EventType = Literal[
 EventData = (
     TurnStateChangedData
     | MessageUpdateData
+    | MessageSnapshotData
     | MessageCompleteData
     | FunctionExecutionStartData
     | FunctionExecutionEndData
@@ -407,6 +448,7 @@ EventData = (
 _FRAME_OF: dict[type[_Data], type[_Frame]] = {
     TurnStateChangedData: TurnStateChanged,
     MessageUpdateData: MessageUpdate,
+    MessageSnapshotData: MessageSnapshot,
     MessageCompleteData: MessageComplete,
     FunctionExecutionStartData: FunctionExecutionStart,
     FunctionExecutionEndData: FunctionExecutionEnd,

@@ -105,11 +105,20 @@ class StateEntry:
 
 @dataclass(frozen=True, slots=True)
 class StreamRecord:
+    """A stored record, or (``live``) a frame :meth:`Engine.publish` sent or a value
+    :meth:`Engine.snapshot` returned, which is never stored.
+
+    A live record has no sequence of its own: its ``seq`` is that of the stored record it
+    follows (for a subscription, the last stored record it handed out), so a reader that keeps
+    ``seq`` as its resume cursor is never moved past a stored record by a live one.
+    """
+
     stream: str
     group_id: str
     seq: int
     data: Any
     timestamp: float
+    live: bool = False
 
 
 class LazySchema:
@@ -414,6 +423,30 @@ class Engine(Protocol):
         The group's head is kept: a later append continues after the last sequence ever given,
         so a sequence is never reused. Idempotent (a second call deletes 0).
         """
+        ...
+
+    # -- live frames -----------------------------------------------------------------------
+    async def publish(self, stream: str, group_id: str, data: Any) -> None:
+        """Hand ``data`` to the group's subscriptions open now, as a ``live`` record.
+
+        Never stored, never read back, never given to stream triggers; at most once (a
+        subscription that falls behind may lose live records); not part of a
+        :meth:`transaction` (it goes out at once). A subscription hands it out after every
+        record this process appended to the group before publishing it.
+        """
+        ...
+
+    def offer_snapshot(
+        self, stream: str, group_id: str, provider: Callable[[], Any]
+    ) -> AbstractAsyncContextManager[None]:
+        """While the block runs, :meth:`snapshot` of the group includes ``provider()`` (a JSON
+        value, computed when asked: what a reader that connects now has missed so far)."""
+        ...
+
+    async def snapshot(self, stream: str, group_id: str) -> list[StreamRecord]:
+        """The values offered for the group now (:meth:`offer_snapshot`), as ``live`` records
+        whose ``seq`` is the group's last stored sequence just before they were taken (the
+        record they follow). Empty, at once, when nothing is offered."""
         ...
 
     # -- channels --------------------------------------------------------------------------

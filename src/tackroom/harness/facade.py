@@ -452,7 +452,8 @@ class Harness:
         """The run in flight on ``session`` (after a crash, say), from where its events stand.
 
         ``after``: the sequence of the last event a client saw (``RunStream.seq``); the stream
-        starts with the event after it — a client reconnecting gets exactly what it missed."""
+        starts with the event after it — a client reconnecting gets exactly what it missed (an
+        answer streaming now, whose deltas are not stored, as a ``message_snapshot`` first)."""
         await self.start()
         state = await self.get_state(session)
         if state is None:
@@ -463,6 +464,7 @@ class Harness:
             run_id=state.run_id,
             prompt=None,
             after=after,
+            snapshots=True,
         )
 
     async def get_state(self, session: str) -> TurnStateView | None:
@@ -616,7 +618,7 @@ class Harness:
             # its result is whole even if this client saw part of it already.
             await stream.aclose()
             stream = await RunStream.open(
-                self, session_id=session_id, run_id=run_id, prompt=message, after=0
+                self, session_id=session_id, run_id=run_id, prompt=message, after=0, snapshots=True
             )
         return stream
 

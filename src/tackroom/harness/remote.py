@@ -94,7 +94,12 @@ class RemoteBus:
         return await self.client.trigger(function_id, payload, timeout=timeout)
 
     async def subscribe(self, stream: str, group_id: str, *, after: int = 0) -> Subscription:
+        """Stored records only: live frames (token deltas) do not cross the local endpoint, so
+        a remote harness shows an answer when it is complete."""
         return PolledSubscription(self.client, stream, group_id, after=after)
+
+    async def snapshot(self, stream: str, group_id: str) -> list[StreamRecord]:
+        return []
 
     async def set_state(
         self, scope: str, key: str, value: Any, *, expected_revision: int | None = None

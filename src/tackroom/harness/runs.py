@@ -3,7 +3,9 @@ typed, folded into a :class:`~tackroom.harness.result.RunResult`.
 
 The subscription is opened *before* ``run::start`` (from the last sequence this harness saw on
 the session), so no event of the run can be missed, and it is closed when the run ends, when the
-caller stops iterating, or when the harness closes.
+caller stops iterating, or when the harness closes. Events are handed out through a
+:class:`~tackroom.kit.live.LiveFeed`: live deltas as they stream, and — for a run followed after
+it started (``Harness.follow``) — a ``message_snapshot`` of an answer already streaming.
 """
 
 from __future__ import annotations
@@ -21,9 +23,10 @@ from tackroom.contracts.events import (
 )
 from tackroom.contracts.messages import UserMessage
 from tackroom.contracts.turn import TurnStateView
-from tackroom.engine.protocol import Engine, Subscription
+from tackroom.engine.protocol import Engine
 from tackroom.harness.remote import RemoteBus
 from tackroom.harness.result import PendingApproval, RunCollector, RunResult
+from tackroom.kit.live import LiveFeed
 from tackroom.runtime.errors import HarnessError
 
 __all__ = ["ApprovalCallback", "RunHost", "RunStream", "SessionBusy"]
@@ -73,7 +76,7 @@ class RunStream:
     def __init__(self) -> None:
         self._harness: RunHost | None = None
         self._opener: Callable[[], Awaitable[RunStream]] | None = None
-        self._subscription: Subscription | None = None
+        self._subscription: LiveFeed | None = None
         self._collector: RunCollector | None = None
         self.session_id = ""
         self.run_id = ""
@@ -85,6 +88,9 @@ class RunStream:
         """The stream sequence of the last event handed out (a client's resume cursor)."""
         self.frame: dict[str, Any] = {}
         """The last event as stored (JSON), for a client that forwards it verbatim."""
+        self.live = False
+        """Whether the last event is live (a delta, a snapshot: never stored; its ``seq`` is the
+        stored event before it)."""
 
     @classmethod
     async def open(
@@ -95,12 +101,17 @@ class RunStream:
         run_id: str,
         prompt: UserMessage | None,
         after: int,
+        snapshots: bool = False,
     ) -> RunStream:
+        """``snapshots``: the run may be under way (a follow), so an answer already streaming
+        is handed out as a snapshot first; a stream opened before its run starts needs none."""
         stream = cls()
         stream._harness = harness
         stream.session_id, stream.run_id = session_id, run_id
         stream._collector = RunCollector(session_id=session_id, run_id=run_id, prompt=prompt)
-        stream._subscription = await harness.bus.subscribe(EVENTS.name, session_id, after=after)
+        stream._subscription = await LiveFeed.open(
+            harness.bus, session_id, after=after, snapshots=snapshots
+        )
         return stream
 
     @classmethod
@@ -145,7 +156,7 @@ class RunStream:
             data = record.data
             if not isinstance(data, dict) or data.get("run_id") != self.run_id:
                 continue
-            self.seq, self.frame = record.seq, data
+            self.seq, self.frame, self.live = record.seq, data, record.live
             event = EVENTS.parse(data)
             await self._take(event)
             return event
@@ -177,7 +188,8 @@ class RunStream:
         collector, asks = self._collector, self._harness.on_approval is not None
         assert collector is not None
         try:
-            async for record in self._subscription:
+            # Straight from the subscription: a result needs no live event, nor a snapshot.
+            async for record in self._subscription.records:
                 seq, data = record.seq, record.data
                 if type(data) is not dict or data.get("run_id") != run_id:
                     continue

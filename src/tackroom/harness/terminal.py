@@ -20,6 +20,7 @@ from tackroom.contracts.events import (
     FunctionExecutionStart,
     GateDecided,
     MessageComplete,
+    MessageSnapshot,
     MessageUpdate,
     ModelSwitch,
 )
@@ -45,13 +46,14 @@ class TerminalView:
             return
         match event:
             case MessageUpdate(data=update) if update.kind == "text":
-                shown = self._streamed.setdefault(update.message_id, update.stream_id)
-                if shown != update.stream_id:  # a new try of the same message (a correction)
-                    self._streamed[update.message_id] = update.stream_id
-                    self.note("(the model's answer starts over)")
-                self._out.write(update.delta)
-                self._out.flush()
-                self._mid_line = not update.delta.endswith("\n")
+                self._stream(update.message_id, update.stream_id)
+                self._write(update.delta)
+            case MessageSnapshot(data=snapshot):
+                # Joined mid-answer: what streamed before, then the deltas after it.
+                text = "".join(part.text for part in snapshot.parts if part.kind == "text")
+                if text:
+                    self._stream(snapshot.message_id, snapshot.stream_id)
+                    self._write(text)
             case MessageComplete(data=complete) if (
                 isinstance(complete.message, AssistantMessage)
                 and complete.message_id not in self._streamed
@@ -84,6 +86,12 @@ class TerminalView:
                 )
             case _:
                 pass
+
+    def _stream(self, message_id: str, stream_id: str | None) -> None:
+        shown = self._streamed.setdefault(message_id, stream_id)
+        if shown != stream_id:  # a new try of the same message (a correction)
+            self._streamed[message_id] = stream_id
+            self.note("(the model's answer starts over)")
 
     def _write(self, text: str) -> None:
         if text:

@@ -7,6 +7,7 @@
 - :class:`FunctionModel`: a model answering with a Python function (``Harness(FunctionModel(f))``);
 - :class:`ScriptedProvider`, :class:`Script`, :class:`ScriptTurn`: a provider that replays a
   script through the provider stream protocol; :func:`collect_stream` reads a provider stream;
+  :class:`HeldSleep` pauses its stream mid-answer until a test releases it;
 - :class:`Cassette`: a recorded run (``tackroom replay RUN --export``) loaded as a scripted
   provider or replayed offline, to turn an incident into a regression test.
 """
@@ -19,6 +20,7 @@ from tackroom.testing.engines import FAST_QUEUE, MEMORY_URL, memory_engine, runn
 from tackroom.testing.handlers import Call, RecordingHandler, Responder
 from tackroom.testing.scripted import (
     CollectedStream,
+    HeldSleep,
     InvalidScript,
     Script,
     ScriptAssertionError,
@@ -37,6 +39,7 @@ __all__ = [
     "Cassette",
     "CollectedStream",
     "FunctionModel",
+    "HeldSleep",
     "InvalidScript",
     "ModelInfo",
     "RecordingHandler",

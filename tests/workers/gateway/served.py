@@ -17,6 +17,7 @@ from tackroom.harness.wiring import agent_host_config, gateway_host_config, with
 from tackroom.runtime.config import AgentSettings, HarnessConfig
 from tackroom.runtime.host import Host
 from tackroom.runtime.registry import load_worker
+from tackroom.testing import ScriptedProvider
 
 TOKEN = "test-token-0123456789abcdef"
 AUTH = {"Authorization": f"Bearer {TOKEN}"}
@@ -71,12 +72,19 @@ def gateway_config(
 
 
 @asynccontextmanager
-async def serving(config: HarnessConfig) -> AsyncIterator[Served]:
-    host = Host(
-        engine=open_engine(config.engine),
-        workers=[load_worker(name) for name in config.workers],
-        config=config,
-    )
+async def serving(
+    config: HarnessConfig, *, provider: ScriptedProvider | None = None
+) -> AsyncIterator[Served]:
+    """``provider``: the scripted model as a Python object (a held one, say) instead of the
+    ``scripted`` worker the config names."""
+    workers = [
+        provider.worker_spec() if provider is not None and name == "scripted" else load_worker(name)
+        for name in config.workers
+    ]
+    if provider is not None:  # its own worker takes no config section
+        sections = {k: v for k, v in config.worker_config.items() if k != "scripted"}
+        config = config.model_copy(update={"worker_config": sections})
+    host = Host(engine=open_engine(config.engine), workers=workers, config=config)
     async with host:
         [line] = [a for a in host.announcements if a.startswith("console: ")]
         yield Served(host, line.removeprefix("console: ").partition("#")[0].rstrip("/"))
@@ -84,7 +92,8 @@ async def serving(config: HarnessConfig) -> AsyncIterator[Served]:
 
 @dataclass
 class SseEvent:
-    id: int
+    id: int | None
+    """``None``: a live event (a delta, a snapshot), which has no id."""
     event: str
     data: dict[str, Any]
 
@@ -114,7 +123,8 @@ class EventReader:
                 continue
             if not fields:
                 continue
-            event = SseEvent(int(fields["id"]), fields["event"], json.loads(fields["data"]))
+            seq = int(fields["id"]) if "id" in fields else None
+            event = SseEvent(seq, fields["event"], json.loads(fields["data"]))
             fields = {}
             events.append(event)
             if event.event == until or (count is not None and len(events) == count):

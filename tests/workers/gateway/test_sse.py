@@ -12,11 +12,12 @@ import httpx2 as httpx
 import pytest
 
 from tackroom.contracts.events import EVENTS
-from tackroom.testing import wait_until
+from tackroom.testing import HeldSleep, ScriptedProvider, wait_until
 
 from .served import (
     AUTH,
     WRITE_THEN_ANSWER,
+    EventReader,
     Served,
     gateway_config,
     read_events,
@@ -46,14 +47,54 @@ async def test_a_client_that_reconnects_with_last_event_id_gets_every_event_once
             async with client.stream("GET", "/v1/sessions/s1/events", headers=resume) as stream:
                 rest = await read_events(stream)
         stored = await served.engine.read(EVENTS.name, "s1")
-    seen = first + rest
+    seen = [e for e in first + rest if e.id is not None]
     assert [e.id for e in seen] == [record.seq for record in stored]
     assert [e.data for e in seen] == [record.data for record in stored]
     assert len({e.data["event_id"] for e in seen}) == len(seen)
     assert {e.data["run_id"] for e in seen} == {run_id}
     assert [e.event for e in seen] == [e.data["type"] for e in seen]
     assert seen[-1].event == "agent_end"
-    assert sum(e.event == "message_update" for e in rest) > 3
+    # deltas went to whoever watched, live, without an id: none was stored
+    assert {e.event for e in first + rest if e.id is None} <= {"message_update"}
+    assert not [r for r in stored if r.data["type"] in ("message_update", "message_snapshot")]
+
+
+async def test_a_client_connecting_mid_answer_gets_a_snapshot_then_the_rest(
+    engine_url: str, tmp_path: Path
+) -> None:
+    answer = "one two three four five six"
+    held = HeldSleep(at=4)  # three words out, then the model pauses
+    provider = ScriptedProvider(
+        [{"text": answer, "deltas": "words", "delay_between_frames": 0.001}], sleep=held
+    )
+    config = gateway_config(tmp_path, engine_url, script=[])
+    async with serving(config, provider=provider) as served, served.client() as client:
+        started = await client.post("/v1/runs", json={"prompt": "count", "session_id": "mid"})
+        assert started.status_code == 202, started.text
+        await asyncio.wait_for(held.reached.wait(), 10)
+        await wait_until(lambda: _snapshot_holds(served, "three"))
+        async with client.stream("GET", "/v1/sessions/mid/events") as stream:
+            reader = EventReader(stream)
+            head = await reader.read(until="message_snapshot")
+            held.release.set()
+            tail = await reader.read()
+        stored = await served.engine.read(EVENTS.name, "mid")
+    snapshot = head[-1]
+    assert snapshot.id is None  # live: not a place to resume from
+    assert [e.id for e in head[:-1]] == [r.seq for r in stored[: len(head) - 1]]
+    before = "".join(p["text"] for p in snapshot.data["data"]["parts"] if p["kind"] == "text")
+    deltas = [e.data["data"] for e in tail if e.event == "message_update"]
+    assert all(e.id is None for e in tail if e.event == "message_update")
+    assert all(d["index"] > snapshot.data["data"]["through"] for d in deltas)
+    assert before + "".join(d["delta"] for d in deltas) == answer
+    assert tail[-1].event == "agent_end"
+    assert [e.id for e in head + tail if e.id is not None] == [r.seq for r in stored]
+    assert "message_update" not in {r.data["type"] for r in stored}
+
+
+async def _snapshot_holds(served: Served, text: str) -> bool:
+    taken = await served.engine.snapshot(EVENTS.name, "mid")
+    return bool(taken) and text in str(taken[0].data)
 
 
 async def _state_is(client: httpx.AsyncClient, state: str) -> bool:
@@ -69,7 +110,8 @@ async def test_a_run_filter_ends_after_the_run_and_a_cursor_skips_what_was_seen(
         run_id = started.json()["run_id"]
         url = f"/v1/sessions/s2/events?run_id={run_id}"
         async with client.stream("GET", url) as stream:
-            head = await read_events(stream, until="approval_requested")
+            seen = await read_events(stream, until="approval_requested")
+        head = [e for e in seen if e.id is not None]  # stored: live deltas have no id
         pending = await client.get("/v1/approvals", params={"session_id": "s2"})
         [call] = pending.json()["pending"]
         denied = await client.post(
@@ -78,9 +120,10 @@ async def test_a_run_filter_ends_after_the_run_and_a_cursor_skips_what_was_seen(
         assert denied.status_code == 200, denied.text
         async with client.stream("GET", f"{url}&after={head[1].id}") as stream:
             tail = await read_events(stream, until=None)  # ends by itself after agent_end
-    assert tail[0].id == head[2].id
+    stored = [e.id for e in tail if e.id is not None]
+    assert stored[0] == head[2].id
     assert tail[-1].event == "agent_end"
-    assert [e.id for e in tail] == sorted({e.id for e in tail})
+    assert stored == sorted(set(stored))
 
 
 async def test_heartbeats_keep_an_idle_stream_alive(tmp_path: Path) -> None:
@@ -93,6 +136,13 @@ async def test_heartbeats_keep_an_idle_stream_alive(tmp_path: Path) -> None:
     async with serving(config) as served, served.client() as client:
         created = await client.post("/v1/runs", json={"prompt": "go", "session_id": "idle"})
         assert created.status_code == 202
+
+        async def parked() -> bool:  # nothing streams any more, live or stored
+            reply = await client.get("/v1/sessions/idle/state")
+            state: str | None = reply.json().get("state")
+            return state == "function_awaiting_approval"
+
+        await wait_until(parked)
         async with client.stream("GET", "/v1/sessions/idle/events?after=1000") as stream:
             lines = stream.aiter_lines()
             beats = 0

@@ -7,7 +7,7 @@ import os
 import time
 import uuid
 from collections import OrderedDict
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from datetime import UTC, datetime
 from pathlib import Path
@@ -52,6 +52,7 @@ from tackroom.engine.protocol import (
     UpdateOp,
     WorkerInfo,
 )
+from tackroom.engine.snapshots import SnapshotOffers
 from tackroom.engine.tracing import EngineTracer, SpanMode
 
 if TYPE_CHECKING:
@@ -87,6 +88,7 @@ class EmbeddedEngine:
         self._registry = FunctionRegistry(tracer=self._tracer)
         self._channels = ChannelTable()
         self._hub = SubscriptionHub()
+        self._offers = SnapshotOffers()
         self._store: Store | None = None
         self._dispatcher: QueueDispatcher | None = None
         self._lock_fd: int | None = None
@@ -644,6 +646,30 @@ class EmbeddedEngine:
         store = self._live_store()
         with store.transaction():
             return store.delete_group(stream, group_id)
+
+    # -- live frames ----------------------------------------------------------------------------
+    async def publish(self, stream: str, group_id: str, data: Any) -> None:
+        """Pushed with the appends of this process, in call order (see :mod:`.subscriptions`)."""
+        self._live_store()
+        data = to_json_value(data, what="live record")
+        if self._hub.subscribed((stream, group_id)):
+            self._hub.publish(StreamRecord(stream, group_id, 0, data, _now(), True))
+
+    @asynccontextmanager
+    async def offer_snapshot(
+        self, stream: str, group_id: str, provider: Callable[[], Any]
+    ) -> AsyncIterator[None]:
+        self._live_store()
+        with self._offers.offer((stream, group_id), provider):
+            yield
+
+    async def snapshot(self, stream: str, group_id: str) -> list[StreamRecord]:
+        head = self._head(self._live_store(), stream, group_id)
+        now = _now()
+        return [
+            StreamRecord(stream, group_id, head, value, now, True)
+            for value in self._offers.values((stream, group_id))
+        ]
 
     # -- channels -------------------------------------------------------------------------------
     async def open_channel(self, *, capacity: int = 64) -> LocalChannel:

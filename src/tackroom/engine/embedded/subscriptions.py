@@ -1,4 +1,9 @@
-"""Live stream subscriptions: stored records after a cursor, then live ones, no gap, no dup."""
+"""Live stream subscriptions: stored records after a cursor, then live ones, no gap, no dup.
+
+Frames :meth:`~tackroom.engine.protocol.Engine.publish` sends (``live`` records, never stored)
+ride in the same buffer as appended records, in the order the process made the two calls; a
+subscription still catching up from storage hands them out once it has caught up.
+"""
 
 from __future__ import annotations
 
@@ -46,6 +51,7 @@ class StreamSubscription:
         self._closed = False
 
     def push(self, record: StreamRecord) -> None:
+        """An appended record, or a live one (``record.live``: its ``seq`` is not used)."""
         if self._closed:
             return
         if len(self._live) >= self._buffer_limit:
@@ -69,6 +75,11 @@ class StreamSubscription:
                 continue
             while self._live:
                 record = self._live.popleft()
+                if record.live:
+                    stream, group_id = self._key
+                    return StreamRecord(
+                        stream, group_id, self._cursor, record.data, record.timestamp, True
+                    )
                 if record.seq > self._cursor:
                     return self._advance(record)
             self._wake.clear()
@@ -104,6 +115,9 @@ class SubscriptionHub:
         """Push ``record`` to each live subscriber, each with its own copy of the data."""
         for index, sub in enumerate(self._subs.get((record.stream, record.group_id), ())):
             sub.push(record if index == 0 else replace(record, data=copy_json(record.data)))
+
+    def subscribed(self, key: tuple[str, str]) -> bool:
+        return key in self._subs
 
     async def close_all(self) -> None:
         for subs in list(self._subs.values()):

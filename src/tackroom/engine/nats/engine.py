@@ -6,7 +6,7 @@ import asyncio
 import contextlib
 import json
 import weakref
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from types import TracebackType
 from typing import TYPE_CHECKING, Any
@@ -22,6 +22,7 @@ from tackroom.engine.nats.catalog import Catalog
 from tackroom.engine.nats.channels import NatsChannel, NatsChannelWriter
 from tackroom.engine.nats.delivery import Dispatcher
 from tackroom.engine.nats.link import Link, WrongLastSequence, unavailable
+from tackroom.engine.nats.live import LiveFrames
 from tackroom.engine.nats.naming import Names, NatsOptions, parse_nats_url
 from tackroom.engine.nats.queues import QueueBroker
 from tackroom.engine.nats.state import StateStore
@@ -81,6 +82,7 @@ class _Parts:
         )
         self.state = StateStore(link, names, capture=lambda: capture(None))
         self.streams = EventStreams(link, names, capture=lambda: capture(None))
+        self.live = LiveFrames(link, names, self.streams)
         self.triggers = Triggers(link, names, self.broker, self.streams, self.catalog)
         self.channels: weakref.WeakSet[NatsChannel] = weakref.WeakSet()
 
@@ -407,6 +409,24 @@ class NatsEngine:
     async def delete_group(self, stream: str, group_id: str) -> int:
         async with self._live() as parts:
             return await parts.streams.delete_group(stream, group_id)
+
+    # -- live frames -----------------------------------------------------------------------
+    async def publish(self, stream: str, group_id: str, data: Any) -> None:
+        async with self._live() as parts:
+            await parts.live.publish(stream, group_id, data)
+
+    @asynccontextmanager
+    async def offer_snapshot(
+        self, stream: str, group_id: str, provider: Callable[[], Any]
+    ) -> AsyncIterator[None]:
+        async with self._live() as parts:
+            offer = parts.live.offer(stream, group_id, provider)
+        async with offer:
+            yield
+
+    async def snapshot(self, stream: str, group_id: str) -> list[StreamRecord]:
+        async with self._live() as parts:
+            return await parts.live.snapshot(stream, group_id)
 
     # -- channels --------------------------------------------------------------------------
     async def open_channel(self, *, capacity: int = 64) -> NatsChannel:

@@ -203,6 +203,14 @@ class Names:
     def event_subject(self, stream: str, group_id: str) -> str:
         return f"{self.ns}.ev.{encode_token(stream)}.{encode_token(group_id)}"
 
+    def live_subject(self, stream: str, group_id: str) -> str:
+        """Core NATS (never stored): the group's live frames."""
+        return f"{self.ns}.live.{encode_token(stream)}.{encode_token(group_id)}"
+
+    def snapshot_subject(self, stream: str, group_id: str) -> str:
+        """Core NATS request/reply, served only while a process offers a snapshot."""
+        return f"{self.ns}.snap.{encode_token(stream)}.{encode_token(group_id)}"
+
     def head_key(self, stream: str, group_id: str) -> str:
         return f"head.{encode_token(stream)}.{encode_token(group_id)}"
 

@@ -12,6 +12,12 @@ when every record of a group has expired.
 Reads locate the first record after a cursor by binary search over stream sequences (one direct
 get per probe), then read a page with one batch direct get. A subscriber is an ordered push
 consumer started at that record: stored records, then live ones, no gap, no duplicate.
+
+A subscriber also listens on the group's core NATS subject ``<ns>.live.<stream>.<group>`` for
+frames :meth:`~tackroom.engine.protocol.Engine.publish` sends (:mod:`.live`): each carries
+``after``, the group's last sequence its publisher had appended, and waits in the subscription
+until the ordered consumer has handed that record out (the two arrive on different
+subscriptions, in no fixed order between them).
 """
 
 from __future__ import annotations
@@ -20,6 +26,7 @@ import asyncio
 import contextlib
 import json
 import time
+from collections import deque
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
@@ -42,6 +49,8 @@ __all__ = ["RECORD_SCHEMA_VERSION", "EventStreams", "NatsSubscription", "decode_
 RECORD_SCHEMA_VERSION = 1
 _PAGE = 1000
 _PURGE_TIMEOUT = 10.0
+_HELD = 1024
+"""Live frames a subscription keeps waiting for their stored record, at most (oldest dropped)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -114,6 +123,16 @@ class EventStreams:
         if last is None:
             return _Head(0, kept)
         return _Head(message_seq(last), max(kept, _group_seq(last)))
+
+    def known_head(self, stream: str, group_id: str) -> int:
+        """The group's last sequence as this process knows it from its own appends (0: none)."""
+        head = self._heads.get((stream, group_id))
+        return 0 if head is None else head.seq
+
+    async def head(self, stream: str, group_id: str) -> int:
+        """The group's last sequence, read from the server."""
+        name = await self.ensure(stream)
+        return (await self._head(name, stream, group_id)).seq
 
     async def append(self, stream: str, group_id: str, data: Any) -> int:
         data = to_json_value(data, what="stream record")
@@ -233,13 +252,32 @@ class EventStreams:
             ),
         )
 
+    async def listen(
+        self, stream: str, group_id: str, deliver: Callable[[Msg], Awaitable[None]]
+    ) -> Subscription:
+        """The group's live frames (core NATS)."""
+        return await self._link.nc.subscribe(self._names.live_subject(stream, group_id), cb=deliver)
+
+
+@dataclass(frozen=True, slots=True)
+class _Live:
+    after: int
+    data: Any
+    timestamp: float
+
+
+def _decode_live(msg: Msg) -> _Live:
+    body = json.loads(msg.data)
+    return _Live(int(body["after"]), body["data"], float(body["ts"]))
+
 
 class NatsSubscription:
-    """Records of one group after a cursor, stored then live (an ordered consumer).
+    """Records of one group after a cursor, stored then live (an ordered consumer), and the
+    group's live frames.
 
     Records wait in a local buffer; a reader ``buffer_limit`` records behind drops the buffer and
-    follows again from its cursor (the records are still in the stream), so a stalled reader
-    costs no unbounded memory.
+    follows again from its cursor (the records are still in the stream; live frames are lost),
+    so a stalled reader costs no unbounded memory.
     """
 
     def __init__(
@@ -256,56 +294,90 @@ class NatsSubscription:
         self._group_id = group_id
         self._cursor = after
         self._limit = buffer_limit
-        self._buffer: asyncio.Queue[Msg | None] = asyncio.Queue()
+        self._buffer: asyncio.Queue[Msg | _Live | None] = asyncio.Queue()
+        self._held: deque[_Live] = deque()
         self._sub: Subscription | None = None
+        self._live_sub: Subscription | None = None
         self._overflow = False
         self._closed = False
 
     async def connect(self) -> None:
         self._overflow = False
+        if self._live_sub is None:
+            self._live_sub = await self._streams.listen(
+                self._stream, self._group_id, self._deliver_live
+            )
         self._sub = await self._streams.follow(
             self._stream, self._group_id, after=self._cursor, deliver=self._deliver
         )
 
     async def _deliver(self, msg: Msg) -> None:
+        self._put(msg)
+
+    async def _deliver_live(self, msg: Msg) -> None:
+        try:
+            self._put(_decode_live(msg))
+        except (ValueError, KeyError, TypeError):
+            return  # not a frame this engine sent: nothing to hand out
+
+    def _put(self, item: Msg | _Live) -> None:
         if self._overflow:
             return
         if self._buffer.qsize() >= self._limit:
             self._overflow = True
             self._buffer.put_nowait(None)
             return
-        self._buffer.put_nowait(msg)
+        self._buffer.put_nowait(item)
 
     def __aiter__(self) -> NatsSubscription:
         return self
 
     async def __anext__(self) -> StreamRecord:
         while not self._closed:
-            msg = await self._buffer.get()
-            if msg is None:
+            if self._held and self._held[0].after <= self._cursor:
+                return self._live(self._held.popleft())
+            item = await self._buffer.get()
+            if item is None:
                 if self._closed:
                     break
                 if self._overflow and self._buffer.empty():
+                    self._held.clear()
                     await self._unsubscribe()
                     await self.connect()
                 continue
-            record = decode_record(self._stream, self._group_id, msg)
+            if isinstance(item, _Live):
+                if item.after <= self._cursor and not self._held:
+                    return self._live(item)
+                self._held.append(item)  # its stored record is still on its way
+                if len(self._held) > _HELD:
+                    self._held.popleft()
+                continue
+            record = decode_record(self._stream, self._group_id, item)
             if record.seq > self._cursor:
                 self._cursor = record.seq
                 return record
         raise StopAsyncIteration
 
-    async def _unsubscribe(self) -> None:
-        sub, self._sub = self._sub, None
-        if sub is not None:
-            with contextlib.suppress(nats.errors.Error):
-                await sub.unsubscribe()
+    def _live(self, item: _Live) -> StreamRecord:
+        return StreamRecord(
+            self._stream, self._group_id, self._cursor, item.data, item.timestamp, True
+        )
+
+    async def _unsubscribe(self, *, live: bool = False) -> None:
+        subs = [self._sub, self._live_sub] if live else [self._sub]
+        self._sub = None
+        if live:
+            self._live_sub = None
+        for sub in subs:
+            if sub is not None:
+                with contextlib.suppress(nats.errors.Error):
+                    await sub.unsubscribe()
 
     async def aclose(self) -> None:
         if not self._closed:
             self._closed = True
             self._buffer.put_nowait(None)
-            await self._unsubscribe()
+            await self._unsubscribe(live=True)
 
 
 def _now() -> float:

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from tackroom.testing.scripted.collect import CollectedStream, collect_stream
 from tackroom.testing.scripted.cursors import CursorMode, CursorState
+from tackroom.testing.scripted.held import HeldSleep
 from tackroom.testing.scripted.provider import (
     ScriptAssertionError,
     ScriptedProvider,
@@ -30,6 +31,7 @@ __all__ = [
     "CollectedStream",
     "CursorMode",
     "CursorState",
+    "HeldSleep",
     "InvalidScript",
     "Script",
     "ScriptAssertionError",

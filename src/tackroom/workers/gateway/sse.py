@@ -1,8 +1,14 @@
 """A session's typed events as Server-Sent Events, resumable by the engine stream cursor.
 
-Each event is ``id: <seq>`` (its sequence in the session's ``agent::events`` group), ``event:
-<type>`` and ``data: <the stored frame as JSON>``. A client reconnecting with ``Last-Event-ID``
-(or ``?after=``) gets the events after it: every event once, none missed.
+Each stored event is ``id: <seq>`` (its sequence in the session's ``agent::events`` group),
+``event: <type>`` and ``data: <the stored frame as JSON>``. A client reconnecting with
+``Last-Event-ID`` (or ``?after=``) gets the events after it: every event once, none missed.
+
+Live events (``message_update`` deltas, and the ``message_snapshot`` of an answer streaming when
+the client connects: :class:`~tackroom.kit.live.LiveFeed`) have **no** ``id:`` line: they are
+not stored, so they are no place to resume from, and a client (``EventSource`` included) keeps
+the id of the last stored event as its ``Last-Event-ID``. A reconnect mid-answer gets the
+snapshot again, then the deltas after it.
 
 Memory stays bounded per client whatever the client does: the next event is read only once the
 client took the previous one (the ASGI ``send`` waits while the socket's buffer is full); the
@@ -25,8 +31,8 @@ from sse_starlette.event import ServerSentEvent
 from sse_starlette.sse import EventSourceResponse, SendTimeoutError
 from starlette.types import Receive, Scope, Send
 
-from tackroom.contracts.events import EVENTS
-from tackroom.engine.protocol import Engine, Subscription
+from tackroom.engine.protocol import Engine
+from tackroom.kit.live import LiveFeed
 from tackroom.workers.gateway.errors import ApiError
 
 __all__ = ["MAX_CURSOR", "EventStreams", "frame", "parse_cursor"]
@@ -38,11 +44,14 @@ _HEARTBEAT = ServerSentEvent(comment="heartbeat", sep="\n")
 MAX_CURSOR = 2**63 - 1
 
 
-def frame(seq: int, data: Any) -> bytes:
-    """One event on the wire (compact JSON holds no line break, so ``data`` is one line)."""
+def frame(seq: int | None, data: Any) -> bytes:
+    """One event on the wire (compact JSON holds no line break, so ``data`` is one line);
+    ``seq`` ``None``: a live event, without an id."""
     kind = data.get("type") if isinstance(data, dict) else None
     event = kind if isinstance(kind, str) and _TYPE.match(kind) else "message"
     body = json.dumps(data, ensure_ascii=False, separators=(",", ":"))
+    if seq is None:
+        return f"event: {event}\ndata: {body}\n\n".encode()
     return f"id: {seq}\nevent: {event}\ndata: {body}\n\n".encode()
 
 
@@ -80,7 +89,7 @@ class EventStreams:
         self._heartbeat = heartbeat
         self._send_timeout = send_timeout
         self._max = max_streams
-        self._open: set[Subscription] = set()
+        self._open: set[LiveFeed] = set()
         self._closing = False
 
     @property
@@ -111,20 +120,21 @@ class EventStreams:
     ) -> AsyncIterator[bytes]:
         """Subscribed on first iteration: a response that never starts opens nothing (so the
         limit is checked against open streams, and a burst may pass it by a few)."""
-        subscription: Subscription | None = None
+        subscription: LiveFeed | None = None
         try:
             if self._closing:
                 return
-            subscription = await self._engine.subscribe(EVENTS.name, session_id, after=after)
+            subscription = await LiveFeed.open(self._engine, session_id, after=after)
             self._open.add(subscription)
             async for record in subscription:
                 data = record.data
+                seq = None if record.live else record.seq
                 if run_id is None:
-                    yield frame(record.seq, data)
+                    yield frame(seq, data)
                     continue
                 if type(data) is not dict or data.get("run_id") != run_id:
                     continue
-                yield frame(record.seq, data)
+                yield frame(seq, data)
                 if data.get("type") == "agent_end":
                     return
         finally:

@@ -3,14 +3,17 @@
 The turn record gives the provider, the model, the system prompt and the tools offered (the
 session's current run in scope ``turns``; an earlier run's in :data:`RUNS_SCOPE`, kept when the
 next run replaced it); the session tree gives every message with its timestamp; the run's
-``agent::events`` give the streamed deltas and the gate, approval and budget decisions; the call
-ledger gives each call's result and duration. Everything goes through the engine's and the
+``agent::events`` give the gate, approval and budget decisions; the call ledger gives each
+call's result and duration. Deltas are not stored (they go to live readers only): a model
+call's chunks are its answer's blocks, one each — or, for a run recorded before deltas went
+live-only, the ``message_update`` events it stored. Everything goes through the engine's and the
 sessions worker's functions, so a command line reads a cassette from a ``tackroom serve`` as
 well as from an engine it opened itself.
 """
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from tackroom.contracts.bus import Caller
@@ -34,7 +37,14 @@ from tackroom.contracts.engine import (
     StreamReadRequest,
 )
 from tackroom.contracts.events import EVENTS
-from tackroom.contracts.messages import AgentMessage, AssistantMessage, FunctionResultMessage
+from tackroom.contracts.messages import (
+    AgentMessage,
+    AssistantMessage,
+    FunctionCallBlock,
+    FunctionResultMessage,
+    TextBlock,
+    ThinkingBlock,
+)
 from tackroom.contracts.sessions import MESSAGES, MessagesRequest
 from tackroom.workers.orchestrator.dispatch import LEDGER_SCOPE
 from tackroom.workers.orchestrator.record import TURNS_SCOPE, TurnRecord
@@ -182,22 +192,36 @@ def _exchanges(
                 ModelExchange(
                     turn=len(exchanges) + 1,
                     context=len(history) + index,
-                    chunks=_chunks(entry.entry_id, frames),
+                    chunks=_chunks(entry.entry_id, entry.message, frames),
                     response=entry.message,
                 )
             )
     return exchanges
 
 
-def _chunks(message_id: str, frames: _Frames) -> list[StreamChunk]:
-    """The deltas of the message's last stream (a call re-run after a crash streams anew)."""
+def _chunks(message_id: str, message: AssistantMessage, frames: _Frames) -> list[StreamChunk]:
+    """The deltas of the message's last stream (a call re-run after a crash streams anew), as
+    stored by an older run; else one chunk per block of the answer."""
     updates = frames.updates.get(message_id, [])
     if not updates:
-        return []
+        return _block_chunks(message)
     last = updates[-1].get("stream_id")
     return [
         StreamChunk(kind=u["kind"], delta=u["delta"]) for u in updates if u.get("stream_id") == last
     ]
+
+
+def _block_chunks(message: AssistantMessage) -> list[StreamChunk]:
+    chunks: list[StreamChunk] = []
+    for block in message.content:
+        if isinstance(block, TextBlock) and block.text:
+            chunks.append(StreamChunk(kind="text", delta=block.text))
+        elif isinstance(block, ThinkingBlock) and block.text:
+            chunks.append(StreamChunk(kind="thinking", delta=block.text))
+        elif isinstance(block, FunctionCallBlock):
+            delta = json.dumps(block.arguments, ensure_ascii=False, separators=(",", ":"))
+            chunks.append(StreamChunk(kind="function_call", delta=delta))
+    return chunks
 
 
 _Call = tuple[str, str | None, dict[str, Any]]

@@ -8,8 +8,8 @@ none of its deltas were shown**: a switch never takes back text a reader saw. Ea
 ``tool_calling: text`` gets its tools in the system prompt; an answer whose ``tool_call`` block
 cannot be read is answered with a correction, at most ``text_corrections`` times, each try
 streaming under a new ``stream_id``. Last, ``after_model_call`` hooks see (and may redact or
-block) the answer before it is stored; while any listens, deltas are held back, so what a
-redactor removes is never streamed.
+block) the answer before it is stored; while any listens, deltas are held back (nothing goes
+out live, no snapshot is offered), so what a redactor removes is never streamed.
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from dataclasses import dataclass
 
 from opentelemetry import trace
 
-from tackroom.contracts.events import EventData, MessageUpdateData, ModelSwitchData
+from tackroom.contracts.events import ModelSwitchData
 from tackroom.contracts.hooks import AFTER_MODEL_CALL
 from tackroom.contracts.messages import AgentMessage, AssistantMessage, Usage
 from tackroom.contracts.provider import (
@@ -33,6 +33,7 @@ from tackroom.engine.errors import EngineError, FunctionNotFound, unavailable_ca
 from tackroom.engine.protocol import Engine
 from tackroom.kit import texttools
 from tackroom.kit.hooks.modelcalls import CallIds, HookBlocked, ModelCallHooks
+from tackroom.kit.live import NO_LIVE, LiveSink
 from tackroom.workers.orchestrator.dispatch import Emit
 from tackroom.workers.orchestrator.record import TurnRecord
 from tackroom.workers.orchestrator.streaming import (
@@ -122,7 +123,7 @@ class ModelCall:
         if isinstance(request, HookBlocked):
             return request
         hold_back = self._hooks.listening(AFTER_MODEL_CALL)
-        show = _holding(emit) if hold_back else emit
+        live = NO_LIVE if hold_back else self._caller.live(record)
         chain = [(record.provider, record.model)]
         chain.extend((ref.provider, ref.model) for ref in record.fallbacks)
         message_id = record.entry_id(f"t{turn}-a")
@@ -131,7 +132,7 @@ class ModelCall:
                 provider,
                 model,
                 request,
-                show,
+                live,
                 message_id=message_id,
                 abort_requested=abort_requested,
             )
@@ -163,7 +164,7 @@ class ModelCall:
         provider: str,
         model: str,
         request: ProviderRequest,
-        emit: Emit,
+        live: LiveSink,
         *,
         message_id: str,
         abort_requested: AbortCheck | None,
@@ -172,18 +173,18 @@ class ModelCall:
             request = request.model_copy(update={"model": model})
         if await self._profiles.tool_calling(provider) == "native":
             streamed = await self._caller.stream(
-                provider, request, emit, message_id=message_id, abort_requested=abort_requested
+                provider, request, live, message_id=message_id, abort_requested=abort_requested
             )
             return _Try(streamed, streamed.shown)
         return await self._in_text(
-            provider, request, emit, message_id=message_id, abort_requested=abort_requested
+            provider, request, live, message_id=message_id, abort_requested=abort_requested
         )
 
     async def _in_text(
         self,
         provider: str,
         request: ProviderRequest,
-        emit: Emit,
+        live: LiveSink,
         *,
         message_id: str,
         abort_requested: AbortCheck | None,
@@ -203,7 +204,7 @@ class ModelCall:
             streamed = await self._caller.stream(
                 provider,
                 text_request,
-                emit,
+                live,
                 message_id=message_id,
                 abort_requested=abort_requested,
             )
@@ -237,16 +238,6 @@ class ModelCall:
 
 def _switches(message: AssistantMessage, *, shown: bool) -> bool:
     return message.stop_reason == "error" and message.error_kind in SWITCH_ON and not shown
-
-
-def _holding(emit: Emit) -> Emit:
-    """``emit`` without ``message_update`` events: deltas wait for the redactors."""
-
-    async def held(key: str, data: EventData) -> None:
-        if not isinstance(data, MessageUpdateData):
-            await emit(key, data)
-
-    return held
 
 
 def _on_span(data: ModelSwitchData) -> None:

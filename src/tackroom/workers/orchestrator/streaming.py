@@ -1,8 +1,11 @@
-"""One model call: stream the provider's frames over a channel, coalesce deltas into events.
+"""One model call: stream the provider's frames over a channel, coalesce deltas into live events.
 
 Consecutive deltas of one kind become one ``message_update`` event, flushed when the kind
 changes, every ``coalesce_seconds``, at ``coalesce_chars``, and at the end — so a UI sees tokens
-promptly without one stored event per token. The call ends with the provider's terminal frame;
+promptly without one event per token. The events are live only (:mod:`tackroom.kit.live`): sent
+to the subscribers connected now, never stored; while the call streams, a reader that connects
+gets a ``message_snapshot`` of what went out so far. The message itself is stored once, whole,
+as the step's ``message_complete``. The call ends with the provider's terminal frame;
 any failure (no provider, a broken or aborted stream, a timeout, an answer whose tool-call
 arguments nest deeper than ``MAX_CONTENT_DEPTH``) becomes an assistant message with
 ``stop_reason == "error"`` and a visible reason, never a hung turn.
@@ -19,7 +22,7 @@ from typing import Any, Literal
 
 from pydantic import ValidationError
 
-from tackroom.contracts.events import MessageUpdateData
+from tackroom.contracts.events import MessageSnapshotData, StreamedPart
 from tackroom.contracts.messages import AgentMessage, AssistantMessage, ErrorKind, TextBlock
 from tackroom.contracts.provider import ProviderRequest, ToolSpec, stream_function
 from tackroom.engine.errors import (
@@ -32,7 +35,7 @@ from tackroom.engine.errors import (
 )
 from tackroom.engine.jsonvalue import MAX_CONTENT_DEPTH, to_json_value
 from tackroom.engine.protocol import Channel, Engine
-from tackroom.workers.orchestrator.dispatch import Emit
+from tackroom.kit.live import LiveSink, RunLive
 from tackroom.workers.orchestrator.record import TurnRecord
 
 DeltaKind = Literal["text", "thinking", "function_call"]
@@ -52,14 +55,15 @@ AbortCheck = Callable[[], Awaitable[bool]]
 
 
 class _Coalescer:
-    """Batches deltas into ``message_update`` events.
+    """Batches deltas into live ``message_update`` events, and keeps what went out for a
+    snapshot (the parts so far, through update ``count``).
 
     Each model call streams under its own ``stream_id``: a call re-run after a crash gets new
     event ids (and a UI seeing a new ``stream_id`` for a message starts that message over).
     """
 
-    def __init__(self, emit: Emit, message_id: str, *, seconds: float, chars: int) -> None:
-        self._emit = emit
+    def __init__(self, live: LiveSink, message_id: str, *, seconds: float, chars: int) -> None:
+        self._live = live
         self._message_id = message_id
         self.stream_id = uuid.uuid4().hex[:8]
         self.seconds = seconds
@@ -69,12 +73,22 @@ class _Coalescer:
         self._size = 0
         self._since = 0.0
         self._count = 0
+        self._sent: list[tuple[DeltaKind, list[str]]] = []
         self._lock = asyncio.Lock()
 
     @property
     def shown(self) -> bool:
         """Whether any delta went out (or waits to go out) as an event."""
         return self._count > 0 or bool(self._parts)
+
+    def snapshot(self) -> MessageSnapshotData:
+        """What went out so far: the updates 1 to ``count``, joined by kind."""
+        return MessageSnapshotData(
+            message_id=self._message_id,
+            stream_id=self.stream_id,
+            parts=[StreamedPart(kind=kind, text="".join(texts)) for kind, texts in self._sent],
+            through=self._count,
+        )
 
     async def add(self, kind: DeltaKind, delta: str) -> None:
         if kind != self._kind:
@@ -93,19 +107,22 @@ class _Coalescer:
 
     async def flush(self) -> None:
         async with self._lock:  # the reader and the ticker both flush; events keep their order
-            if not self._parts or self._kind is None:
+            kind = self._kind
+            if not self._parts or kind is None:
                 return
             delta, self._parts, self._size = "".join(self._parts), [], 0
             self._count += 1
             self._since = time.monotonic()
-            await self._emit(
-                f"{self._message_id}:{self.stream_id}:u{self._count}",
-                MessageUpdateData.model_construct(
-                    message_id=self._message_id,
-                    stream_id=self.stream_id,
-                    kind=self._kind,
-                    delta=delta,
-                ),
+            if self._sent and self._sent[-1][0] == kind:
+                self._sent[-1][1].append(delta)
+            else:
+                self._sent.append((kind, [delta]))
+            await self._live.update(
+                message_id=self._message_id,
+                stream_id=self.stream_id,
+                kind=kind,
+                delta=delta,
+                index=self._count,
             )
 
 
@@ -125,20 +142,36 @@ class ModelCaller:
         self._chars = coalesce_chars
         self._capacity = channel_capacity
 
+    def live(self, record: TurnRecord) -> RunLive:
+        """Where the run's live events go: its session's ``agent::events`` group."""
+        return RunLive(self._engine, session_id=record.session_id, run_id=record.run_id)
+
     async def stream(
         self,
         provider: str,
         request: ProviderRequest,
-        emit: Emit,
+        live: LiveSink,
         *,
         message_id: str,
         abort_requested: AbortCheck | None = None,
     ) -> Streamed:
         """One call of ``provider::<provider>::stream`` with ``request`` (its ``writer`` is set
-        here); deltas go to ``emit`` as ``message_update`` events under a new ``stream_id``."""
+        here); deltas go to ``live`` as ``message_update`` events under a new ``stream_id``,
+        and a snapshot of them is offered until the call ends."""
         channel = await self._engine.open_channel(capacity=self._capacity)
         request = request.model_copy(update={"writer": channel.ref.to_json()})
-        coalescer = _Coalescer(emit, message_id, seconds=self._seconds, chars=self._chars)
+        coalescer = _Coalescer(live, message_id, seconds=self._seconds, chars=self._chars)
+        async with live.offering(message_id, coalescer.snapshot):
+            return await self._stream(provider, request, channel, coalescer, abort_requested)
+
+    async def _stream(
+        self,
+        provider: str,
+        request: ProviderRequest,
+        channel: Channel,
+        coalescer: _Coalescer,
+        abort_requested: AbortCheck | None,
+    ) -> Streamed:
         async with asyncio.TaskGroup() as group:
             reader = group.create_task(self._read(channel, coalescer))
             invoke = group.create_task(self._invoke(provider, request))
@@ -245,7 +278,7 @@ class ModelCaller:
 @dataclass(frozen=True, slots=True)
 class Streamed:
     """One stream's outcome: the message (an error message when it failed) and whether any of
-    its deltas reached ``agent::events``."""
+    its deltas went out to live readers."""
 
     message: AssistantMessage
     shown: bool

@@ -79,15 +79,26 @@ export function livePanel(sessionId, { signal, onRunEnd = () => {} }) {
   const handlers = {
     turn_state_changed: (d) => (status.textContent = STATES[d.to] || d.to),
     message_update: (d) => {
-      // one text node per delta: the answer grows as tokens arrive
+      // live only (never stored): one text node per delta, the answer grows as tokens arrive
       if (d.kind !== "function_call") block(d.message_id, d.kind).append(document.createTextNode(d.delta));
+    },
+    message_snapshot: (d) => {
+      // connected mid-answer: what streamed so far, then the deltas after it
+      for (const kind of ["thinking", "text"]) {
+        const text = d.parts.filter((p) => p.kind === kind).map((p) => p.text).join("");
+        if (text) block(d.message_id, kind).replaceChildren(document.createTextNode(text));
+      }
     },
     message_complete: ({ message_id, message: m }) => {
       if (m.role !== "assistant") return;
       for (const key of Object.keys(spent)) spent[key] += m.usage[key] || 0;
       usage.textContent = usageLine(spent, "so far");
       const text = blocksText(m.content.filter((b) => b.type === "text"));
-      if (text && !blocks.has(`${message_id}:text`)) block(message_id, "text").append(text); // not streamed
+      // the stored message is the answer: shown whole when its deltas were missed (not streamed
+      // while this page watched, held back for a redactor, or a connection dropped mid-answer)
+      const shown = blocks.get(`${message_id}:text`);
+      if (text && !shown) block(message_id, "text").append(text);
+      else if (text && shown.textContent !== text) shown.replaceChildren(document.createTextNode(text));
       if (m.error_message) answer.append(h("p", { class: "error" }, m.error_message));
     },
     gate_decision: (d) => {
@@ -133,7 +144,7 @@ export function livePanel(sessionId, { signal, onRunEnd = () => {} }) {
     onStatus: (text) => (connection.textContent = text),
     onEvent: (type, frame, id) => {
       if (frame.run_id && frame.run_id !== runId) newRun(frame.run_id);
-      log.append(h("li", {}, `#${id} ${type}`));
+      log.append(h("li", {}, `${id === null ? "live" : `#${id}`} ${type}`));
       if (handlers[type]) handlers[type](frame.data || {});
     },
   });
