@@ -1,5 +1,6 @@
 """The abort watch: a request made through one process is known, from memory, to the process
-driving the run; the driver reads the request's state once per delivery, not once per step."""
+driving the run; the driver reads the request's state once per delivery, not once per step;
+nothing of a notice is stored."""
 
 from __future__ import annotations
 
@@ -15,7 +16,7 @@ import pytest
 from tackroom.engine import Engine
 from tackroom.testing import Script, running_engine, wait_until
 from tackroom.testing.backends import BACKENDS, engine_url_for
-from tackroom.workers.orchestrator.aborts import ABORT_SCOPE, AbortWatch
+from tackroom.workers.orchestrator.aborts import ABORT_SCOPE, ABORTS, AbortWatch
 
 from ...turn.harness import record_call, running_harness, wait_for_terminal
 
@@ -51,6 +52,7 @@ async def test_a_request_made_elsewhere_reaches_the_watch_of_the_driving_process
         two_processes(backend, tmp_path) as (driving, serving),
         following(AbortWatch(driving)) as watch,
     ):
+        await asyncio.wait_for(watch.following.wait(), timeout=10)
         await AbortWatch(serving).request("s1", "run-a", "user pressed stop")
 
         await wait_until(lambda: watch.requested("s1", "run-a"), timeout=10)
@@ -59,6 +61,7 @@ async def test_a_request_made_elsewhere_reaches_the_watch_of_the_driving_process
         watch.forget("s1")
         assert not watch.requested("s1", "run-a")
         assert await watch.reason("s1", "run-a") is None
+        assert await serving.read(ABORTS.name, "all") == []  # live only: no ids kept
 
 
 async def test_a_delivery_learns_an_earlier_request_from_the_state(tmp_path: Path) -> None:

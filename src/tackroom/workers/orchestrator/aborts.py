@@ -1,12 +1,13 @@
 """Abort requests, known to the driver without a state read per step.
 
 ``run::abort`` writes the request to ``turn-abort/<session>`` (durable: a delivery that starts
-later, in any process, reads it once) and appends a notice — the session and run, no reason
-text — to the stream ``turn::aborts``. Every orchestrator process follows that stream into an
-in-memory :class:`AbortWatch`, so a step boundary or a streaming model call in whichever process
-drives the session learns of the abort from memory; the reason is read from the state only when
-an abort is acted on. A notice that arrives after the step began is seen at the next boundary,
-or within the streaming poll while the model answers.
+later, in any process, reads it once) and publishes a live notice — the session and run, no
+reason text, never stored — on ``turn::aborts``. Every orchestrator process follows that stream
+into an in-memory :class:`AbortWatch`, so a step boundary or a streaming model call in whichever
+process drives the session learns of the abort from memory; the reason is read from the state
+only when an abort is acted on. A notice that arrives after the step began is seen at the next
+boundary, or within the streaming poll while the model answers; one a process missed (it was
+not following yet) is read from the state when its next delivery starts.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from pydantic import BaseModel, ConfigDict
 
 from tackroom.contracts.bus import Stream
 from tackroom.engine.errors import EngineClosed, EngineError
-from tackroom.engine.protocol import Engine, StreamRetention
+from tackroom.engine.protocol import Engine
 
 __all__ = ["ABORTS", "ABORT_SCOPE", "AbortNotice", "AbortWatch"]
 
@@ -27,7 +28,6 @@ ABORT_SCOPE = "turn-abort"
 """Key = session id, value ``{"run_id", "reason"}``: a request to abort that run."""
 
 _ALL = "all"
-_KEPT_NOTICES = 1000
 _KNOWN_SESSIONS = 10_000
 _RETRY_FIRST = 0.5
 _RETRY_MAX = 10.0
@@ -44,7 +44,7 @@ class AbortNotice(BaseModel):
 
 
 ABORTS: Stream[AbortNotice] = Stream("turn::aborts", AbortNotice)
-"""One group (``all``): every abort request, followed by every orchestrator process."""
+"""One group (``all``) of live notices: every abort request, heard by every orchestrator."""
 
 
 class AbortWatch:
@@ -53,12 +53,14 @@ class AbortWatch:
     def __init__(self, engine: Engine) -> None:
         self._engine = engine
         self._runs: OrderedDict[str, str] = OrderedDict()  # session id -> run id
+        self.following = asyncio.Event()
 
     async def request(self, session_id: str, run_id: str, reason: str | None) -> None:
         """Record the request durably, then tell every process driving turns."""
         await self._engine.set_state(ABORT_SCOPE, session_id, {"run_id": run_id, "reason": reason})
         self.note(session_id, run_id)
-        await ABORTS.append(self._engine, _ALL, AbortNotice(session_id=session_id, run_id=run_id))
+        notice = AbortNotice(session_id=session_id, run_id=run_id)
+        await self._engine.publish(ABORTS.name, _ALL, ABORTS.dump_event(notice))
 
     async def load(self, session_id: str) -> None:
         """Read the durable request once (a delivery's start: it may predate this process)."""
@@ -91,20 +93,25 @@ class AbortWatch:
         return str(entry.value.get("reason") or "aborted")
 
     async def follow(self) -> None:
-        """Note every notice as it is appended (run by the worker for its lifetime).
+        """Note every notice as it is published (run by the worker for its lifetime);
+        :attr:`following` is set once notices are heard.
 
-        An engine that goes away ends the subscription; it is opened again from the last notice
-        seen once the engine answers (meanwhile a delivery's start still reads the state).
+        An engine that goes away ends the subscription; it is opened again once the engine
+        answers (a notice published meanwhile is read from the state when a delivery starts).
         """
-        await self._engine.configure_stream(
-            ABORTS.name, StreamRetention(max_age=86400.0, max_len=_KEPT_NOTICES)
-        )
-        cursor, pause = 0, _RETRY_FIRST
+        pause = _RETRY_FIRST
         while True:
             try:
-                async for seq, notice in ABORTS.events(self._engine, _ALL, after=cursor):
-                    cursor, pause = seq, _RETRY_FIRST
-                    self.note(notice.session_id, notice.run_id)
+                subscription = await ABORTS.subscribe(self._engine, _ALL)
+                self.following.set()
+                try:
+                    async for record in subscription:
+                        pause = _RETRY_FIRST
+                        notice = ABORTS.parse(record.data)
+                        self.note(notice.session_id, notice.run_id)
+                finally:
+                    self.following.clear()
+                    await subscription.aclose()
             except EngineClosed:
                 return
             except EngineError as exc:
