@@ -133,6 +133,18 @@ async def test_stream_append_and_read(engine: Engine) -> None:
     assert [r["seq"] for r in limited["records"]] == [1]
 
 
+async def test_stream_snapshot_gives_what_is_offered_after_the_last_stored_record(
+    engine: Engine,
+) -> None:
+    target = {"stream": "ev", "group_id": "g"}
+    assert await call(engine, "stream::snapshot", target) == {"records": []}
+    await call(engine, "stream::append", {**target, "data": "stored"})
+    async with engine.offer_snapshot("ev", "g", lambda: {"so_far": "one two"}):
+        taken = await call(engine, "stream::snapshot", target)
+    assert [(r["seq"], r["data"]) for r in taken["records"]] == [(1, {"so_far": "one two"})]
+    assert await call(engine, "stream::snapshot", target) == {"records": []}
+
+
 async def test_stream_delete_group_removes_one_group_only(engine: Engine) -> None:
     for group in ("gone", "gone", "kept"):
         await call(engine, "stream::append", {"stream": "ev", "group_id": group, "data": 0})
@@ -155,6 +167,7 @@ async def test_the_catalog_publishes_json_schemas(engine: Engine) -> None:
         "state::list",
         "stream::append",
         "stream::read",
+        "stream::snapshot",
         "stream::delete_group",
         "engine::functions::list",
         "engine::workers::list",

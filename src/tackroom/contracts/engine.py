@@ -24,6 +24,7 @@ __all__ = [
     "STREAM_APPEND",
     "STREAM_DELETE_GROUP",
     "STREAM_READ",
+    "STREAM_SNAPSHOT",
     "WORKERS_LIST",
     "Deleted",
     "EmptyRequest",
@@ -45,6 +46,7 @@ __all__ = [
     "StreamReadRequest",
     "StreamRecordItem",
     "StreamRecords",
+    "StreamSnapshotRequest",
     "UpdateOpModel",
     "WorkerEntry",
     "WorkerList",
@@ -144,6 +146,11 @@ class StreamRecords(_Model):
     records: list[StreamRecordItem]
 
 
+class StreamSnapshotRequest(_Model):
+    stream: str = Field(min_length=1)
+    group_id: str = Field(min_length=1)
+
+
 class StreamDeleteGroupRequest(_Model):
     stream: str = Field(min_length=1)
     group_id: str = Field(min_length=1)
@@ -220,6 +227,14 @@ STREAM_READ: Function[StreamReadRequest, StreamRecords] = Function(
     StreamReadRequest,
     StreamRecords,
     description="Read up to limit records of a stream group after a sequence.",
+)
+STREAM_SNAPSHOT: Function[StreamSnapshotRequest, StreamRecords] = Function(
+    "stream::snapshot",
+    StreamSnapshotRequest,
+    StreamRecords,
+    description="What a reader joining a stream group now has missed of what is streaming (a "
+    "message's text so far): the values offered for the group, each with the sequence of the "
+    "last stored record before it; empty when nothing is offered.",
 )
 STREAM_DELETE_GROUP: Function[StreamDeleteGroupRequest, StreamDeleted] = Function(
     "stream::delete_group",

@@ -24,6 +24,7 @@ from tackroom.contracts.engine import (
     STREAM_APPEND,
     STREAM_DELETE_GROUP,
     STREAM_READ,
+    STREAM_SNAPSHOT,
     WORKERS_LIST,
     Deleted,
     EmptyRequest,
@@ -45,6 +46,7 @@ from tackroom.contracts.engine import (
     StreamReadRequest,
     StreamRecordItem,
     StreamRecords,
+    StreamSnapshotRequest,
     WorkerEntry,
     WorkerList,
 )
@@ -120,6 +122,14 @@ async def _start(ctx: WorkerContext[EngineWorkerConfig]) -> None:
             ]
         )
 
+    async def stream_snapshot(request: StreamSnapshotRequest) -> StreamRecords:
+        records = await engine.snapshot(request.stream, request.group_id)
+        return StreamRecords(
+            records=[
+                StreamRecordItem(seq=r.seq, data=r.data, timestamp=r.timestamp) for r in records
+            ]
+        )
+
     async def stream_delete_group(request: StreamDeleteGroupRequest) -> StreamDeleted:
         return StreamDeleted(deleted=await engine.delete_group(request.stream, request.group_id))
 
@@ -155,6 +165,7 @@ async def _start(ctx: WorkerContext[EngineWorkerConfig]) -> None:
     await ctx.serve(STATE_LIST, wrap(state_list))
     await ctx.serve(STREAM_APPEND, wrap(stream_append))
     await ctx.serve(STREAM_READ, wrap(stream_read))
+    await ctx.serve(STREAM_SNAPSHOT, wrap(stream_snapshot))
     await ctx.serve(STREAM_DELETE_GROUP, wrap(stream_delete_group))
     await ctx.serve(FUNCTIONS_LIST, wrap(functions_list))
     await ctx.serve(WORKERS_LIST, wrap(workers_list))
