@@ -129,7 +129,7 @@ NO_LIVE: LiveSink = _NoLive()
 
 
 class LiveBus(Protocol):
-    """What a feed needs of a bus (an ``Engine``; the facade's remote bus offers no snapshot)."""
+    """What a feed needs of a bus (an ``Engine``, or the facade's remote bus)."""
 
     async def subscribe(self, stream: str, group_id: str, *, after: int = 0) -> Subscription: ...
 

@@ -4,8 +4,10 @@
 is 0600, a directory it creates is 0700, and one other users may write is made private when it
 is ours and refused otherwise, since they could rename the socket away). It is a door into the
 one engine, not a network service and not a second engine: each request frame becomes one
-``engine.trigger``. Frames are described in :mod:`tackroom.runtime.wire`; many requests may be
-in flight on one connection and answers come back in completion order.
+``engine.trigger`` — except ``endpoint::stream::*``, which the endpoint answers itself: a stream
+subscription held for the connection (:mod:`tackroom.runtime.follows`), so a process attached
+here sees live frames too. Frames are described in :mod:`tackroom.runtime.wire`; many requests
+may be in flight on one connection and answers come back in completion order.
 """
 
 from __future__ import annotations
@@ -26,6 +28,12 @@ from tackroom.engine.errors import EngineError
 from tackroom.engine.protocol import Engine
 from tackroom.runtime.config import DEFAULT_MAX_FRAME_BYTES
 from tackroom.runtime.errors import EndpointError, EndpointInUse, FrameTooLarge, InvalidFrame
+from tackroom.runtime.follows import (
+    DEFAULT_IDLE_TIMEOUT,
+    DEFAULT_MAX_STREAMS,
+    LOCAL_FUNCTIONS,
+    StreamHandles,
+)
 from tackroom.runtime.tasks import TaskSet
 from tackroom.runtime.wire import (
     FrameId,
@@ -55,13 +63,21 @@ class LocalEndpoint:
         path: Path,
         max_frame_bytes: int = DEFAULT_MAX_FRAME_BYTES,
         max_in_flight: int = DEFAULT_MAX_IN_FLIGHT,
+        max_streams: int = DEFAULT_MAX_STREAMS,
+        stream_idle_timeout: float = DEFAULT_IDLE_TIMEOUT,
     ) -> None:
         self.engine = engine
         self.path = path
         self.max_frame_bytes = max_frame_bytes
         self.max_in_flight = max_in_flight
+        self.max_streams = max_streams
+        """Stream subscriptions one connection may hold open (``endpoint::stream::open``)."""
+        self.stream_idle_timeout = stream_idle_timeout
+        """Seconds an open subscription may go without ``endpoint::stream::next`` before the
+        endpoint closes it."""
         self._server: asyncio.Server | None = None
         self._connections = TaskSet(owner="local endpoint")
+        self._open: set[_Connection] = set()
         self._identity: tuple[int, int] | None = None
         self._accepting = False
 
@@ -100,6 +116,11 @@ class LocalEndpoint:
             await server.wait_closed()
         self._remove_socket()
 
+    @property
+    def open_streams(self) -> int:
+        """Stream subscriptions the connections hold now."""
+        return sum(len(connection.streams) for connection in self._open)
+
     def _remove_socket(self) -> None:
         if self._identity is None:
             return
@@ -113,9 +134,10 @@ class LocalEndpoint:
         if not self._accepting:  # accepted in the same loop turn as close()
             writer.close()
             return
-        self._connections.spawn(
-            _Connection(self, reader, writer).serve(), name="tackroom-endpoint-connection"
-        )
+        connection = _Connection(self, reader, writer)
+        self._open.add(connection)
+        task = self._connections.spawn(connection.serve(), name="tackroom-endpoint-connection")
+        task.add_done_callback(lambda _: self._open.discard(connection))
 
 
 class _Connection:
@@ -130,14 +152,24 @@ class _Connection:
         self.ids: set[FrameId] = set()
         self.write_lock = asyncio.Lock()
         self.requests = TaskSet(owner="local endpoint connection")
+        self.streams = StreamHandles(
+            endpoint.engine,
+            max_open=endpoint.max_streams,
+            idle_timeout=endpoint.stream_idle_timeout,
+            max_batch_bytes=max(endpoint.max_frame_bytes - 1024, endpoint.max_frame_bytes // 2),
+        )
 
     async def serve(self) -> None:
         try:
             await self._read_loop()
+            # The client is gone (or sends no more): its subscriptions end now, and a ``next``
+            # waiting on one answers at once instead of at the end of its wait.
+            await self.streams.close_all()
             await self.requests.wait_all()
         except ConnectionError:
             pass
         finally:
+            await self.streams.close_all()
             await self.requests.cancel_all()
             self.writer.close()
             with contextlib.suppress(ConnectionError):
@@ -181,6 +213,8 @@ class _Connection:
     async def _trigger(self, request: RequestFrame) -> Any:
         token = context.attach(propagate.extract(request.headers)) if request.headers else None
         try:
+            if request.function_id in LOCAL_FUNCTIONS:
+                return await self.streams.call(request.function_id, request.payload)
             return await self.engine.trigger(
                 request.function_id, request.payload, timeout=request.timeout
             )

@@ -14,6 +14,8 @@ __all__ = [
     "FrameTooLarge",
     "HarnessError",
     "InvalidFrame",
+    "TooManyStreams",
+    "UnknownStreamHandle",
     "UnknownWorker",
     "WorkerCrashed",
     "WorkerLoadError",
@@ -128,3 +130,16 @@ class FrameTooLarge(EngineError):
     """A frame on the local endpoint is longer than the endpoint's frame limit."""
 
     code = "frame_too_large"
+
+
+class UnknownStreamHandle(EngineError):
+    """No subscription of this connection has the handle: it was closed (by the client, by the
+    endpoint's idle timeout) or opened on another connection."""
+
+    code = "unknown_stream_handle"
+
+
+class TooManyStreams(EngineError):
+    """The connection holds as many open subscriptions as the endpoint allows one."""
+
+    code = "too_many_streams"

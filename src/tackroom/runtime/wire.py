@@ -20,7 +20,13 @@ from pydantic import BaseModel, ConfigDict, Field, StrictInt, StrictStr, Validat
 from tackroom.engine.errors import EngineError, error_from_wire
 from tackroom.engine.jsonvalue import MAX_DEPTH
 from tackroom.engine.protocol import DEFAULT_TIMEOUT
-from tackroom.runtime.errors import EndpointUnavailable, FrameTooLarge, InvalidFrame
+from tackroom.runtime.errors import (
+    EndpointUnavailable,
+    FrameTooLarge,
+    InvalidFrame,
+    TooManyStreams,
+    UnknownStreamHandle,
+)
 from tackroom.runtime.typed import describe_validation_error
 
 __all__ = [
@@ -74,7 +80,14 @@ def error_frame(frame_id: FrameId | None, error: EngineError) -> dict[str, Any]:
 
 
 _LOCAL_ERRORS: dict[str, type[EngineError]] = {
-    cls.__name__: cls for cls in (InvalidFrame, FrameTooLarge, EndpointUnavailable)
+    cls.__name__: cls
+    for cls in (
+        InvalidFrame,
+        FrameTooLarge,
+        EndpointUnavailable,
+        UnknownStreamHandle,
+        TooManyStreams,
+    )
 }
 
 
