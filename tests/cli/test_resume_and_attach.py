@@ -66,7 +66,11 @@ async def test_rerunning_a_killed_session_finishes_its_run_first(short_tmp: Path
 
 
 async def test_a_run_in_a_served_directory_attaches_to_the_serve(short_tmp: Path) -> None:
-    script = [{"text": "served answer"}, {"text": "second served answer"}]
+    script = [
+        {"text": "served answer"},
+        {"text": "second served answer"},
+        {"text": "streamed word by word", "deltas": "words", "delay_between_frames": 0.01},
+    ]
     (short_tmp / "tackroom.yaml").write_text(
         CONFIG
         + "agent:\n  model: scripted:demo\nworker_config:\n  scripted:\n"
@@ -90,6 +94,12 @@ async def test_a_run_in_a_served_directory_attaches_to_the_serve(short_tmp: Path
         forced = await run_tackroom("run", "again", "--session", "s1", "--attach", cwd=short_tmp)
         assert forced.code == 0, forced.stderr
         assert forced.stdout == "second served answer\n"
+
+        streamed = await run_tackroom("run", "more", "--session", "s1", "--json", cwd=short_tmp)
+        assert streamed.code == 0, streamed.stderr
+        events = [json.loads(line) for line in streamed.stdout.splitlines()]
+        deltas = [e["data"]["delta"] for e in events if e["type"] == "message_update"]
+        assert "".join(deltas) == "streamed word by word"  # live frames cross the endpoint
 
         state = await run_tackroom("call", "turn::get_state", '{"session_id": "s1"}', cwd=short_tmp)
         assert state.code == 0, state.stderr
