@@ -42,8 +42,13 @@ def test_run_json_prints_a_gap_free_event_stream(
     workdir: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     assert run("--json") == 0
-    events = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    lines = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    events = [e for e in lines if not e.get("live")]
     assert [e["seq"] for e in events] == list(range(1, len(events) + 1))
+    live = [e for e in lines if e.get("live")]
+    assert live  # the answer's deltas, never stored: no seq of their own
+    assert {e["type"] for e in live} <= {"message_update", "message_snapshot"}
+    assert all("seq" not in e for e in live)
     kinds = [e["type"] for e in events]
     assert kinds[-1] == "agent_end"
     assert kinds.count("function_execution_start") == kinds.count("function_execution_end") == 1

@@ -188,7 +188,7 @@ async def _show(harness: Harness, stream: RunStream, view: TerminalView) -> int:
     async with _Prompts(harness, view) as prompts:
         async for event in stream:
             prompts.seen(event)
-            view.show(event, seq=stream.seq, frame=stream.frame)
+            view.show(event, seq=stream.seq, live=stream.live, frame=stream.frame)
             if isinstance(event, AgentEnd):
                 return view.finish(stream.result)
     return 1

@@ -39,10 +39,20 @@ class TerminalView:
         self._streamed: dict[str, str | None] = {}
         """Message id → the stream id its shown deltas came under."""
 
-    def show(self, event: AgentEvent, *, seq: int = 0, frame: dict[str, Any] | None = None) -> None:
+    def show(
+        self,
+        event: AgentEvent,
+        *,
+        seq: int = 0,
+        live: bool = False,
+        frame: dict[str, Any] | None = None,
+    ) -> None:
+        """Show ``event``; a JSON line carries its stream ``seq``, or ``"live": true`` for a
+        live event (a delta, a snapshot), which is never stored and has no seq of its own."""
         if self._json:
             frame = frame if frame is not None else event.model_dump(mode="json")
-            print(json.dumps({"seq": seq, **frame}, ensure_ascii=False), file=self._out, flush=True)
+            head: dict[str, Any] = {"live": True} if live else {"seq": seq}
+            print(json.dumps({**head, **frame}, ensure_ascii=False), file=self._out, flush=True)
             return
         match event:
             case MessageUpdate(data=update) if update.kind == "text":
