@@ -1,0 +1,237 @@
+"""The best ``limit`` items of a scope for a query, by FTS5's BM25, from the impact index
+(:mod:`.impact`), without scoring every match.
+
+The order is the store's rule (``kit.memory.all_words_first``) over every match at once: items
+with every word first, then by score, then the most recently updated, then the highest rowid.
+Scores are FTS5's ``-bm25()`` to the bit (:mod:`.scoring`).
+
+How little is read:
+
+1. The items with every word come from FTS5's own ``AND`` match, which only merges the lists
+   (no ranking): when there are at most :data:`EVERY_CAP`, they are scored, and when they fill
+   the ``limit``, that is the answer.
+2. Otherwise the lists of rare tokens (at most :data:`SMALL_LIST` rows) are read whole, and FTS5
+   tells which of their items hold each commoner token. An item's score is then known but for
+   the commoner tokens it holds, and each of those adds at most its list's bound.
+3. The commoner lists are read from their head, highest impact first, a batch at a time from
+   the list whose unread rows could add the most (MaxScore's order; Turtle and Flood 1995),
+   which lowers its bound (:func:`.bm25.ceiling`). An item met in none of the lists read so far
+   scores at most the sum of the bounds.
+4. An item is looked up (its counts, scope, filters and update time) only while its bound could
+   still place it in the top (the combined algorithm of Fagin, Lotem and Naor 2003), most
+   promising first; the search stops when neither a met item nor an unmet one can place.
+"""
+
+from __future__ import annotations
+
+import heapq
+import json
+import sqlite3
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+from tackroom.contracts.memory import ScalarValue
+from tackroom.workers.memory.bm25 import K1, ceiling, idf_ceiling
+from tackroom.workers.memory.impact import IndexStats
+from tackroom.workers.memory.scoring import Ranked, Scorer, Token
+
+__all__ = ["EVERY_CAP", "SMALL_LIST", "SMALL_SHARE", "top_k"]
+
+EVERY_CAP = 1024
+"""Items with every word scored outright; more are left to the lists."""
+SMALL_LIST = 2048
+SMALL_SHARE = 16
+"""A list of at most ``SMALL_LIST`` rows and at most a ``SMALL_SHARE``-th of the items is read
+whole when the query has other tokens."""
+FIRST_BATCH = 32
+MAX_BATCH = 1024
+LOOK_UP_BATCH = 64
+SLACK = 1e-9
+"""Bounds are raised by this share, so rounding never lets an item they exclude through."""
+
+
+@dataclass
+class _List:
+    token: Token
+    rows: sqlite3.Cursor
+    bound: float
+    """The most an item not read from this list yet can get from it."""
+    batch: int = FIRST_BATCH
+    done: bool = False
+
+
+@dataclass
+class _Met:
+    """An item read from some lists and not looked up yet."""
+
+    known: float = 0.0
+    """What the lists in ``read`` add to its score (an estimate: rounding aside)."""
+    read: int = 0
+    """Bits of the lists it was read from."""
+    absent: int = 0
+    """Bits of lists shown not to hold it."""
+
+
+@dataclass
+class _Search:
+    scorer: Scorer
+    limit: int
+    ratio: float
+    lists: list[_List]
+    every_met: bool
+    """Every item with every word has been looked up (or there is none)."""
+    met: dict[int, _Met] = field(default_factory=dict)
+    dismissed: set[int] = field(default_factory=set)
+    """Looked up, or shown unable to place: never again."""
+    best: list[Ranked] = field(default_factory=list)
+    """At most ``limit``, best first."""
+
+    def run(self, every: list[int] | None) -> list[Ranked]:
+        if every is not None:
+            self._look_up(every)
+            self.every_met = True
+            if self._full() and self.best[-1][0]:
+                return self.best
+        most = min(SMALL_LIST, self.scorer.docs // SMALL_SHARE)
+        small = [x for x in self.lists if x.token.df <= most] if len(self.lists) > 1 else []
+        if small:
+            for lst in small:
+                self._read(lst, whole=True)
+            for lst in self.lists:
+                if not lst.done:
+                    self._mark_absent(lst, small)
+        while True:
+            self._look_up_promising()
+            if self._finished():
+                return self.best
+            self._read(max((x for x in self.lists if not x.done), key=lambda x: x.bound))
+
+    def _full(self) -> bool:
+        return len(self.best) >= self.limit
+
+    def _could_place(self, every: bool, most: float) -> bool:
+        """Whether an item with at most ``most`` (and every word, when ``every``) could enter."""
+        if not self._full():
+            return True
+        kth_every, kth_score, _, _ = self.best[-1]
+        if every != kth_every:
+            return every
+        return most * (1 + SLACK) >= kth_score
+
+    def _finished(self) -> bool:
+        open_lists = [x for x in self.lists if not x.done]
+        if not open_lists:
+            return True
+        every = not self.every_met and len(open_lists) == len(self.lists)
+        return not self._could_place(every, sum(x.bound for x in open_lists))
+
+    def _read(self, lst: _List, *, whole: bool = False) -> None:
+        rows = lst.rows.fetchall() if whole else lst.rows.fetchmany(lst.batch)
+        if whole or len(rows) < lst.batch:
+            lst.done, lst.bound = True, 0.0
+            lst.rows.close()
+        else:
+            lst.bound = lst.token.weight * ceiling(rows[-1][2], self.ratio)
+            lst.batch = min(lst.batch * 2, MAX_BATCH)
+        met, dismissed, bit = self.met, self.dismissed, lst.token.bit
+        for doc, part, _ in rows:
+            if doc in dismissed:
+                continue
+            item = met.get(doc)
+            if item is None:
+                item = met[doc] = _Met()
+            item.known += part
+            item.read |= bit
+
+    def _mark_absent(self, lst: _List, small: list[_List]) -> None:
+        """Which met items ``lst``'s token is not in, from FTS5 (they all hold a small token)."""
+        holding = self.scorer.holding(lst.token, [x.token for x in small])
+        for doc, item in self.met.items():
+            if doc not in holding:
+                item.absent |= lst.token.bit
+
+    def _look_up_promising(self) -> None:
+        """Look up the met items that could place, most promising first; forget the others."""
+        all_bits = sum(x.token.bit for x in self.lists)
+        done_bits = sum(x.token.bit for x in self.lists if x.done)
+        bounds = [(x.token.bit, x.bound) for x in self.lists if not x.done]
+        ranked = []
+        for doc, item in self.met.items():
+            unknown = ~(item.read | item.absent)
+            most = item.known + sum(bound for bit, bound in bounds if unknown & bit)
+            missing = all_bits & ~item.read
+            every = not self.every_met and not missing & (done_bits | item.absent)
+            ranked.append((every, most, doc))
+        ranked.sort(reverse=True)
+        for start in range(0, len(ranked), LOOK_UP_BATCH):
+            batch = ranked[start : start + LOOK_UP_BATCH]
+            if not self._could_place(batch[0][0], batch[0][1]):
+                break
+            self._look_up([doc for every, most, doc in batch if self._could_place(every, most)])
+        self.dismissed.update(self.met)
+        self.met.clear()
+
+    def _look_up(self, docs: list[int]) -> None:
+        self.dismissed.update(docs)
+        if docs:
+            self.best = heapq.nlargest(self.limit, self.best + self.scorer.rank(docs, self.limit))
+
+
+def top_k(
+    db: sqlite3.Connection,
+    stats: IndexStats,
+    words: list[str],
+    phrases: list[str],
+    *,
+    scope: str,
+    limit: int,
+    filters: Mapping[str, ScalarValue],
+) -> list[Ranked]:
+    """The best ``limit`` items of ``scope`` holding any of ``words`` (``phrases``: the token of
+    each, as FTS5 reads it), best first. Filter keys are checked names (``kit.memory``)."""
+    if not stats.tokens:
+        return []
+    known: dict[str, tuple[int, int]] = {
+        term: (term_id, df)
+        for term, term_id, df in db.execute(
+            "select term, id, df from terms where term in (select value from json_each(?))",
+            (json.dumps(sorted(set(phrases))),),
+        )
+        if df > 0
+    }
+    tokens: dict[str, Token] = {}
+    for word, phrase in zip(words, phrases, strict=True):
+        if phrase not in known:
+            continue
+        term, df = known[phrase]
+        token = tokens.get(phrase)
+        if token is None:
+            bit = 1 << len(tokens)
+            token = tokens[phrase] = Token(term=term, df=df, bit=bit, word=word)
+        token.weight += idf_ceiling(df, stats.docs)
+    scorer = Scorer(
+        db,
+        stats=stats,
+        phrases=[tokens.get(phrase) for phrase in phrases],
+        scope=scope,
+        filters=filters,
+    )
+    lists = [
+        _List(token=token, rows=scorer.postings(token), bound=token.weight * (K1 + 1))
+        for token in tokens.values()
+    ]
+    every = None
+    if len(tokens) > 1 and len(tokens) == len(set(phrases)):
+        every = scorer.every(EVERY_CAP)
+    search = _Search(
+        scorer=scorer,
+        limit=limit,
+        ratio=stats.reference / stats.average,
+        lists=lists,
+        every_met=len(tokens) < len(set(phrases)),
+    )
+    try:
+        return search.run(every)
+    finally:
+        for lst in lists:
+            lst.rows.close()
