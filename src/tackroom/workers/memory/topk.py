@@ -29,6 +29,7 @@ import json
 import sqlite3
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from typing import Any
 
 from tackroom.contracts.memory import ScalarValue
 from tackroom.workers.memory.bm25 import K1, ceiling, idf_ceiling
@@ -61,18 +62,6 @@ class _List:
 
 
 @dataclass
-class _Met:
-    """An item read from some lists and not looked up yet."""
-
-    known: float = 0.0
-    """What the lists in ``read`` add to its score (an estimate: rounding aside)."""
-    read: int = 0
-    """Bits of the lists it was read from."""
-    absent: int = 0
-    """Bits of lists shown not to hold it."""
-
-
-@dataclass
 class _Search:
     scorer: Scorer
     limit: int
@@ -80,7 +69,9 @@ class _Search:
     lists: list[_List]
     every_met: bool
     """Every item with every word has been looked up (or there is none)."""
-    met: dict[int, _Met] = field(default_factory=dict)
+    met: dict[int, list[Any]] = field(default_factory=dict)
+    """Items read from some lists and not looked up yet: [what those lists add (an estimate,
+    rounding aside), bits of the lists read from, bits of the lists shown not to hold it]."""
     dismissed: set[int] = field(default_factory=set)
     """Looked up, or shown unable to place: never again."""
     best: list[Ranked] = field(default_factory=list)
@@ -139,37 +130,51 @@ class _Search:
                 continue
             item = met.get(doc)
             if item is None:
-                item = met[doc] = _Met()
-            item.known += part
-            item.read |= bit
+                met[doc] = [part, bit, 0]
+            else:
+                item[0] += part
+                item[1] |= bit
 
     def _mark_absent(self, lst: _List, small: list[_List]) -> None:
         """Which met items ``lst``'s token is not in, from FTS5 (they all hold a small token)."""
-        holding = self.scorer.holding(lst.token, [x.token for x in small])
+        holding, bit = self.scorer.holding(lst.token, [x.token for x in small]), lst.token.bit
         for doc, item in self.met.items():
             if doc not in holding:
-                item.absent |= lst.token.bit
+                item[2] |= bit
 
     def _look_up_promising(self) -> None:
         """Look up the met items that could place, most promising first; forget the others."""
-        all_bits = sum(x.token.bit for x in self.lists)
-        done_bits = sum(x.token.bit for x in self.lists if x.done)
-        bounds = [(x.token.bit, x.bound) for x in self.lists if not x.done]
-        ranked = []
-        for doc, item in self.met.items():
-            unknown = ~(item.read | item.absent)
-            most = item.known + sum(bound for bit, bound in bounds if unknown & bit)
-            missing = all_bits & ~item.read
-            every = not self.every_met and not missing & (done_bits | item.absent)
-            ranked.append((every, most, doc))
-        ranked.sort(reverse=True)
-        for start in range(0, len(ranked), LOOK_UP_BATCH):
-            batch = ranked[start : start + LOOK_UP_BATCH]
-            if not self._could_place(batch[0][0], batch[0][1]):
-                break
+        ranked = self._promising()
+        while ranked and self._could_place(ranked[0][0], ranked[0][1]):
+            batch = ranked[:LOOK_UP_BATCH]
+            del ranked[:LOOK_UP_BATCH]
             self._look_up([doc for every, most, doc in batch if self._could_place(every, most)])
         self.dismissed.update(self.met)
         self.met.clear()
+
+    def _promising(self) -> list[tuple[bool, float, int]]:
+        """(could have every word, at most this score, rowid) of the met items that could
+        place, best first. Items read from the same lists and shown absent from the same
+        lists share what the unread lists could add."""
+        all_bits = sum(x.token.bit for x in self.lists)
+        done_bits = sum(x.token.bit for x in self.lists if x.done)
+        bounds = [(x.token.bit, x.bound) for x in self.lists if not x.done]
+        shapes: dict[tuple[int, int], tuple[bool, float]] = {}
+        ranked = []
+        for doc, (known, read, absent) in self.met.items():
+            shape = shapes.get((read, absent))
+            if shape is None:
+                unknown = ~(read | absent)
+                extra = sum(bound for bit, bound in bounds if unknown & bit)
+                every = not self.every_met and not all_bits & ~read & (done_bits | absent)
+                shape = shapes[read, absent] = (every, extra)
+            ranked.append((shape[0], known + shape[1], doc))
+        if self._full():
+            ranked = [entry for entry in ranked if self._could_place(entry[0], entry[1])]
+            ranked.sort(reverse=True)
+        else:
+            ranked.sort(reverse=True)
+        return ranked
 
     def _look_up(self, docs: list[int]) -> None:
         self.dismissed.update(docs)
