@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import heapq
 import json
+import math
 import sqlite3
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -47,6 +48,8 @@ whole when the query has other tokens."""
 FIRST_BATCH = 32
 MAX_BATCH = 1024
 LOOK_UP_BATCH = 64
+READS_PER_LOOK_UP = 4
+"""Rows read from the lists for each item looked up, about what each costs (CA's ratio)."""
 SLACK = 1e-9
 """Bounds are raised by this share, so rounding never lets an item they exclude through."""
 
@@ -76,11 +79,13 @@ class _Search:
     """Looked up, or shown unable to place: never again."""
     best: list[Ranked] = field(default_factory=list)
     """At most ``limit``, best first."""
+    rows_read: int = 0
+    looked_up: int = 0
 
     def run(self, every: list[int] | None) -> list[Ranked]:
         if every is not None:
             self._look_up(every)
-            self.every_met = True
+            self.every_met, self.looked_up = True, 0
             if self._full() and self.best[-1][0]:
                 return self.best
         most = min(SMALL_LIST, self.scorer.docs // SMALL_SHARE)
@@ -92,10 +97,19 @@ class _Search:
                 if not lst.done:
                     self._mark_absent(lst, small)
         while True:
-            self._look_up_promising()
-            if self._finished():
+            ranked = self._promising()
+            open_lists = [x for x in self.lists if not x.done]
+            if not ranked and self._unmet_out_of_reach(open_lists):
                 return self.best
-            self._read(max((x for x in self.lists if not x.done), key=lambda x: x.bound))
+            budget = self.rows_read // READS_PER_LOOK_UP - self.looked_up
+            while ranked and (budget > 0 or not open_lists or not self._full()):
+                batch, ranked = ranked[:LOOK_UP_BATCH], ranked[LOOK_UP_BATCH:]
+                self._look_up([doc for every, most, doc in batch if self._could_place(every, most)])
+                budget -= len(batch)
+                if ranked and not self._could_place(ranked[0][0], ranked[0][1]):
+                    ranked = []
+            if open_lists:
+                self._read(max(open_lists, key=lambda x: x.bound))
 
     def _full(self) -> bool:
         return len(self.best) >= self.limit
@@ -109,8 +123,8 @@ class _Search:
             return every
         return most * (1 + SLACK) >= kth_score
 
-    def _finished(self) -> bool:
-        open_lists = [x for x in self.lists if not x.done]
+    def _unmet_out_of_reach(self, open_lists: list[_List]) -> bool:
+        """Whether no item not met yet can place: it holds only tokens of unread rows."""
         if not open_lists:
             return True
         every = not self.every_met and len(open_lists) == len(self.lists)
@@ -118,6 +132,7 @@ class _Search:
 
     def _read(self, lst: _List, *, whole: bool = False) -> None:
         rows = lst.rows.fetchall() if whole else lst.rows.fetchmany(lst.batch)
+        self.rows_read += len(rows)
         if whole or len(rows) < lst.batch:
             lst.done, lst.bound = True, 0.0
             lst.rows.close()
@@ -142,16 +157,6 @@ class _Search:
             if doc not in holding:
                 item[2] |= bit
 
-    def _look_up_promising(self) -> None:
-        """Look up the met items that could place, most promising first; forget the others."""
-        ranked = self._promising()
-        while ranked and self._could_place(ranked[0][0], ranked[0][1]):
-            batch = ranked[:LOOK_UP_BATCH]
-            del ranked[:LOOK_UP_BATCH]
-            self._look_up([doc for every, most, doc in batch if self._could_place(every, most)])
-        self.dismissed.update(self.met)
-        self.met.clear()
-
     def _promising(self) -> list[tuple[bool, float, int]]:
         """(could have every word, at most this score, rowid) of the met items that could
         place, best first. Items read from the same lists and shown absent from the same
@@ -159,24 +164,41 @@ class _Search:
         all_bits = sum(x.token.bit for x in self.lists)
         done_bits = sum(x.token.bit for x in self.lists if x.done)
         bounds = [(x.token.bit, x.bound) for x in self.lists if not x.done]
-        shapes: dict[tuple[int, int], tuple[bool, float]] = {}
-        ranked = []
+        shapes: dict[tuple[int, int], tuple[bool, float, float]] = {}
+        ranked, dropped = [], []
         for doc, (known, read, absent) in self.met.items():
             shape = shapes.get((read, absent))
             if shape is None:
                 unknown = ~(read | absent)
                 extra = sum(bound for bit, bound in bounds if unknown & bit)
                 every = not self.every_met and not all_bits & ~read & (done_bits | absent)
-                shape = shapes[read, absent] = (every, extra)
-            ranked.append((shape[0], known + shape[1], doc))
-        if self._full():
-            ranked = [entry for entry in ranked if self._could_place(entry[0], entry[1])]
-            ranked.sort(reverse=True)
-        else:
-            ranked.sort(reverse=True)
+                shape = shapes[read, absent] = (every, extra, self._needed(every, extra))
+            every, extra, needed = shape
+            if known >= needed:
+                ranked.append((every, known + extra, doc))
+            else:
+                dropped.append(doc)
+        for doc in dropped:
+            del self.met[doc]
+        self.dismissed.update(dropped)
+        if not self._full():
+            return heapq.nlargest(LOOK_UP_BATCH, ranked)
+        ranked.sort(reverse=True)
         return ranked
 
+    def _needed(self, every: bool, extra: float) -> float:
+        """The least known part with which an item can still place, given its shape."""
+        if not self._full():
+            return -math.inf
+        kth_every, kth_score, _, _ = self.best[-1]
+        if every != kth_every:
+            return -math.inf if every else math.inf
+        return kth_score / (1 + 2 * SLACK) - extra
+
     def _look_up(self, docs: list[int]) -> None:
+        self.looked_up += len(docs)
+        for doc in docs:
+            self.met.pop(doc, None)
         self.dismissed.update(docs)
         if docs:
             self.best = heapq.nlargest(self.limit, self.best + self.scorer.rank(docs, self.limit))
