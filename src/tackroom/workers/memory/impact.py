@@ -127,24 +127,19 @@ class ImpactIndex:
     def add(self, doc: int, text: str) -> None:
         counts = self.tokens_of(text)
         length = sum(counts.values())
+        docs, tokens, reference = self._db.execute(
+            "update index_stats set docs = docs + 1, tokens = tokens + ?"
+            " returning docs, tokens, avgdl_ref",
+            (length,),
+        ).fetchone()
         if counts:
-            names = json.dumps(list(counts))
-            self._db.execute(
-                "insert into terms (term, df) select value, 0 from json_each(?) where true"
-                " on conflict (term) do nothing",
-                (names,),
-            )
-            self._db.execute(
-                "update terms set df = df + 1 where term in (select value from json_each(?))",
-                (names,),
-            )
             ids = dict(
                 self._db.execute(
-                    "select term, id from terms where term in (select value from json_each(?))",
-                    (names,),
+                    "insert into terms (term, df) select value, 1 from json_each(?) where true"
+                    " on conflict (term) do update set df = df + 1 returning term, id",
+                    (json.dumps(list(counts)),),
                 ).fetchall()
             )
-            reference = self.stats().reference
             self._db.executemany(
                 "insert into doc_terms (doc, term, tf, dl) values (?, ?, ?, ?)",
                 [(doc, ids[term], tf, length) for term, tf in counts.items()],
@@ -156,9 +151,8 @@ class ImpactIndex:
                     for term, tf in counts.items()
                 ],
             )
-        self._db.execute("update index_stats set docs = docs + 1, tokens = tokens + ?", (length,))
-        stats = self.stats()
-        if stats.drifted and stats.docs <= REKEY_WHILE_SAVING:
+        stats = IndexStats(docs=docs, tokens=tokens, reference=reference)
+        if stats.drifted and docs <= REKEY_WHILE_SAVING:
             self.rekey()
 
     def remove(self, doc: int) -> None:
