@@ -15,6 +15,7 @@ from tackroom.workers.memory.store import SqliteMemoryStore, _filter_sql
 
 MINE = MemoryScope(kind="workspace", id="default")
 THEIRS = MemoryScope(kind="user", id="other")
+FEW = MemoryScope(kind="agent", id="few")
 VARIANTS = ["connect", "connected", "connecting", "connection", "Bär", "bar", "BAR"]
 
 
@@ -78,14 +79,15 @@ def found(
 
 
 def fill(store: SqliteMemoryStore, *, items: int, seed: int, queries: int = 60) -> list[str]:
-    """A Zipf-like corpus in two scopes (a fifth in ``THEIRS``), a third with ``topic: ci``,
-    texts of 1 to 20 words (many ties), update times shared by threes; and queries over it."""
+    """A Zipf-like corpus in three scopes (a fifth in ``THEIRS``, a fiftieth in ``FEW``), a
+    third with ``topic: ci``, texts of 1 to 20 words (many ties), update times shared by threes;
+    and queries over it."""
     rng = random.Random(seed)
     vocabulary = [f"w{index}x" for index in range(600)] + VARIANTS
     weights = [1.0 / (rank + 1) for rank in range(len(vocabulary))]
     for index in range(items):
         words = rng.choices(vocabulary, weights=weights, k=rng.randint(1, 20))
-        scope = THEIRS if index % 5 == 0 else MINE
+        scope = FEW if index % 50 == 1 else THEIRS if index % 5 == 0 else MINE
         metadata = '{"topic":"ci"}' if index % 3 == 0 else "{}"
         store.save(scope, f"item-{index}", " ".join(words), metadata, 1e3 + index // 3)
     found = [
@@ -110,6 +112,7 @@ def index_state(store: SqliteMemoryStore) -> dict[str, object]:
     for (doc, _), tf in counts.items():
         lengths[doc] += tf
     names = dict(db.execute("select id, term from terms"))
+    scopes = dict(db.execute("select rowid, scope from items"))
     stats = store._index.stats()
     stored = {
         "doc_terms": {
@@ -117,9 +120,10 @@ def index_state(store: SqliteMemoryStore) -> dict[str, object]:
             for doc, term, tf, dl in db.execute("select doc, term, tf, dl from doc_terms")
         },
         "postings": {
-            (doc, names[term], tf, dl, level)
-            for doc, term, tf, dl, level in db.execute(
-                "select doc, term, tf, dl, impact from postings"
+            (scope, doc, names[term], tf, dl, level)
+            for scope, doc, term, tf, dl, level in db.execute(
+                "select s.scope, doc, term, tf, dl, impact from postings p"
+                " join scopes s on s.id = p.scope"
             )
         },
         "df": dict(db.execute("select term, df from terms where df != 0")),
@@ -129,7 +133,7 @@ def index_state(store: SqliteMemoryStore) -> dict[str, object]:
     expected = {
         "doc_terms": {(doc, term, tf, lengths[doc]) for (doc, term), tf in counts.items()},
         "postings": {
-            (doc, term, tf, lengths[doc], impact(tf, lengths[doc], stats.reference))
+            (scopes[doc], doc, term, tf, lengths[doc], impact(tf, lengths[doc], stats.reference))
             for (doc, term), tf in counts.items()
         },
         "df": dict(Counter(term for _, term in counts)),

@@ -22,7 +22,7 @@ from tackroom.workers.memory import topk
 from tackroom.workers.memory.bm25 import IMPACT_SCALE, ceiling, impact, saturation
 from tackroom.workers.memory.store import SqliteMemoryStore
 
-from .reference import MINE, THEIRS, fill, found, reference
+from .reference import FEW, MINE, THEIRS, fill, found, reference
 
 
 def test_the_ceiling_bounds_every_posting_sorted_after_it() -> None:
@@ -48,7 +48,12 @@ def test_impacts_sort_like_saturation_at_the_reference_length() -> None:
 
 
 SOAK = os.environ.get("TACKROOM_SOAK") == "1"
-CASES: list[tuple[Any, dict[str, Any]]] = [(MINE, {}), (MINE, {"topic": "ci"}), (THEIRS, {})]
+CASES: list[tuple[Any, dict[str, Any]]] = [
+    (MINE, {}),
+    (MINE, {"topic": "ci"}),
+    (THEIRS, {}),
+    (FEW, {}),
+]
 
 
 @pytest.fixture(scope="module")
@@ -82,7 +87,10 @@ def expected(opened: tuple[SqliteMemoryStore, list[str]]) -> dict[tuple[str, int
 
 READING = {
     "default": {},
-    "lists-only": {"EVERY_CAP": 0, "SMALL_LIST": 0, "FIRST_BATCH": 4, "LOOK_UP_BATCH": 3},
+    "lists-only": {
+        **{"EVERY_CAP": 0, "SMALL_LIST": 0},
+        **{"FIRST_BATCH": 8, "LOOK_UP_BATCH": 5},
+    },
     "whole-lists": {"EVERY_CAP": 10**9, "SMALL_LIST": 10**9, "SMALL_SHARE": 1},
 }
 

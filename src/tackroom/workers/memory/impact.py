@@ -4,9 +4,10 @@ score, so a search reads the head of a few lists and stops (:mod:`.topk`).
 Tables (memory schema 2):
 
 - ``terms (id, term, df)``: each token FTS5's tokenizer makes, and how many items hold it;
-- ``postings (term, impact, doc, tf, dl)``, keyed ``(term, impact desc, doc)``: a word's items,
-  highest impact first. ``impact`` is :func:`.bm25.impact` of the item's count of the word and
-  its length, at ``index_stats.avgdl_ref``;
+- ``scopes (id, scope)``: a number for each scope;
+- ``postings (scope, term, impact, doc, tf, dl)``, keyed ``(scope, term, impact desc, doc)``: a
+  word's items in a scope, highest impact first. ``impact`` is :func:`.bm25.impact` of the item's
+  count of the word and its length, at ``index_stats.avgdl_ref``;
 - ``doc_terms (doc, term, tf, dl)``: an item's tokens and its length, to score a candidate and
   to delete an item;
 - ``index_stats (docs, tokens, avgdl_ref)``: FTS5's row count and token total, and the average
@@ -40,10 +41,11 @@ INDEX_SCHEMA = """
 create table if not exists terms (
     id integer primary key, term text not null unique, df integer not null
 );
+create table if not exists scopes (id integer primary key, scope text not null unique);
 create table if not exists postings (
-    term integer not null, impact integer not null, doc integer not null,
-    tf integer not null, dl integer not null,
-    primary key (term, impact desc, doc)
+    scope integer not null, term integer not null, impact integer not null,
+    doc integer not null, tf integer not null, dl integer not null,
+    primary key (scope, term, impact desc, doc)
 ) without rowid;
 create table if not exists doc_terms (
     doc integer not null, term integer not null, tf integer not null, dl integer not null,
@@ -89,6 +91,7 @@ class ImpactIndex:
     def __init__(self, db: sqlite3.Connection) -> None:
         self._db = db
         self._words: dict[str, tuple[str, ...]] = {}
+        self._scopes: dict[str, int] = {}
         db.create_function("tackroom_impact", 3, impact, deterministic=True)
         db.executescript(_SCRATCH)
 
@@ -124,7 +127,19 @@ class ImpactIndex:
             found.append(tokens[0])
         return found
 
-    def add(self, doc: int, text: str) -> None:
+    def scope_id(self, scope: str, *, create: bool = False) -> int | None:
+        """The number of ``scope`` (made when ``create``); None for a scope never saved to."""
+        found = self._scopes.get(scope)
+        if found is None:
+            if create:
+                self._db.execute("insert or ignore into scopes (scope) values (?)", (scope,))
+            row = self._db.execute("select id from scopes where scope = ?", (scope,)).fetchone()
+            if row is None:
+                return None
+            found = self._scopes[scope] = row[0]
+        return found
+
+    def add(self, doc: int, scope: str, text: str) -> None:
         counts = self.tokens_of(text)
         length = sum(counts.values())
         docs, tokens, reference = self._db.execute(
@@ -144,10 +159,11 @@ class ImpactIndex:
                 "insert into doc_terms (doc, term, tf, dl) values (?, ?, ?, ?)",
                 [(doc, ids[term], tf, length) for term, tf in counts.items()],
             )
+            number = self.scope_id(scope, create=True)
             self._db.executemany(
-                "insert into postings (term, impact, doc, tf, dl) values (?, ?, ?, ?, ?)",
+                "insert into postings (scope, term, impact, doc, tf, dl) values (?, ?, ?, ?, ?, ?)",
                 [
-                    (ids[term], impact(tf, length, reference), doc, tf, length)
+                    (number, ids[term], impact(tf, length, reference), doc, tf, length)
                     for term, tf in counts.items()
                 ],
             )
@@ -155,13 +171,13 @@ class ImpactIndex:
         if stats.drifted and docs <= REKEY_WHILE_SAVING:
             self.rekey()
 
-    def remove(self, doc: int) -> None:
+    def remove(self, doc: int, scope: str) -> None:
         rows = self._db.execute("select term, tf from doc_terms where doc = ?", (doc,)).fetchall()
         length = sum(tf for _, tf in rows)
-        reference = self.stats().reference
+        reference, number = self.stats().reference, self.scope_id(scope)
         self._db.executemany(
-            "delete from postings where term = ? and impact = ? and doc = ?",
-            [(term, impact(tf, length, reference), doc) for term, tf in rows],
+            "delete from postings where scope = ? and term = ? and impact = ? and doc = ?",
+            [(number, term, impact(tf, length, reference), doc) for term, tf in rows],
         )
         self._db.execute("delete from doc_terms where doc = ?", (doc,))
         self._db.execute(
@@ -180,6 +196,7 @@ class ImpactIndex:
         db = self._db
         for table in ("postings", "doc_terms", "terms"):
             db.execute(f"delete from {table}")
+        db.execute("insert or ignore into scopes (scope) select distinct scope from items")
         db.execute("insert into temp.scratch (scratch) values ('delete-all')")
         db.execute("insert into temp.scratch (rowid, text) select rowid, text from items")
         db.execute("insert into terms (term, df) select term, doc from temp.scratch_row")
@@ -201,8 +218,9 @@ class ImpactIndex:
         self._db.execute("update index_stats set avgdl_ref = ?", (reference,))
         self._db.execute("delete from postings")
         self._db.execute(
-            "insert into postings (term, impact, doc, tf, dl)"
-            " select term, tackroom_impact(tf, dl, ?), doc, tf, dl from doc_terms"
-            " order by 1, 2 desc, 3",
+            "insert into postings (scope, term, impact, doc, tf, dl)"
+            " select s.id, d.term, tackroom_impact(d.tf, d.dl, ?), d.doc, d.tf, d.dl"
+            " from doc_terms d join items i on i.rowid = d.doc join scopes s on s.scope = i.scope"
+            " order by 1, 2, 3 desc, 4",
             (reference,),
         )

@@ -65,17 +65,19 @@ class Scorer:
         self._phrases = phrases
         self._scope = scope
         self._filters = filters
-        self._rank_sql, self._rank_params = self._ranking()
+        self._select, self._rank_params = self._ranking()
 
     def _constants(self) -> tuple[float, ...]:
         return (K1 + 1.0, K1, 1 - B, B, self._average)
 
-    def postings(self, token: Token) -> sqlite3.Cursor:
-        """``token``'s list, highest impact first: (rowid, what it adds by ``weight``, impact)."""
+    def postings(self, token: Token, scope_id: int) -> sqlite3.Cursor:
+        """``token``'s list in the scope, highest impact first: (rowid, what it adds by
+        ``weight``, impact)."""
         part = "? * " + _SATURATION % {"tf": "tf", "dl": "dl"}
         return self._db.execute(
-            f"select doc, {part}, impact from postings where term = ? order by impact desc, doc",
-            (token.weight, *self._constants(), token.term),
+            f"select doc, {part}, impact from postings where scope = ? and term = ?"
+            " order by impact desc, doc",
+            (token.weight, *self._constants(), scope_id, token.term),
         )
 
     def every(self, cap: int) -> list[int] | None:
@@ -98,19 +100,22 @@ class Scorer:
 
     def rank(self, docs: list[int], limit: int) -> list[Ranked]:
         """The best ``limit`` of ``docs`` in the scope and filters, scored in full."""
-        return [
-            (bool(every), score, updated_at, doc)
-            for doc, updated_at, every, score in self._db.execute(
-                self._rank_sql,
-                (
-                    *self._rank_params,
-                    json.dumps(docs),
-                    self._scope,
-                    *self._filters.values(),
-                    limit,
-                ),
-            )
-        ]
+        return self._ranked(
+            " where i.rowid in (select value from json_each(?)) and +i.scope = ?",
+            [json.dumps(docs), self._scope],
+            limit,
+        )
+
+    def _ranked(self, where: str, params: list[Any], limit: int) -> list[Ranked]:
+        filters = "".join(
+            f" and json_extract(i.metadata, '$.\"{key}\"') = ?" for key in self._filters
+        )
+        sql = (
+            f"{self._select}{where}{filters}"
+            " order by 3 desc, score desc, i.updated_at desc, i.rowid desc limit ?"
+        )
+        rows = self._db.execute(sql, (*self._rank_params, *params, *self._filters.values(), limit))
+        return [(bool(every), score, updated_at, doc) for doc, updated_at, every, score in rows]
 
     def _tokens(self) -> list[Token]:
         return list({id(t): t for t in self._phrases if t is not None}.values())
@@ -134,12 +139,7 @@ class Scorer:
             f" left join doc_terms {name} on {name}.doc = i.rowid and {name}.term = {int(term)}"
             for term, name in alias.items()
         )
-        where = "".join(
-            f" and json_extract(i.metadata, '$.\"{key}\"') = ?" for key in self._filters
+        return (
+            f"select i.rowid, i.updated_at, {every}, {score} as score from items i{joins}",
+            params,
         )
-        sql = (
-            f"select i.rowid, i.updated_at, {every}, {score} as score from items i{joins}"
-            f" where i.rowid in (select value from json_each(?)) and +i.scope = ?{where}"
-            " order by 3 desc, score desc, i.updated_at desc, i.rowid desc limit ?"
-        )
-        return sql, params

@@ -170,8 +170,8 @@ class SqliteMemoryStore:
             ).fetchone()[0]
             if old is None or old["text"] != text:
                 if old is not None:
-                    self._index.remove(rowid)
-                self._index.add(rowid, text)
+                    self._index.remove(rowid, key)
+                self._index.add(rowid, key, text)
         created_at = now if old is None else old["created_at"]
         item = MemoryItem(
             id=item_id,
@@ -198,7 +198,7 @@ class SqliteMemoryStore:
                 (str(scope), item_id),
             ).fetchall()
             for (rowid,) in gone:
-                self._index.remove(rowid)
+                self._index.remove(rowid, str(scope))
         return bool(gone)
 
     def list_items(
@@ -264,6 +264,7 @@ class SqliteMemoryStore:
                 terms,
                 phrases,
                 scope=str(scope),
+                scope_id=self._index.scope_id(str(scope)),
                 limit=limit,
                 filters=filters,
             )

@@ -181,8 +181,6 @@ class _Search:
         for doc in dropped:
             del self.met[doc]
         self.dismissed.update(dropped)
-        if not self._full():
-            return heapq.nlargest(LOOK_UP_BATCH, ranked)
         ranked.sort(reverse=True)
         return ranked
 
@@ -211,12 +209,14 @@ def top_k(
     phrases: list[str],
     *,
     scope: str,
+    scope_id: int | None,
     limit: int,
     filters: Mapping[str, ScalarValue],
 ) -> list[Ranked]:
-    """The best ``limit`` items of ``scope`` holding any of ``words`` (``phrases``: the token of
-    each, as FTS5 reads it), best first. Filter keys are checked names (``kit.memory``)."""
-    if not stats.tokens:
+    """The best ``limit`` items of ``scope`` (numbered ``scope_id``; None: no item was ever
+    saved to it) holding any of ``words`` (``phrases``: the token of each, as FTS5 reads it),
+    best first. Filter keys are checked names (``kit.memory``)."""
+    if not stats.tokens or scope_id is None:
         return []
     known: dict[str, tuple[int, int]] = {
         term: (term_id, df)
@@ -244,7 +244,7 @@ def top_k(
         filters=filters,
     )
     lists = [
-        _List(token=token, rows=scorer.postings(token), bound=token.weight * (K1 + 1))
+        _List(token=token, rows=scorer.postings(token, scope_id), bound=token.weight * (K1 + 1))
         for token in tokens.values()
     ]
     every = None
