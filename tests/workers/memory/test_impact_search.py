@@ -48,6 +48,7 @@ def test_impacts_sort_like_saturation_at_the_reference_length() -> None:
 
 
 SOAK = os.environ.get("TACKROOM_SOAK") == "1"
+pytestmark = pytest.mark.timeout(900 if SOAK else 60)  # the soak corpus takes minutes to fill
 CASES: list[tuple[Any, dict[str, Any]]] = [
     (MINE, {}),
     (MINE, {"topic": "ci"}),
