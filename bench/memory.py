@@ -4,7 +4,8 @@
 
 One JSON document: per backend, search p50/p99 in milliseconds through the store alone
 (``store_search``) and through the bus (``bus_search``: ``engine.trigger("memory::search")`` on an
-in-memory engine hosting the worker), the fill time, and the machine with its 1-minute load.
+in-memory engine hosting the worker), the fill time (SQLite: and the file's size), and the
+machine with its 1-minute load.
 ``store_search.thread_cpu_p50_ms`` is the calling thread's CPU time per search: all of SQLite's
 work (it runs in that thread) whatever else loads the machine; for PostgreSQL only the client's.
 
@@ -101,6 +102,11 @@ async def bus_search(
     return summarize_ms(samples)
 
 
+def store_mb(directory: Path) -> float:
+    """The SQLite store's size on disk: the file, its WAL and shared memory."""
+    return round(sum(f.stat().st_size for f in directory.glob("memory.db*")) / 2**20, 1)
+
+
 @contextmanager
 def postgres_schema(dsn: str) -> Iterator[str]:
     import psycopg
@@ -157,6 +163,7 @@ async def main() -> None:
                 args,
             )
         )
+        results[-1]["store_mb"] = store_mb(Path(directory))
     if not args.no_postgres:
         with postgres_schema(args.dsn) as schema:
             results.append(

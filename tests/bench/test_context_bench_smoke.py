@@ -22,4 +22,9 @@ def test_a_short_run_reports_every_figure() -> None:
     assert whole["messages_sent"] == 105  # every entry, and each call's new one
     assert compacted["messages_sent"] < whole["messages_sent"]  # a summary and what it kept
     memory = report["memory_search"]
-    assert (memory["items"], memory["search"]["samples"]) == (200, 5)
+    assert (memory["items"], memory["backend"], memory["search"]["samples"]) == (
+        200,
+        "sqlite-fts5",
+        5,
+    )
+    assert memory["bus_search"]["samples"] == 5

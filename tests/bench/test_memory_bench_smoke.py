@@ -16,3 +16,4 @@ def test_a_short_run_reports_every_figure() -> None:
         assert sqlite[figure]["samples"] == 5
         assert 0 < sqlite[figure]["p50_ms"] <= sqlite[figure]["p99_ms"]
     assert sqlite["store_search"]["thread_cpu_p50_ms"] > 0
+    assert sqlite["store_mb"] > 0

@@ -1,6 +1,7 @@
-"""The SQLite store's any-word search ranks only the matches that can win (``bm25.splits``) and
-finds exactly what ranking every match finds: checked on a Zipf-like corpus, two scopes and a
-metadata filter, with a low count cap so the splits decide most searches."""
+"""The SQLite store's FTS5 search (for queries whose words are not one token each) ranks only the
+matches that can win (``bm25.splits``) and finds exactly what ranking every match finds: checked
+on a Zipf-like corpus, two scopes and a metadata filter, with a low count cap so the splits
+decide most searches. The impact index's search is checked in ``test_impact_search.py``."""
 
 from __future__ import annotations
 
@@ -14,7 +15,8 @@ import pytest
 from tackroom.contracts.memory import MemoryHit, MemoryScope
 from tackroom.kit.memory import all_words_first, falling_hits, query_terms
 from tackroom.workers.memory.bm25 import K1, idf_ceiling, splits
-from tackroom.workers.memory.store import SqliteMemoryStore, _item, match_expression
+from tackroom.workers.memory.scoring import match_expression
+from tackroom.workers.memory.store import SqliteMemoryStore, _item
 
 MINE = MemoryScope(kind="workspace", id="default")
 THEIRS = MemoryScope(kind="user", id="other")
@@ -95,7 +97,7 @@ def test_any_word_search_equals_ranking_every_match(
             for limit in (3, 10):
                 matches.clear()
                 store._ranked = recording  # type: ignore[method-assign]
-                found = store.search(MINE, terms, limit=limit, filters=filters)
+                found = store._search_fts(MINE, terms, limit=limit, filters=filters)
                 store._ranked = ranked  # type: ignore[method-assign]
                 assert found == _ranking_everything(store, terms, limit, filters), query
                 split = any(") AND (" in match for match in matches)

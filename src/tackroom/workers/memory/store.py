@@ -1,10 +1,17 @@
-"""Memory items in one SQLite file, found by FTS5 full-text search ranked with BM25.
+"""Memory items in one SQLite file, found by full-text search ranked with FTS5's BM25.
 
 Synchronous: the worker calls it through ``asyncio.to_thread``, one call at a time. Tables:
-``meta`` (``schema_version``), ``items`` (one row per scope and id; metadata as JSON text) and
+``meta`` (``schema_version``), ``items`` (one row per scope and id; metadata as JSON text),
 ``items_fts``, an external-content FTS5 index over ``items.text`` kept in step by triggers
-(Porter stemming over ``unicode61``, diacritics folded). The any-word stage ranks only the rows
-with the query's rarer words when BM25's bound shows no other row can enter the top (``bm25``).
+(Porter stemming over ``unicode61``, diacritics folded), and the impact index (:mod:`.impact`),
+kept in step by ``save`` and ``delete`` in the same transaction.
+
+A search whose words are each one FTS5 token reads the impact index (:mod:`.topk`). Any other
+(a word like ``foo_bar`` is a two-token phrase) is ranked by FTS5 itself: all words, then — when
+that is not enough — the rarer words first, while BM25's bound shows no other row can enter the
+top (:mod:`.bm25`). Both give the same hits with the same scores.
+
+Schema 2 added the impact index; a schema 1 store is indexed when it is first opened.
 """
 
 from __future__ import annotations
@@ -18,13 +25,17 @@ from typing import Any
 from tackroom.contracts.memory import MemoryHit, MemoryItem, MemoryScope, ScalarValue
 from tackroom.kit.memory import all_words_first, falling_hits
 from tackroom.workers.memory.bm25 import splits
+from tackroom.workers.memory.impact import INDEX_SCHEMA, TOKENIZE, ImpactIndex
+from tackroom.workers.memory.scoring import match_expression
+from tackroom.workers.memory.topk import top_k
 
 __all__ = ["SCHEMA_VERSION", "SqliteMemoryStore", "match_expression"]
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
+"""1: items and FTS5. 2: and the impact index."""
 
-_SCHEMA = """
-create table if not exists meta (key text primary key, value text not null);
+_META = "create table if not exists meta (key text primary key, value text not null)"
+_SCHEMA = f"""
 create table if not exists items (
     rowid integer primary key,
     scope text not null,
@@ -38,7 +49,7 @@ create table if not exists items (
 create index if not exists items_by_update on items (scope, updated_at desc);
 create virtual table if not exists items_fts using fts5(
     text, content='items', content_rowid='rowid',
-    tokenize='porter unicode61 remove_diacritics 2'
+    tokenize='{TOKENIZE}'
 );
 create trigger if not exists items_ai after insert on items begin
     insert into items_fts (rowid, text) values (new.rowid, new.text);
@@ -51,6 +62,9 @@ create trigger if not exists items_au after update of text on items begin
     insert into items_fts (rowid, text) values (new.rowid, new.text);
 end;
 """
+_MMAP_BYTES = 256 << 20
+"""Read the file through a memory map (up to this much): a search reads pages all over the
+index, and a read call and a copy per page cost more than the search's own work."""
 _OVER_FETCH = 4
 _WIDEN = 8
 _COUNT_UP_TO = 8192
@@ -64,17 +78,15 @@ _BY_ROWID = (
 scope index SQLite would walk every item of the scope (100,000 for 40 rows)."""
 
 
-def match_expression(terms: list[str], *, every: bool = False) -> str:
-    """An FTS5 query matching all (``every``) or any of ``terms``, each a quoted string: no user
-    text is ever read as FTS5 syntax (a ``"`` inside a term is doubled, as FTS5 escapes it)."""
-    joiner = " AND " if every else " OR "
-    return joiner.join('"' + term.replace('"', '""') + '"' for term in terms)
-
-
 def _filter_sql(filters: Mapping[str, ScalarValue]) -> tuple[str, list[Any]]:
     # Keys are checked names (kit.memory), so they can sit inside the quoted JSON path.
     sql = "".join(f" and json_extract(i.metadata, '$.\"{key}\"') = ?" for key in filters)
     return sql, list(filters.values())
+
+
+def _schema_version(db: sqlite3.Connection) -> int | None:
+    found = db.execute("select value from meta where key = 'schema_version'").fetchone()
+    return None if found is None else int(found[0])
 
 
 def _item(row: sqlite3.Row) -> MemoryItem:
@@ -93,6 +105,7 @@ class SqliteMemoryStore:
     def __init__(self, db: sqlite3.Connection, *, count_up_to: int = _COUNT_UP_TO) -> None:
         self._db = db
         self._count_up_to = count_up_to
+        self._index = ImpactIndex(db)
 
     @classmethod
     def open(cls, path: Path, *, count_up_to: int = _COUNT_UP_TO) -> SqliteMemoryStore:
@@ -101,21 +114,42 @@ class SqliteMemoryStore:
             path.parent.mkdir(parents=True, exist_ok=True)
         db = sqlite3.connect(str(path), check_same_thread=False, isolation_level=None)
         db.row_factory = sqlite3.Row
-        db.execute("pragma journal_mode = wal")
-        db.execute("pragma busy_timeout = 5000")
-        db.execute("pragma synchronous = normal")  # WAL: durable at checkpoints, never torn
-        with db:
-            db.executescript(_SCHEMA)
-            found = db.execute("select value from meta where key = 'schema_version'").fetchone()
-            if found is None:
-                db.execute("insert into meta values ('schema_version', ?)", (str(SCHEMA_VERSION),))
-            elif int(found["value"]) > SCHEMA_VERSION:
-                db.close()
+        try:
+            db.execute("pragma journal_mode = wal")
+            db.execute("pragma busy_timeout = 5000")
+            db.execute("pragma synchronous = normal")  # WAL: durable at checkpoints, never torn
+            db.execute(f"pragma mmap_size = {_MMAP_BYTES}")
+            db.execute(_META)
+            found = _schema_version(db)
+            if found is not None and found > SCHEMA_VERSION:
                 raise RuntimeError(
-                    f"{path} has memory schema {found['value']}; this tackroom reads up to"
+                    f"{path} has memory schema {found}; this tackroom reads up to"
                     f" {SCHEMA_VERSION}: upgrade tackroom"
                 )
-        return cls(db, count_up_to=count_up_to)
+            db.executescript(_SCHEMA + INDEX_SCHEMA)
+            store = cls(db, count_up_to=count_up_to)
+            store._migrate()
+        except BaseException:
+            db.close()
+            raise
+        return store
+
+    def _migrate(self) -> None:
+        """Schema 1 (or none) to 2: index every item. Then, cheaply, that the index counts every
+        item (else it is built again), and that its impacts suit today's average length."""
+        with self._db:
+            self._db.execute("begin immediate")
+            if _schema_version(self._db) != SCHEMA_VERSION:
+                self._index.rebuild()
+                self._db.execute(
+                    "insert into meta values ('schema_version', ?) on conflict (key)"
+                    " do update set value = excluded.value",
+                    (str(SCHEMA_VERSION),),
+                )
+            elif not self._index.in_step():
+                self._index.rebuild()
+            elif self._index.stats().drifted:
+                self._index.rekey()
 
     def save(
         self, scope: MemoryScope, item_id: str, text: str, metadata: str, now: float
@@ -124,15 +158,20 @@ class SqliteMemoryStore:
         with self._db:
             self._db.execute("begin immediate")
             old = self._db.execute(
-                "select created_at from items where scope = ? and item_id = ?", (key, item_id)
+                "select created_at, text from items where scope = ? and item_id = ?",
+                (key, item_id),
             ).fetchone()
-            self._db.execute(
+            rowid = self._db.execute(
                 "insert into items (scope, item_id, text, metadata, created_at, updated_at)"
                 " values (?, ?, ?, ?, ?, ?) on conflict (scope, item_id) do update set"
                 " text = excluded.text, metadata = excluded.metadata,"
-                " updated_at = excluded.updated_at",
+                " updated_at = excluded.updated_at returning rowid",
                 (key, item_id, text, metadata, now, now),
-            )
+            ).fetchone()[0]
+            if old is None or old["text"] != text:
+                if old is not None:
+                    self._index.remove(rowid, key)
+                self._index.add(rowid, key, text)
         created_at = now if old is None else old["created_at"]
         item = MemoryItem(
             id=item_id,
@@ -153,10 +192,14 @@ class SqliteMemoryStore:
 
     def delete(self, scope: MemoryScope, item_id: str) -> bool:
         with self._db:
+            self._db.execute("begin immediate")
             gone = self._db.execute(
-                "delete from items where scope = ? and item_id = ?", (str(scope), item_id)
-            )
-        return gone.rowcount > 0
+                "delete from items where scope = ? and item_id = ? returning rowid",
+                (str(scope), item_id),
+            ).fetchall()
+            for (rowid,) in gone:
+                self._index.remove(rowid, str(scope))
+        return bool(gone)
 
     def list_items(
         self, scope: MemoryScope, *, limit: int, offset: int, filters: Mapping[str, ScalarValue]
@@ -179,6 +222,20 @@ class SqliteMemoryStore:
     ) -> list[MemoryHit]:
         """Items with all of ``terms`` by BM25; when fewer than ``limit``, then items with any
         of them (again by BM25), without repeats."""
+        phrases = self._index.phrases(terms)
+        if phrases is None:
+            return self._search_fts(scope, terms, limit=limit, filters=filters)
+        return self._search_impacts(scope, terms, phrases, limit=limit, filters=filters)
+
+    def _search_fts(
+        self,
+        scope: MemoryScope,
+        terms: list[str],
+        *,
+        limit: int,
+        filters: Mapping[str, ScalarValue],
+    ) -> list[MemoryHit]:
+        """The same, ranked by FTS5's ``bm25()``: for words that are not one token each."""
 
         def ranked(every: bool) -> list[tuple[sqlite3.Row, float]]:
             if every:
@@ -188,6 +245,34 @@ class SqliteMemoryStore:
         rows = all_words_first(terms, limit, ranked, key=lambda ranked: ranked[0]["rowid"])
         # FTS5's bm25() is negative, lower is better.
         return falling_hits((_item(row), -rank) for row, rank in rows)
+
+    def _search_impacts(
+        self,
+        scope: MemoryScope,
+        terms: list[str],
+        phrases: list[str],
+        *,
+        limit: int,
+        filters: Mapping[str, ScalarValue],
+    ) -> list[MemoryHit]:
+        self._db.execute("begin")  # one snapshot for the statistics, the lists and the items
+        try:
+            stats = self._index.stats()
+            ranked = top_k(
+                self._db,
+                stats,
+                terms,
+                phrases,
+                scope=str(scope),
+                scope_id=self._index.scope_id(str(scope)),
+                limit=limit,
+                filters=filters,
+            )
+            docs = json.dumps([doc for *_, doc in ranked])
+            rows = {row["rowid"]: row for row in self._db.execute(_BY_ROWID, (docs, str(scope)))}
+        finally:
+            self._db.execute("commit")
+        return falling_hits((_item(rows[doc]), score) for _, score, _, doc in ranked)
 
     def _ranked_any(
         self, scope: MemoryScope, terms: list[str], limit: int, filters: Mapping[str, ScalarValue]
