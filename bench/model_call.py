@@ -35,6 +35,7 @@ from tackroom.contracts.messages import AgentMessage, AssistantMessage, TextBloc
 from tackroom.contracts.provider import ProviderRequest
 from tackroom.kit.hooks.modelcalls import ModelCallHooks
 from tackroom.kit.hooks.publish import HookSubscriptions
+from tackroom.kit.live import NO_LIVE, LiveSink
 from tackroom.kit.texttools import format_call, parse_calls
 from tackroom.testing import memory_engine
 from tackroom.workers.orchestrator.modelcall import ModelCall, ProfileCache
@@ -46,6 +47,9 @@ TARGET_OVERHEAD_US = 20.0
 
 class _StubStream:
     """Stands in for ``ModelCaller``: a finished message, no channel, no provider."""
+
+    def live(self, record: TurnRecord) -> LiveSink:
+        return NO_LIVE
 
     async def stream(
         self, provider: str, request: ProviderRequest, emit: Any, **_: Any

@@ -19,6 +19,7 @@ SECTIONS = {
     "facade_overhead": {"overhead_us", "replayed_turn", "full_turn", "loadavg_1m"},
     "long_session": {"first_ten_p50_ms", "last_ten_p50_ms", "growth", "turns"},
     "nats_sequential_fresh": {"p50_ms", "p99_ms", "samples"},
+    "delta_cost": {"per_delta_cpu_us", "coalesced", "uncoalesced"},
 }
 TARGETED = {
     "sequential_fresh.p50_ms",
@@ -29,6 +30,7 @@ TARGETED = {
     "facade_overhead.overhead_us",
     "long_session.growth",
     "nats_sequential_fresh.p50_ms",
+    "delta_cost.per_delta_cpu_us",
 }
 
 
