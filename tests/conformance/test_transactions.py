@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import contextvars
-from collections.abc import Coroutine
+from collections.abc import Awaitable, Callable, Coroutine
 from typing import Any
 
 import pytest
@@ -184,3 +184,112 @@ async def test_sequences_stay_contiguous_across_blocks_and_plain_appends(engine:
     await engine.append("s", "g", 4)
     records = await engine.read("s", "g")
     assert [(r.seq, r.data) for r in records] == [(1, 1), (2, 2), (3, 3), (4, 4)]
+
+
+# -- writers that commit at the same time (embedded: one shared SQLite transaction) ----------------
+async def _all_at_once(
+    count: int, body: Callable[[int, asyncio.Event], Awaitable[Any]]
+) -> list[Any]:
+    """Run ``body(i, gate)`` for each ``i`` at once; each waits on ``gate`` where it likes, and
+    the gate opens once all are waiting: their commits then come in one loop turn."""
+    gate = asyncio.Event()
+    waiting = 0
+
+    async def one(index: int) -> Any:
+        nonlocal waiting
+        waiting += 1
+        if waiting == count:
+            gate.set()
+        return await body(index, gate)
+
+    return await asyncio.gather(*(one(i) for i in range(count)), return_exceptions=True)
+
+
+async def test_blocks_ending_together_each_stay_whole(engine: Engine) -> None:
+    """One block of a batch loses its compare-and-set: it raises and leaves nothing, the others
+    land whole."""
+    if not engine.atomic_transactions:
+        pytest.skip("writes are made at once: there is no later commit to lose")
+    count, loser = 20, 7
+    stored = [await engine.set_state("t", f"k{i}", "before") for i in range(count)]
+
+    async def interfere() -> None:
+        await engine.set_state("t", f"k{loser}", "other")
+
+    async def block(index: int, gate: asyncio.Event) -> None:
+        async with engine.transaction():
+            await engine.set_state(
+                "t", f"k{index}", "mine", expected_revision=stored[index].revision
+            )
+            await engine.append("s", f"g{index}", {"i": index})
+            await engine.enqueue("test::nobody", {"i": index}, queue="q")
+            if index == loser:
+                await outside_the_block(interfere())
+            await gate.wait()
+
+    outcomes = await _all_at_once(count, block)
+    assert isinstance(outcomes[loser], RevisionConflict)
+    assert [o for i, o in enumerate(outcomes) if i != loser] == [None] * (count - 1)
+    for index in range(count):
+        entry = await engine.get_state("t", f"k{index}")
+        assert entry is not None
+        records = await engine.read("s", f"g{index}")
+        if index == loser:
+            assert entry.value == "other"
+            assert records == []
+        else:
+            assert entry.value == "mine"
+            assert [r.data for r in records] == [{"i": index}]
+
+
+async def test_plain_writes_made_together_lose_no_update(engine: Engine) -> None:
+    count = 30
+    start = await engine.set_state("t", "cas", "start")
+    seqs: dict[int, int] = {}
+
+    async def write(index: int, gate: asyncio.Event) -> None:
+        await gate.wait()
+        await engine.update_state("t", "n", [{"op": "increment", "path": ["n"], "value": 1}])
+        seqs[index] = await engine.append("s", "g", {"i": index})
+        await engine.set_state("t", "cas", index, expected_revision=start.revision)
+
+    outcomes = await _all_at_once(count, write)
+    counter = await engine.get_state("t", "n")
+    assert counter is not None
+    assert counter.value == {"n": count}
+    # One compare-and-set wins; the others see its write and change nothing.
+    winners = [i for i, outcome in enumerate(outcomes) if outcome is None]
+    assert len(winners) == 1
+    assert all(isinstance(o, RevisionConflict) for o in outcomes if o is not None)
+    cas = await engine.get_state("t", "cas")
+    assert cas is not None
+    assert cas.value == winners[0]
+    records = await engine.read("s", "g")
+    assert [r.seq for r in records] == list(range(1, count + 1))
+    # Each append was told the sequence its record got.
+    assert {r.data["i"]: r.seq for r in records} == seqs
+
+
+async def test_blocks_appending_to_one_group_together_keep_sequences_whole(
+    engine: Engine,
+) -> None:
+    count = 10
+    await engine.append("s", "g", {"i": -1, "n": 0})  # the group has a head before the blocks
+    subscription = await engine.subscribe("s", "g", after=1)
+
+    async def block(index: int, gate: asyncio.Event) -> None:
+        async with engine.transaction():
+            await engine.append("s", "g", {"i": index, "n": 1})
+            await engine.append("s", "g", {"i": index, "n": 2})
+            await gate.wait()
+
+    assert await _all_at_once(count, block) == [None] * count
+    records = (await engine.read("s", "g"))[1:]
+    assert [r.seq for r in records] == list(range(2, 2 * count + 2))
+    if engine.atomic_transactions:  # each block's records are together, in its order
+        pairs = [(r.data["i"], r.data["n"]) for r in records]
+        assert all(pairs[k] == (pairs[k][0], 1) for k in range(0, 2 * count, 2))
+        assert all(pairs[k + 1] == (pairs[k][0], 2) for k in range(0, 2 * count, 2))
+    live = [await asyncio.wait_for(anext(aiter(subscription)), 5) for _ in range(2 * count)]
+    assert [r.seq for r in live] == list(range(2, 2 * count + 2))
+    await subscription.aclose()

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 from pydantic import BaseModel
 
 from tackroom.engine.cron import CronSchedule
+from tackroom.engine.embedded.commits import GroupCommitter, Notice, Pending
 from tackroom.engine.embedded.files import claim
 from tackroom.engine.embedded.queues import QueueDispatcher
 from tackroom.engine.embedded.store import NewMessage, Store
@@ -90,6 +91,7 @@ class EmbeddedEngine:
         self._hub = SubscriptionHub()
         self._offers = SnapshotOffers()
         self._store: Store | None = None
+        self._committer: GroupCommitter | None = None
         self._dispatcher: QueueDispatcher | None = None
         self._lock_fd: int | None = None
         self._open = False
@@ -114,13 +116,16 @@ class EmbeddedEngine:
             self._lock_fd = claim(self._path, read_only=self._read_only)
         try:
             self._store = Store(self._path, read_only=self._read_only)
-            self._dispatcher = QueueDispatcher(self._store, self._registry)
+            self._committer = GroupCommitter(self._store)
+            self._dispatcher = QueueDispatcher(
+                self._store, self._registry, committer=self._committer
+            )
             if not self._read_only:
                 self._dispatcher.start()
         except BaseException:
             if self._store is not None:
                 self._store.close()
-            self._store = self._dispatcher = None
+            self._store = self._dispatcher = self._committer = None
             self._unlock()
             raise
         self._registry.on_change = self._dispatcher.wake
@@ -141,6 +146,8 @@ class EmbeddedEngine:
         self._open = False
         await self._hub.close_all()
         await self._channels.close_all()
+        if self._committer is not None:
+            self._committer.flush()  # writers that handed their writes over before the close
         if self._store is not None:
             self._store.close()
         self._unlock()
@@ -170,6 +177,21 @@ class EmbeddedEngine:
     def _wake(self) -> None:
         if self._dispatcher is not None:
             self._dispatcher.wake()
+
+    async def _commit(
+        self,
+        write: Callable[[], Any],
+        *,
+        check: Callable[[], None] | None = None,
+        notices: list[Notice] | None = None,
+    ) -> Any:
+        """One writer's writes, committed alone or with the others ready now (:mod:`.commits`)."""
+        return await self._submit(Pending(write, check, notices or []))
+
+    async def _submit(self, pending: Pending) -> Any:
+        if self._committer is None:
+            raise EngineClosed("the engine is not running")
+        return await self._committer.commit(pending)
 
     # -- functions ------------------------------------------------------------------------------
     async def register_function(
@@ -244,13 +266,13 @@ class EmbeddedEngine:
         dedupe_key: str | None = None,
     ) -> str:
         payload = to_json_value(payload)
-        return self._enqueue(
+        return await self._enqueue(
             NewMessage(
                 queue, function_id, "queue", payload, group, self._capture(payload), dedupe_key
             )
         )
 
-    def _enqueue(self, message: NewMessage) -> str:
+    async def _enqueue(self, message: NewMessage) -> str:
         store = self._live_store()
         unit = self._unit()
         if unit is not None:
@@ -259,10 +281,10 @@ class EmbeddedEngine:
                 lambda: self._insert_message(store, message, message_id=message_id), self._wake
             )
             return message_id
-        with store.transaction():
-            message_id = self._insert_message(store, message)
-        self._wake()
-        return message_id
+        message_id = await self._commit(
+            lambda: self._insert_message(store, message), notices=[self._wake]
+        )
+        return str(message_id)
 
     def _insert_message(
         self, store: Store, message: NewMessage, *, message_id: str | None = None
@@ -309,15 +331,13 @@ class EmbeddedEngine:
                 self._wake if scope in self._state_triggers else None,
             )
             return entry
-        with store.transaction():
-            if expected_revision is not None:
-                actual = store.current_revision(scope, key)
-                if actual != expected_revision:
-                    raise RevisionConflict(scope, key, expected_revision, actual)
-            entry = self._put(store, StateEntry(scope, key, value, 0), "set")
-        if scope in self._state_triggers:
-            self._wake()
-        return entry
+        written = await self._commit(
+            lambda: self._put(store, StateEntry(scope, key, value, 0), "set"),
+            check=self._compare(store, scope, key, expected_revision),
+            notices=self._state_notices(scope),
+        )
+        assert isinstance(written, StateEntry)
+        return written
 
     async def update_state(self, scope: str, key: str, ops: list[UpdateOp]) -> StateEntry:
         store = self._live_store()
@@ -334,13 +354,36 @@ class EmbeddedEngine:
                 self._wake if scope in self._state_triggers else None,
             )
             return entry
-        with store.transaction():
+        seen: list[tuple[StateEntry | None, Any]] = []
+
+        def check() -> None:  # the value as it stands in the batch: no update is lost
             old = store.get_state(scope, key)
-            value = apply_ops(None if old is None else old.value, ops)
-            entry = self._put(store, StateEntry(scope, key, value, 0), "update", old=old)
-        if scope in self._state_triggers:
-            self._wake()
-        return entry
+            seen.append((old, apply_ops(None if old is None else old.value, ops)))
+
+        def write() -> StateEntry:
+            old, value = seen[-1]
+            return self._put(store, StateEntry(scope, key, value, 0), "update", old=old)
+
+        written = await self._commit(write, check=check, notices=self._state_notices(scope))
+        assert isinstance(written, StateEntry)
+        return written
+
+    def _compare(
+        self, store: Store, scope: str, key: str, expected_revision: int | None
+    ) -> Callable[[], None] | None:
+        """The compare-and-set check of a write outside a unit, made in its batch."""
+        if expected_revision is None:
+            return None
+
+        def check() -> None:
+            actual = store.current_revision(scope, key)
+            if actual != expected_revision:
+                raise RevisionConflict(scope, key, expected_revision, actual)
+
+        return check
+
+    def _state_notices(self, scope: str) -> list[Notice]:
+        return [self._wake] if scope in self._state_triggers else []
 
     def _put(
         self,
@@ -378,15 +421,12 @@ class EmbeddedEngine:
                 self._wake if scope in self._state_triggers else None,
             )
             return current is not None
-        with store.transaction():
-            if expected_revision is not None:
-                actual = store.current_revision(scope, key)
-                if actual != expected_revision:
-                    raise RevisionConflict(scope, key, expected_revision, actual)
-            deleted = self._remove(store, scope, key)
-        if deleted and scope in self._state_triggers:
-            self._wake()
-        return deleted
+        deleted = await self._commit(
+            lambda: self._remove(store, scope, key),
+            check=self._compare(store, scope, key, expected_revision),
+            notices=self._state_notices(scope),
+        )
+        return bool(deleted)
 
     def _remove(self, store: Store, scope: str, key: str) -> bool:
         triggers = self._state_triggers.get(scope)
@@ -427,8 +467,9 @@ class EmbeddedEngine:
             raise
         finally:
             CURRENT_UNIT.reset(token)
-        for notice in unit.commit(store.transaction, store.current_revision):
-            notice()
+        pending = unit.pending(store.current_revision)
+        if pending is not None:
+            await self._submit(pending)
 
     def _fire_state(
         self,
@@ -527,7 +568,7 @@ class EmbeddedEngine:
             fire = cron.next_after(now)
             await asyncio.sleep((fire - now).total_seconds())
             fired_at = fire.isoformat()
-            self._enqueue(
+            await self._enqueue(
                 NewMessage(
                     TRIGGER_QUEUE,
                     function_id,
@@ -556,26 +597,30 @@ class EmbeddedEngine:
         data = to_json_value(data, what="stream record")
         store = self._live_store()
         unit = self._unit()
+        written: list[StreamRecord] = []
+
+        def write() -> StreamRecord:
+            # After the group's records written earlier in this transaction, by any writer.
+            assert self._committer is not None
+            heads = self._committer.heads
+            after = heads.get((stream, group_id))
+            if after is None:
+                after = self._head(store, stream, group_id)
+            record = self._insert_record(store, stream, group_id, data, after=after)
+            heads[(stream, group_id)] = record.seq
+            written.append(record)
+            return record
+
+        def notice() -> None:
+            self._appended(written[0])
+
         if unit is not None:
             head = self._head(store, stream, group_id)
             expected = head + unit.pending_appends(stream, group_id) + 1
-            written: list[StreamRecord] = []
-
-            def write() -> None:
-                after = unit.heads.get((stream, group_id))
-                if after is None:
-                    after = self._head(store, stream, group_id)
-                record = self._insert_record(store, stream, group_id, data, after=after)
-                unit.heads[(stream, group_id)] = record.seq
-                written.append(record)
-
-            unit.keep_append(stream, group_id, write, lambda: self._appended(written[0]))
+            unit.keep_append(stream, group_id, write, notice)
             return expected
-        with store.transaction():
-            record = self._insert_record(
-                store, stream, group_id, data, after=self._head(store, stream, group_id)
-            )
-        self._appended(record)
+        record = await self._commit(write, notices=[notice])
+        assert isinstance(record, StreamRecord)
         return record.seq
 
     def _head(self, store: Store, stream: str, group_id: str) -> int:

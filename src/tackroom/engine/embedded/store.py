@@ -1,8 +1,9 @@
 """The embedded engine's SQLite file: state, queue messages, dead letters and streams.
 
-Called inline on the event loop: every write is one short WAL transaction (``synchronous=NORMAL``,
-which survives a process crash), cheaper than the thread hop ``asyncio.to_thread`` would add.
-Values are stored as JSON text.
+Called inline on the event loop: writes are short WAL transactions (``synchronous=NORMAL``,
+which survives a process crash), cheaper than the thread hop ``asyncio.to_thread`` would add;
+the engine's writers share them when they are ready together (:mod:`.commits`). Values are
+stored as JSON text.
 """
 
 from __future__ import annotations
@@ -105,15 +106,25 @@ class Store:
 
     @contextmanager
     def transaction(self) -> Iterator[None]:
-        self._db.execute("BEGIN IMMEDIATE")
+        self.begin()
         try:
             yield
-            self._db.execute("COMMIT")
+            self.commit()
         except BaseException:
-            # A full disk may have rolled it back already, or failed the COMMIT itself.
-            if self._db.in_transaction:
-                self._db.execute("ROLLBACK")
+            self.rollback()
             raise
+
+    def begin(self) -> None:
+        self._db.execute("BEGIN IMMEDIATE")
+
+    def commit(self) -> None:
+        self._db.execute("COMMIT")
+
+    def rollback(self) -> None:
+        """Roll back the open transaction, if any: a full disk may have rolled it back
+        already, or failed the COMMIT itself."""
+        if self._db.in_transaction:
+            self._db.execute("ROLLBACK")
 
     # -- state -------------------------------------------------------------------------------
     def get_state(self, scope: str, key: str) -> StateEntry | None:

@@ -3,9 +3,10 @@
 Inside ``async with engine.transaction():`` a write is checked at once — compare-and-set against
 what the unit sees, the update applied to the value it sees — and given its revision, but it is
 *kept*, not written: reads in the unit see it, others do not. When the block ends the kept
-writes go to the store in one SQLite transaction, after checking that no other writer changed a
-key the unit read-modified or compared-and-set meanwhile (else :class:`RevisionConflict`, and
-nothing is written). Stream records get their sequence then, in commit order, so subscribers see
+writes go to the store in one SQLite transaction — perhaps shared with other writers ready at
+the same time (:mod:`.commits`) — after checking that no other writer changed a key the unit
+read-modified or compared-and-set meanwhile (else :class:`RevisionConflict`, and nothing of the
+unit is written). Stream records get their sequence then, in commit order, so subscribers see
 no gap and nothing out of order; subscribers and trigger deliveries are told after the commit.
 
 The unit travels in a context variable: a handler the block triggers in this process writes in
@@ -18,8 +19,8 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Callable
 from contextvars import ContextVar
-from typing import Any
 
+from tackroom.engine.embedded.commits import Notice, Pending
 from tackroom.engine.errors import RevisionConflict
 from tackroom.engine.protocol import StateEntry
 
@@ -28,8 +29,6 @@ __all__ = ["CURRENT_UNIT", "Unit"]
 Key = tuple[str, str]
 StoreWrite = Callable[[], object]
 """A kept write: run inside the unit's SQLite transaction."""
-Notice = Callable[[], None]
-"""What to tell others once the transaction committed (subscribers, the queue dispatcher)."""
 
 
 class Unit:
@@ -46,8 +45,6 @@ class Unit:
         self._writes: list[StoreWrite] = []
         self._notices: list[Notice] = []
         self._appends: Counter[Key] = Counter()
-        self.heads: dict[Key, int] = {}
-        """During the commit: the last sequence each group's records got in it."""
 
     # -- what the unit sees ---------------------------------------------------------------------
     def get(self, key: Key, load: Callable[[], StateEntry | None]) -> StateEntry | None:
@@ -107,25 +104,27 @@ class Unit:
             self._notices.append(notice)
 
     # -- the end --------------------------------------------------------------------------------
-    def commit(
-        self, transaction: Callable[[], Any], revision_of: Callable[[str, str], int]
-    ) -> list[Notice]:
-        """Write everything kept in one transaction; the notices to run after it committed.
+    def pending(self, revision_of: Callable[[str, str], int]) -> Pending | None:
+        """The kept writes, to commit (``None``: nothing to write).
 
-        ``transaction()`` opens the store's transaction (a context manager); ``revision_of``
-        reads a key's stored revision inside it.
+        ``revision_of`` reads a key's stored revision inside the transaction: the check that no
+        other writer changed what the unit verifies.
         """
         self.open = False
         if not self._writes:
-            return []
-        with transaction():
+            return None
+
+        def check() -> None:
             for scope, key in sorted(self._verify):
                 actual = revision_of(scope, key)
                 if actual != self._base[(scope, key)]:
                     raise RevisionConflict(scope, key, self._base[(scope, key)], actual)
-            for write in self._writes:
-                write()
-        return self._notices
+
+        def write() -> None:
+            for kept in self._writes:
+                kept()
+
+        return Pending(write, check if self._verify else None, self._notices)
 
     def discard(self) -> None:
         self.open = False

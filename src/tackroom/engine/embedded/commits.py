@@ -1,0 +1,143 @@
+"""Group commit: writers that are ready together share one SQLite transaction.
+
+Every write of the embedded engine — a unit of work at the end of its block, or a plain
+``set_state`` / ``update_state`` / ``delete_state`` / ``append`` / ``enqueue`` — is handed to the
+:class:`GroupCommitter` as a :class:`Pending`. When nothing else is ready to run on the event
+loop it is written at once, in its own transaction: a lone writer waits for nobody. Otherwise it
+joins the batch of the current loop turn, which one callback writes when the tasks already
+scheduled have run: every writer that reached its commit meanwhile shares that transaction.
+
+Each pending write keeps its own all-or-nothing semantics. Its ``check`` (compare-and-set, an
+update's ops) runs inside the batch, after the writes of those before it: one that fails gets its
+error and writes nothing, and the rest of the batch goes on. No other process writes the file
+(see :mod:`.files`) and a batch runs without yielding, so a check made this way is as good as one
+made under a lock, and the transaction only begins once some write passed its check. Anything
+else that fails — a full disk, a crash — fails the whole batch: it is rolled back, and every
+writer in it gets the error (nothing of the batch is written). A writer returns only once its
+batch committed, so durability is what it was; notices (subscribers, the queue dispatcher) run
+after the commit, in commit order.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from tackroom.engine.embedded.store import Store
+from tackroom.engine.errors import InvalidPayload, InvalidUpdate, RevisionConflict
+
+__all__ = ["GroupCommitter", "Notice", "Pending"]
+
+_log = logging.getLogger(__name__)
+
+Notice = Callable[[], None]
+"""What to tell others once the transaction committed (subscribers, the queue dispatcher)."""
+
+OWN_FAILURES = (RevisionConflict, InvalidUpdate, InvalidPayload)
+"""What a check may raise: the writer's own failure, not the batch's."""
+
+
+@dataclass(eq=False, slots=True)
+class Pending:
+    """One writer's writes, waiting for a transaction.
+
+    ``check`` runs first, inside the batch (it may raise one of :data:`OWN_FAILURES`: then
+    nothing of this writer is written); ``write`` then writes and returns the writer's result.
+    """
+
+    write: Callable[[], Any]
+    check: Callable[[], None] | None = None
+    notices: list[Notice] = field(default_factory=list)
+    result: Any = None
+    error: BaseException | None = None
+    waiter: asyncio.Future[None] | None = None
+
+
+class GroupCommitter:
+    def __init__(self, store: Store) -> None:
+        self._store = store
+        self._batch: list[Pending] | None = None
+        self.heads: dict[tuple[str, str], int] = {}
+        """During a transaction: the last sequence each stream group got in it."""
+
+    async def commit(self, pending: Pending) -> Any:
+        """Write ``pending`` (alone, or with the others ready now); its result, or its error."""
+        if self._batch is None and _nothing_else_ready():
+            self._run([pending])
+        else:
+            loop = asyncio.get_running_loop()
+            if self._batch is None:
+                self._batch = []
+                loop.call_soon(self.flush)
+            pending.waiter = loop.create_future()
+            self._batch.append(pending)
+            await pending.waiter  # cancelled before the flush: it is left out of the batch
+        if pending.error is not None:
+            raise pending.error
+        return pending.result
+
+    def flush(self) -> None:
+        """Write the batch gathered so far (the loop callback; also at close)."""
+        batch, self._batch = self._batch, None
+        if not batch:
+            return
+        batch = [p for p in batch if p.waiter is None or not p.waiter.cancelled()]
+        try:
+            self._run(batch)
+        finally:
+            for pending in batch:
+                if pending.waiter is not None and not pending.waiter.done():
+                    pending.waiter.set_result(None)
+
+    def _run(self, batch: list[Pending]) -> None:
+        """Check and write ``batch`` in one transaction, then run its notices in order."""
+        store = self._store
+        began = False
+        try:
+            for pending in batch:
+                if pending.check is not None:
+                    try:
+                        pending.check()
+                    except OWN_FAILURES as exc:
+                        pending.error = exc
+                        continue
+                if not began:
+                    store.begin()
+                    began = True
+                pending.result = pending.write()
+            if began:
+                store.commit()
+        except BaseException as exc:
+            if began:
+                store.rollback()
+            for pending in batch:
+                if pending.error is None:
+                    pending.error = exc
+            if not isinstance(exc, Exception):
+                raise
+            return
+        finally:
+            self.heads.clear()
+        for pending in batch:
+            if pending.error is None:
+                _tell(pending.notices)
+
+
+def _tell(notices: list[Notice]) -> None:
+    for notice in notices:
+        try:
+            notice()
+        except Exception:  # the writes are committed: one listener's failure is not the writer's
+            _log.exception("a notice after a commit failed")
+
+
+def _nothing_else_ready() -> bool:
+    """Whether no other callback is scheduled on the running loop, so no other writer can reach
+    its commit before this one would be written. Reads the loop's ready queue, which CPython's
+    event loops keep as ``_ready``; a loop without one is taken as busy (writes then wait for
+    one loop turn, which costs a few microseconds)."""
+    ready = getattr(asyncio.get_running_loop(), "_ready", None)
+    return ready is not None and len(ready) == 0
