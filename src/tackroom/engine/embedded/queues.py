@@ -6,6 +6,10 @@ failure schedules a retry with exponential backoff or buries the message as a de
 live in memory only: this process owns the database file, so after a crash every lease is void
 and unacknowledged messages are delivered again.
 
+Writes are shared where they can be: the messages one pass leases are leased in one transaction,
+and a delivery's outcome is recorded through the engine's group commit (:mod:`.commits`), with
+the writes of whoever else is ready then.
+
 When the database itself fails (a full disk), nothing waits for a visibility timeout: a delivery
 the engine failed is retried on the backoff schedule and never dead-lettered for it, an outcome
 the store cannot record yet is kept and recorded on the backoff schedule, and each is said in
@@ -22,6 +26,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from tackroom.engine.embedded.commits import GroupCommitter, Pending
 from tackroom.engine.embedded.store import QueuedMessage, Store
 from tackroom.engine.errors import EngineCorrupt, EngineStorageError, unavailable_cause
 from tackroom.engine.functions import FunctionRegistry, describe_failure
@@ -54,6 +59,7 @@ class _Delivery:
     task: asyncio.Task[None] | None = None
     lease_lost: bool = False
     settled: bool = field(default=False)
+    recording: bool = False  # its outcome waits in a group commit: not settled elsewhere
     outcome: _Outcome | None = None  # set once it ended; kept while the store cannot record it
     unrecorded: int = 0  # attempts to record the outcome that the store refused
 
@@ -64,9 +70,11 @@ class QueueDispatcher:
         store: Store,
         registry: FunctionRegistry,
         *,
+        committer: GroupCommitter | None = None,
         clock: Callable[[], float] = time.time,
     ) -> None:
         self._store = store
+        self._committer = committer
         self._registry = registry
         self._clock = clock
         self._configs: dict[str, QueueConfig] = {}
@@ -156,23 +164,38 @@ class QueueDispatcher:
             batch = self._store.ready_messages(
                 now=now, function_ids=served, skip_queues=self._saturated(), limit=_BATCH
             )
-            started = 0
-            for message in batch:
-                config = self.config(message.queue)
-                if self._running.get(message.queue, 0) >= config.concurrency:
-                    continue
-                if (
-                    message.group is not None
-                    and (message.queue, message.group) in self._busy_groups
-                ):
-                    continue
-                self._start(message, config, now)
-                started += 1
+            started = self._lease(batch, now)
+            for delivery in started:
+                delivery.task = asyncio.create_task(
+                    self._deliver(delivery), name=f"tackroom-deliver-{delivery.message.function_id}"
+                )
             # A full batch may hide due messages of other queues behind ones that just filled
             # their queue: look again without those, until a batch comes back short or idle.
-            if len(batch) < _BATCH or started == 0:
+            if len(batch) < _BATCH or not started:
                 break
         return self._next_due(served)
+
+    def _lease(self, batch: list[QueuedMessage], now: float) -> list[_Delivery]:
+        """Lease what may start of ``batch``, in one transaction; undone if it fails."""
+        leased: list[_Delivery] = []
+        try:
+            with self._store.transaction() if len(batch) > 1 else contextlib.nullcontext():
+                for message in batch:
+                    config = self.config(message.queue)
+                    if self._running.get(message.queue, 0) >= config.concurrency:
+                        continue
+                    if (
+                        message.group is not None
+                        and (message.queue, message.group) in self._busy_groups
+                    ):
+                        continue
+                    leased.append(self._hold(message, config, now))
+                    self._store.lease(message.id)
+        except BaseException:
+            for delivery in leased:  # their leases were never stored
+                self._unhold(delivery)
+            raise
+        return leased
 
     def _saturated(self) -> set[str]:
         return {
@@ -188,21 +211,19 @@ class QueueDispatcher:
             candidates.append(available)
         return min(candidates) if candidates else None
 
-    def _start(self, message: QueuedMessage, config: QueueConfig, now: float) -> None:
-        self._store.lease(message.id)
+    def _hold(self, message: QueuedMessage, config: QueueConfig, now: float) -> _Delivery:
+        """Count ``message`` as delivered here (its queue's slot, its group) until released."""
         delivery = _Delivery(message, message.attempts + 1, now + config.visibility_timeout)
         self._inflight[message.id] = delivery
         self._running[message.queue] = self._running.get(message.queue, 0) + 1
         if message.group is not None:
             self._busy_groups.add((message.queue, message.group))
-        delivery.task = asyncio.create_task(
-            self._deliver(delivery), name=f"tackroom-deliver-{message.function_id}"
-        )
+        return delivery
 
     def _expire_leases(self, now: float) -> None:
         """Settle what is due: outcomes the store refused before, and overrunning handlers."""
         for delivery in list(self._inflight.values()):
-            if delivery.settled or delivery.deadline > now:
+            if delivery.settled or delivery.recording or delivery.deadline > now:
                 continue
             if delivery.outcome is None:
                 delivery.lease_lost = True
@@ -240,7 +261,7 @@ class QueueDispatcher:
             delivery.outcome = self._failure(delivery, exc)
         else:
             delivery.outcome = _Outcome()
-        self._settle(delivery)
+        await self._settle_shared(delivery)
 
     def _failure(self, delivery: _Delivery, exc: Exception) -> _Outcome:
         """The outcome of a handler that raised; a failure the engine caused is said."""
@@ -263,14 +284,35 @@ class QueueDispatcher:
             delivery.deadline = max(delivery.deadline, self._clock() + seconds)
             self._wake.set()
 
-    def _release(self, delivery: _Delivery) -> None:
-        delivery.settled = True
+    def _unhold(self, delivery: _Delivery) -> None:
+        """Undo :meth:`_hold` (without waking the dispatcher: a lease it could not store is
+        tried again on its own schedule)."""
         message = delivery.message
         self._inflight.pop(message.id, None)
         self._running[message.queue] -= 1
         if message.group is not None:
             self._busy_groups.discard((message.queue, message.group))
+
+    def _release(self, delivery: _Delivery) -> None:
+        delivery.settled = True
+        self._unhold(delivery)
         self._wake.set()
+
+    async def _settle_shared(self, delivery: _Delivery) -> None:
+        """:meth:`_settle`, with the outcome written in a group commit."""
+        outcome = delivery.outcome
+        if self._committer is None or delivery.settled or outcome is None:
+            self._settle(delivery)
+            return
+        delivery.recording = True
+        try:
+            await self._committer.commit(Pending(lambda: self._record(delivery, outcome)))
+        except _STORAGE as exc:
+            self._keep_unrecorded(delivery, exc)
+            return
+        finally:
+            delivery.recording = False
+        self._release(delivery)
 
     def _settle(self, delivery: _Delivery) -> None:
         """Record the delivery's outcome and release it, or keep it while the store refuses."""
