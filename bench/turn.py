@@ -409,22 +409,48 @@ async def bench_concurrent(directory: Path, sizes: Sizes) -> dict[str, Any]:
     sessions, turns = sizes.concurrent_sessions, sizes.concurrent_turns
     async with harness(directory, "concurrent", turns_per_session=turns) as h:
         await asyncio.gather(*(one_turn(h.facade, f"warm-{i}") for i in range(sessions)))
-        start = time.perf_counter()
-        runs = await asyncio.gather(
-            *(session_turns(h.facade, f"conc-{i}", turns) for i in range(sessions))
-        )
-        wall = time.perf_counter() - start
+        with counted_write_transactions(h.engine) as transactions:
+            start = time.perf_counter()
+            runs = await asyncio.gather(
+                *(session_turns(h.facade, f"conc-{i}", turns) for i in range(sessions))
+            )
+            wall = time.perf_counter() - start
     total = sessions * turns
     return {
         "turns_per_s": round(total / wall, 1),
         **latency([sample for run in runs for sample in run]),
+        "write_transactions_per_turn": (
+            None if transactions is None else round(transactions["count"] / total, 2)
+        ),
         "sessions": sessions,
         "turns_per_session": turns,
         "wall_s": round(wall, 3),
         "warmup_turns": sessions,
         "measured": f"{sessions} sessions at once, each running {turns} turns one after another;"
-        " turns/s = all turns / wall time from the first run::start to the last agent_end",
+        " turns/s = all turns / wall time from the first run::start to the last agent_end;"
+        " write transactions (COMMITs and writes outside BEGIN, by sqlite3's trace callback)"
+        " per turn show how many writers share a commit",
     }
+
+
+@contextlib.contextmanager
+def counted_write_transactions(engine: Engine) -> Generator[Counter[str] | None, None, None]:
+    """The embedded engine's write transactions meanwhile (``None`` on another engine)."""
+    db = engine_connection(engine)
+    if db is None:
+        yield None
+        return
+    counts: Counter[str] = Counter()
+
+    def trace(statement: str) -> None:
+        if ends_a_write_transaction(db, statement):
+            counts["count"] += 1
+
+    db.set_trace_callback(trace)
+    try:
+        yield counts
+    finally:
+        db.set_trace_callback(None)
 
 
 # -- storage ---------------------------------------------------------------------------------------
@@ -676,11 +702,28 @@ def counted_engine_calls(engine: Engine, counts: Counter[str]) -> Generator[None
                 delattr(engine, name)
 
 
+def engine_connection(engine: Engine) -> sqlite3.Connection | None:
+    """The embedded engine's SQLite connection (reaches into its private store)."""
+    db = getattr(getattr(engine, "_store", None), "_db", None)
+    return db if isinstance(db, sqlite3.Connection) else None
+
+
+_WRITES = ("INSERT", "UPDATE", "DELETE", "REPLACE")
+
+
+def ends_a_write_transaction(db: sqlite3.Connection, statement: str) -> bool:
+    """Whether ``statement`` (seen by the trace callback, before it runs) commits a write
+    transaction: a COMMIT, or a write outside BEGIN (SQLite commits it on its own)."""
+    return statement.startswith("COMMIT") or (
+        not db.in_transaction and statement.lstrip().upper().startswith(_WRITES)
+    )
+
+
 @contextlib.contextmanager
 def counted_sql(engine: Engine, counts: Counter[str]) -> Generator[bool, None, None]:
-    """Count the embedded engine's SQL statements by verb (reaches into its private store)."""
-    db = getattr(getattr(engine, "_store", None), "_db", None)
-    if not isinstance(db, sqlite3.Connection):
+    """Count the embedded engine's SQL statements by verb, and its write transactions."""
+    db = engine_connection(engine)
+    if db is None:
         yield False
         return
 
@@ -689,6 +732,8 @@ def counted_sql(engine: Engine, counts: Counter[str]) -> Generator[bool, None, N
         verb = words[0].upper() if words else "?"
         if verb == "INSERT" and "messages" in statement.split("(", 1)[0]:
             counts["INSERT messages"] += 1
+        if ends_a_write_transaction(db, statement):
+            counts["write transactions"] += 1
         counts[verb] += 1
 
     db.set_trace_callback(trace)
@@ -750,8 +795,13 @@ async def bench_operations(directory: Path, sizes: Sizes) -> dict[str, Any]:
         "queue_messages": sql.get("INSERT messages") if sql_seen else None,
         "engine_calls": dict(sorted(calls.items())),
         "triggers_by_function": triggers,
+        "write_transactions": sql["write transactions"] if sql_seen else None,
         "sql_statements": (
-            {"total": sum(n for k, n in sql.items() if k != "INSERT messages"), **dict(sql)}
+            {
+                "total": sum(n for k, n in sql.items() if k not in _NOT_VERBS),
+                **{k: n for k, n in sql.items() if k not in _NOT_VERBS},
+                "INSERT messages": sql["INSERT messages"],
+            }
             if sql_seen
             else None
         ),
@@ -761,9 +811,13 @@ async def bench_operations(directory: Path, sizes: Sizes) -> dict[str, Any]:
         "measured": "one turn in a fresh session after warm-up, counted through the engine's"
         " public methods (the client's subscribe and run::start included; 'read' covers no"
         " subscription catch-up, which reads the store directly); SQL by statement verb via"
-        " sqlite3's trace callback, COMMIT = transactions; queue hops = queue_messages (each"
-        " one delivery); spans exported by the batch processor",
+        " sqlite3's trace callback; write_transactions = COMMITs + writes outside BEGIN (each"
+        " its own transaction); queue hops = queue_messages (each one delivery); spans exported"
+        " by the batch processor",
     }
+
+
+_NOT_VERBS = ("INSERT messages", "write transactions")
 
 
 # -- the facade's overhead -------------------------------------------------------------------------
