@@ -6,6 +6,8 @@ Figures (microseconds), each with tracing off and on:
 - ``trigger``: round trip of a trivial function;
 - ``enqueue_to_handler``: from calling ``enqueue`` to the handler starting (durable);
 - ``cas_write``: ``set_state`` with ``expected_revision``;
+- ``concurrent_cas_writes``: 100 tasks each making one such write at once, per write (the
+  embedded engine writes them in one shared transaction: group commit);
 - ``append_to_subscriber``: from calling ``append`` to a live subscriber receiving the record.
 
 Timing is wall clock on a shared machine: compare medians and ratios from one run.
@@ -95,6 +97,26 @@ async def bench_cas(engine: Engine, count: int) -> dict[str, float]:
     return await measure(sample, count)
 
 
+WRITERS = 100
+
+
+async def bench_concurrent_cas(engine: Engine, count: int) -> dict[str, float]:
+    revisions = [(await engine.set_state("bench", f"w{i}", 0)).revision for i in range(WRITERS)]
+
+    async def write(index: int) -> None:
+        entry = await engine.set_state(
+            "bench", f"w{index}", revisions[index], expected_revision=revisions[index]
+        )
+        revisions[index] = entry.revision
+
+    async def sample() -> float:
+        start = time.perf_counter()
+        await asyncio.gather(*(write(i) for i in range(WRITERS)))
+        return (time.perf_counter() - start) / WRITERS
+
+    return {**await measure(sample, max(20, count // WRITERS), warmup=5), "writers": WRITERS}
+
+
 async def bench_stream(engine: Engine, count: int) -> dict[str, float]:
     # A group of this run's own: an engine given with --engine may hold an earlier run's records.
     group = f"g-{time.time_ns()}"
@@ -131,6 +153,7 @@ async def run_suite(url: str, count: int, *, tracing: bool) -> dict[str, Any]:
             "trigger": await bench_trigger(engine, count),
             "enqueue_to_handler": await bench_enqueue(engine, count),
             "cas_write": await bench_cas(engine, count),
+            "concurrent_cas_writes": await bench_concurrent_cas(engine, count),
             "append_to_subscriber": await bench_stream(engine, count),
         }
     finally:

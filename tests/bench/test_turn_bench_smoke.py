@@ -10,10 +10,24 @@ from typing import Any
 from .running import bench_report
 
 SECTIONS = {
-    "operations": {"state_reads", "state_writes", "stream_appends", "triggers", "spans"},
+    "operations": {
+        "state_reads",
+        "state_writes",
+        "stream_appends",
+        "triggers",
+        "spans",
+        "write_transactions",
+    },
     "sequential_fresh": {"p50_ms", "p99_ms", "samples"},
     "sequential_same_session": {"p50_ms", "p99_ms", "samples", "turns_per_session"},
-    "concurrent": {"turns_per_s", "p50_ms", "p99_ms", "samples", "sessions"},
+    "concurrent": {
+        "turns_per_s",
+        "p50_ms",
+        "p99_ms",
+        "samples",
+        "sessions",
+        "write_transactions_per_turn",
+    },
     "storage": {"first_turn", "last_turn", "ratio", "page_bytes_per_turn", "latency_ms"},
     "idle_sessions": {"sessions", "rss_per_session_bytes", "allocated_blocks_per_session"},
     "facade_overhead": {"overhead_us", "replayed_turn", "full_turn", "loadavg_1m"},
@@ -52,6 +66,8 @@ def test_quick_run_prints_every_figure_with_its_target() -> None:
     for name in ("sequential_fresh", "sequential_same_session", "concurrent"):
         assert 0 < results[name]["p50_ms"] <= results[name]["p99_ms"]
     assert results["concurrent"]["turns_per_s"] > 0
+    assert results["concurrent"]["write_transactions_per_turn"] > 0
+    assert results["operations"]["write_transactions"] > 0
     for compared in ("replayed_turn", "full_turn"):
         for clock in ("wall", "cpu"):
             figures = results["facade_overhead"][compared][clock]
