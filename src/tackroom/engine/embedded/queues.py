@@ -86,6 +86,12 @@ class QueueDispatcher:
         self._closing = False
         self._stalled = False
         self._last_purge = 0.0
+        self._changed = True
+        """Something may have become deliverable since the last pass (a message, a free slot or
+        group, a function served): the next pass reads the store. Otherwise (a lease extended,
+        an outcome to record again) only the deadlines moved."""
+        self._available_at: float | None = None
+        """When the next waiting message becomes due, as the last pass read it."""
 
     def configure(self, queue: str, config: QueueConfig) -> None:
         if config.max_deliveries < 1 or config.concurrency < 1:
@@ -98,6 +104,7 @@ class QueueDispatcher:
         return self._configs.get(queue) or QueueConfig()
 
     def wake(self) -> None:
+        self._changed = True
         self._wake.set()
 
     def start(self) -> None:
@@ -122,26 +129,35 @@ class QueueDispatcher:
 
     # -- the dispatcher loop --------------------------------------------------------------------
     async def _run(self) -> None:
+        due = True  # a time came (a message, a deadline): the pass reads the store
         while True:
             self._wake.clear()
-            try:
-                next_due = self._dispatch()
-                self._say_resumed()
-            except _STORAGE as exc:
-                self._say_stalled(exc)
-                next_due = self._clock() + _STALLED_RETRY
-            except Exception:  # a bad row must not stop delivery for everything else
-                log.exception("queue dispatch failed; retrying in 1s")
-                next_due = self._clock() + _STALLED_RETRY
+            next_due = self._pass() if due or self._changed else self._earliest()
             delay = None if next_due is None else max(0.0, next_due - self._clock())
+            due = True
             if delay == 0.0:
                 await asyncio.sleep(0)
                 continue
             try:
                 async with asyncio.timeout(delay):
                     await self._wake.wait()
+                due = False
             except TimeoutError:
                 pass
+
+    def _pass(self) -> float | None:
+        """A dispatch pass; when to come back."""
+        self._changed = False
+        try:
+            next_due = self._dispatch()
+            self._say_resumed()
+            return next_due
+        except _STORAGE as exc:
+            self._say_stalled(exc)
+        except Exception:  # a bad row must not stop delivery for everything else
+            log.exception("queue dispatch failed; retrying in 1s")
+        self._changed = True
+        return self._clock() + _STALLED_RETRY
 
     def _say_stalled(self, exc: Exception) -> None:
         if not self._stalled:
@@ -205,10 +221,14 @@ class QueueDispatcher:
         }
 
     def _next_due(self, served: set[str]) -> float | None:
+        self._available_at = self._store.next_available_at(served, after=self._clock())
+        return self._earliest()
+
+    def _earliest(self) -> float | None:
+        """The next deadline of a delivery, or the next waiting message's due time."""
         candidates = [d.deadline for d in self._inflight.values() if not d.settled]
-        available = self._store.next_available_at(served, after=self._clock())
-        if available is not None:
-            candidates.append(available)
+        if self._available_at is not None:
+            candidates.append(self._available_at)
         return min(candidates) if candidates else None
 
     def _hold(self, message: QueuedMessage, config: QueueConfig, now: float) -> _Delivery:
@@ -296,7 +316,7 @@ class QueueDispatcher:
     def _release(self, delivery: _Delivery) -> None:
         delivery.settled = True
         self._unhold(delivery)
-        self._wake.set()
+        self.wake()  # its slot and its group are free
 
     async def _settle_shared(self, delivery: _Delivery) -> None:
         """:meth:`_settle`, with the outcome written in a group commit."""
