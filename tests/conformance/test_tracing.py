@@ -3,6 +3,7 @@ baggage."""
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
@@ -12,7 +13,7 @@ from opentelemetry.sdk.trace import ReadableSpan
 
 from tackroom.engine import Engine
 from tackroom.engine.tracing import CALLER_SPAN_BAGGAGE, caller_span_for
-from tackroom.testing import FAST_QUEUE, RecordingHandler, SpanRecorder, running_engine
+from tackroom.testing import FAST_QUEUE, RecordingHandler, SpanRecorder, running_engine, wait_until
 
 
 @contextmanager
@@ -106,6 +107,35 @@ async def test_state_trigger_delivery_shares_the_writers_trace(
     span = await span_recorder.wait_for_span("state_trigger trace::on_state")
     assert span.context.trace_id == writer.get_span_context().trace_id
     assert _parent_span_id(span) == writer.get_span_context().span_id
+
+
+async def test_writers_committing_together_each_keep_their_trace(
+    traced_engine: Engine, span_recorder: SpanRecorder
+) -> None:
+    """Embedded writes them in one transaction, written by one of them: each trigger delivery
+    is still a child of its own writer's span."""
+    handler = RecordingHandler()
+    await traced_engine.register_function("trace::on_state", handler)
+    await traced_engine.add_state_trigger("docs", "trace::on_state")
+    gate = asyncio.Event()
+    writers: dict[str, int] = {}
+
+    async def write(key: str) -> None:
+        with span_recorder.tracer().start_as_current_span(f"writer {key}") as span:
+            writers[key] = span.get_span_context().span_id
+            await gate.wait()
+            await traced_engine.set_state("docs", key, {"v": 1})
+
+    tasks = [asyncio.create_task(write(f"d{i}")) for i in range(3)]
+    await asyncio.sleep(0.01)
+    gate.set()
+    await asyncio.gather(*tasks)
+
+    spans = await span_recorder.wait_for_spans("state_trigger trace::on_state", 3)
+    await wait_until(lambda: len(handler.calls) == 3)
+    parents = {call.payload["key"]: call.span_id for call in handler.calls}
+    by_span = {span.context.span_id: _parent_span_id(span) for span in spans}
+    assert {key: by_span[span_id] for key, span_id in parents.items()} == writers
 
 
 async def test_stream_trigger_delivery_shares_the_appenders_trace(

@@ -5,7 +5,10 @@ Every write of the embedded engine — a unit of work at the end of its block, o
 :class:`GroupCommitter` as a :class:`Pending`. When nothing else is ready to run on the event
 loop it is written at once, in its own transaction: a lone writer waits for nobody. Otherwise it
 joins the batch of the current loop turn, which one callback writes when the tasks already
-scheduled have run: every writer that reached its commit meanwhile shares that transaction.
+scheduled have run: every writer that reached its commit meanwhile shares that transaction, and
+they all go on together in the next loop turn (writers that move in step tend to reach their next
+commit together again). Each writer's writes run in its own context: the trace context a trigger
+delivery captures is its writer's. A writer cancelled before its batch is written is left out.
 
 Each pending write keeps its own all-or-nothing semantics. Its ``check`` (compare-and-set, an
 update's ops) runs inside the batch, after the writes of those before it: one that fails gets its
@@ -21,6 +24,7 @@ after the commit, in commit order.
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -54,6 +58,8 @@ class Pending:
     result: Any = None
     error: BaseException | None = None
     waiter: asyncio.Future[None] | None = None
+    context: contextvars.Context | None = None
+    """The writer's context, when a loop callback writes its batch."""
 
 
 class GroupCommitter:
@@ -71,10 +77,11 @@ class GroupCommitter:
             loop = asyncio.get_running_loop()
             if self._batch is None:
                 self._batch = []
-                loop.call_soon(self.flush)
+                loop.call_soon(self.flush, context=contextvars.Context())
+            pending.context = contextvars.copy_context()
             pending.waiter = loop.create_future()
             self._batch.append(pending)
-            await pending.waiter  # cancelled before the flush: it is left out of the batch
+            await pending.waiter  # cancelled before the batch is written: left out of it
         if pending.error is not None:
             raise pending.error
         return pending.result
@@ -100,14 +107,14 @@ class GroupCommitter:
             for pending in batch:
                 if pending.check is not None:
                     try:
-                        pending.check()
+                        _within(pending, pending.check)
                     except OWN_FAILURES as exc:
                         pending.error = exc
                         continue
                 if not began:
                     store.begin()
                     began = True
-                pending.result = pending.write()
+                pending.result = _within(pending, pending.write)
             if began:
                 store.commit()
         except BaseException as exc:
@@ -123,15 +130,15 @@ class GroupCommitter:
             self.heads.clear()
         for pending in batch:
             if pending.error is None:
-                _tell(pending.notices)
+                for notice in pending.notices:
+                    try:
+                        _within(pending, notice)
+                    except Exception:  # committed: a listener's failure is not the writer's
+                        _log.exception("a notice after a commit failed")
 
 
-def _tell(notices: list[Notice]) -> None:
-    for notice in notices:
-        try:
-            notice()
-        except Exception:  # the writes are committed: one listener's failure is not the writer's
-            _log.exception("a notice after a commit failed")
+def _within(pending: Pending, call: Callable[[], Any]) -> Any:
+    return call() if pending.context is None else pending.context.run(call)
 
 
 def _nothing_else_ready() -> bool:
