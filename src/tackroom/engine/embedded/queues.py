@@ -325,14 +325,17 @@ class QueueDispatcher:
             self._settle(delivery)
             return
         delivery.recording = True
+        # Released as soon as the batch committed, before the writers that shared it go on: an
+        # enqueue in the same batch then finds the slot free in the same dispatch pass.
+        recorded = Pending(
+            lambda: self._record(delivery, outcome), notices=[lambda: self._release(delivery)]
+        )
         try:
-            await self._committer.commit(Pending(lambda: self._record(delivery, outcome)))
+            await self._committer.commit(recorded)
         except _STORAGE as exc:
             self._keep_unrecorded(delivery, exc)
-            return
         finally:
             delivery.recording = False
-        self._release(delivery)
 
     def _settle(self, delivery: _Delivery) -> None:
         """Record the delivery's outcome and release it, or keep it while the store refuses."""
