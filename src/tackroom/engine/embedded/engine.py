@@ -186,12 +186,9 @@ class EmbeddedEngine:
         notices: list[Notice] | None = None,
     ) -> Any:
         """One writer's writes, committed alone or with the others ready now (:mod:`.commits`)."""
-        return await self._submit(Pending(write, check, notices or []))
-
-    async def _submit(self, pending: Pending) -> Any:
         if self._committer is None:
             raise EngineClosed("the engine is not running")
-        return await self._committer.commit(pending)
+        return await self._committer.commit(Pending(write, check, notices or []))
 
     # -- functions ------------------------------------------------------------------------------
     async def register_function(
@@ -469,7 +466,9 @@ class EmbeddedEngine:
             CURRENT_UNIT.reset(token)
         pending = unit.pending(store.current_revision)
         if pending is not None:
-            await self._submit(pending)
+            if self._committer is None:
+                raise EngineClosed("the engine is not running")
+            await self._committer.commit(pending)
 
     def _fire_state(
         self,

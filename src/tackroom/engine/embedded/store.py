@@ -114,8 +114,10 @@ class Store:
             self.rollback()
             raise
 
-    def begin(self) -> None:
-        self._db.execute("BEGIN IMMEDIATE")
+    def begin(self, *, immediate: bool = True) -> None:
+        """Open a transaction: ``immediate`` takes the write lock now; otherwise the first
+        write takes it (this process being the only writer, it never waits for it then)."""
+        self._db.execute("BEGIN IMMEDIATE" if immediate else "BEGIN")
 
     def commit(self) -> None:
         self._db.execute("COMMIT")
