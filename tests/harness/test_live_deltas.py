@@ -8,11 +8,12 @@ from pathlib import Path
 
 import pytest
 
-from tackroom import Harness, MessageSnapshot, MessageUpdate
+from tackroom import Harness, MessageSnapshot
 from tackroom.contracts.events import EVENTS
 from tackroom.engine import open_engine
 from tackroom.testing import HeldSleep, ScriptedProvider, wait_until
 from tackroom.testing.backends import BACKENDS, engine_url_for
+from tests.harness.live_checks import assert_joined_mid_answer
 
 ANSWER = "one two three four five six"
 
@@ -45,15 +46,7 @@ async def test_following_mid_answer_gives_a_snapshot_then_the_rest(
 
     assert run.run_id == started.run_id
     assert run.result.output == ANSWER
-    [snapshot] = [e for e in events if isinstance(e, MessageSnapshot)]
-    before = "".join(p.text for p in snapshot.data.parts if p.kind == "text")
-    assert before.startswith("one two three")
-    at = events.index(snapshot)
-    after = [e for e in events[at:] if isinstance(e, MessageUpdate) and e.data.kind == "text"]
-    assert after, "the deltas after the pause reached the client"
-    assert all(u.data.index > snapshot.data.through for u in after)
-    assert not [e for e in events[:at] if isinstance(e, MessageUpdate)]
-    assert before + "".join(u.data.delta for u in after) == ANSWER
+    assert_joined_mid_answer(events, ANSWER, held="one two three")
     # the stored stream: the finished message, no delta, no snapshot
     kinds = [r.data["type"] for r in stored]
     assert "message_complete" in kinds

@@ -16,6 +16,7 @@ from tackroom import Harness, MessageSnapshot, MessageUpdate
 from tackroom.contracts.events import EVENTS
 from tackroom.runtime import LocalEndpoint
 from tackroom.testing import HeldSleep, ScriptedProvider, wait_until
+from tests.harness.live_checks import assert_joined_mid_answer
 
 ANSWER = "one two three four five six"
 SCRIPT = [{"text": ANSWER, "deltas": "words", "delay_between_frames": 0.001}]
@@ -89,14 +90,7 @@ async def test_an_attached_client_joining_mid_answer_gets_a_snapshot_then_the_re
                     served.held.release.set()
     assert run.run_id == started.run_id
     assert run.result.output == ANSWER
-    [snapshot] = [e for e in events if isinstance(e, MessageSnapshot)]
-    before = "".join(p.text for p in snapshot.data.parts if p.kind == "text")
-    assert before.startswith("one two three")
-    at = events.index(snapshot)
-    after = [e for e in events[at:] if isinstance(e, MessageUpdate) and e.data.kind == "text"]
-    assert after, "the deltas after the pause reached the client"
-    assert all(u.data.index > snapshot.data.through for u in after)
-    assert before + "".join(u.data.delta for u in after) == ANSWER
+    assert_joined_mid_answer(events, ANSWER, held="one two three")
 
 
 async def test_a_client_that_goes_leaves_no_subscription_behind(served: Served) -> None:
