@@ -165,6 +165,7 @@ def check_session(
     seqs = [r.seq for r in events]
     if seqs != list(range(1, len(events) + 1)):
         tally.event_gaps += max(1, (max(seqs, default=0) - len(set(seqs))))
+        tally.details.append(f"{session}: stored seqs {seqs}")
     first_by_id: dict[str, dict[str, Any]] = {}
     for stored in events:
         event = _comparable(stored.data)
@@ -199,8 +200,12 @@ def check_session(
         counts = Counter(served_seqs)
         tally.event_gaps += sum(1 for s in range(1, max(served_seqs) + 1) if s not in counts)
         tally.reissued_events += sum(n - 1 for n in counts.values())
+        tally.details.append(f"{session}: served seqs {served_seqs}")
     if served and ended and len(served_seqs) != len(events):
         tally.event_gaps += abs(len(events) - len(served_seqs))
+        tally.details.append(
+            f"{session}: served {len(served_seqs)} of {len(events)} stored events: {served_seqs}"
+        )
     tally.completed = int(ended and tally.faults() == {})
     return tally
 
