@@ -137,6 +137,7 @@ class Driver:
             # Perhaps applied, perhaps cut short by a crash after the commit: finish it.
             await self._replay_outbox(record, progress)
         if record.terminal:
+            await self._settled(record, progress)
             self._aborts.forget(session_id)
             await self.finish_inbox(record)
             await self._subagents.ended(record)
@@ -160,6 +161,7 @@ class Driver:
             if previous.state == "steering_check":
                 await self._remove_taken(record)
             if record.terminal:
+                await self._settled(record, progress)
                 self._aborts.forget(session_id)
                 if previous.state == "function_awaiting_approval":
                     await self._dispatcher.gate.release_parked(previous, record)
@@ -346,6 +348,24 @@ class Driver:
             return await self._commit(before, failed, progress)
         progress.revision = entry.revision
         return record
+
+    async def _settled(self, record: TurnRecord, progress: _Progress) -> None:
+        """A finished run's last outbox, applied, is cleared where the commit and its effects
+        are not one transaction: a restart then wakes only the finished runs whose outbox a
+        crash may have cut short (``recover``), not every finished run."""
+        if not record.outbox or self._engine.atomic_transactions:
+            return
+        cleared = record.model_copy(update={"outbox": []})
+        try:
+            entry = await self._engine.set_state(
+                TURNS_SCOPE,
+                record.session_id,
+                cleared.model_dump(mode="json"),
+                expected_revision=progress.revision,
+            )
+        except RevisionConflict:
+            return  # another run replaced it: its start settled this one first
+        progress.revision = entry.revision
 
     async def _replay_outbox(self, record: TurnRecord, progress: _Progress) -> None:
         present: set[str] = set()

@@ -319,13 +319,17 @@ class Orchestrator:
 
     async def recover(self) -> None:
         """Wake every unfinished run: one left mid-step (a crash between commit and enqueue), or
-        parked while a decision was written with no orchestrator running.
+        parked while a decision was written with no orchestrator running — and, where a commit
+        and its effects are not one transaction, every finished run whose last outbox is still
+        there: a crash came between its final commit and the outbox's clearing, so its
+        ``agent_end`` may be missing, and would otherwise wait for the lost delivery's lease.
 
         Waking a run twice is harmless: a stale drive changes nothing.
         """
         for entry in await self._engine.list_state(TURNS_SCOPE):
             record = TurnRecord.model_validate(entry.value)
-            if not record.terminal:
+            unsettled = bool(record.outbox) and not self._engine.atomic_transactions
+            if not record.terminal or unsettled:
                 await self._wake(record.session_id, record.run_id)
 
 
