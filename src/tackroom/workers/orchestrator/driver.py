@@ -137,10 +137,10 @@ class Driver:
             # Perhaps applied, perhaps cut short by a crash after the commit: finish it.
             await self._replay_outbox(record, progress)
         if record.terminal:
-            await self._settled(record, progress)
             self._aborts.forget(session_id)
             await self.finish_inbox(record)
             await self._subagents.ended(record)
+            await self._settled(record, progress)  # last: until then a restart wakes the run
             return
         parked_pass = True
         while True:
@@ -161,11 +161,11 @@ class Driver:
             if previous.state == "steering_check":
                 await self._remove_taken(record)
             if record.terminal:
-                await self._settled(record, progress)
                 self._aborts.forget(session_id)
                 if previous.state == "function_awaiting_approval":
                     await self._dispatcher.gate.release_parked(previous, record)
                 await self._subagents.ended(record)
+                await self._settled(record, progress)  # last: until then a restart wakes it
                 return
             if record.state == "function_awaiting_approval":
                 if previous.state == "function_awaiting_approval":
@@ -350,9 +350,9 @@ class Driver:
         return record
 
     async def _settled(self, record: TurnRecord, progress: _Progress) -> None:
-        """A finished run's last outbox, applied, is cleared where the commit and its effects
-        are not one transaction: a restart then wakes only the finished runs whose outbox a
-        crash may have cut short (``recover``), not every finished run."""
+        """A finished run's last outbox, applied (and its inbox and parent told), is cleared
+        where the commit and its effects are not one transaction: a restart then wakes only the
+        finished runs a crash may have cut short (``recover``), not every finished run."""
         if not record.outbox or self._engine.atomic_transactions:
             return
         cleared = record.model_copy(update={"outbox": []})
