@@ -134,6 +134,11 @@ class Function(Generic[Req, Resp]):
         validation is spent on an answer the caller does not use (a failure still raises)."""
         await bus.trigger(self.id, _payload(bus, request), timeout=timeout)
 
+    def is_response(self, value: Any) -> bool:
+        """Whether ``value`` is already this function's response model (it needs no dump)."""
+        model = self._response._model
+        return model is not None and isinstance(value, model)
+
     def parse_response(self, data: Any) -> Resp:
         return self._response.load(data)
 

@@ -96,7 +96,7 @@ class _RequestHandler(Generic[RequestT]):
             except ValidationError as exc:
                 raise FunctionError("invalid_request", describe_validation_error(exc)) from None
         result = await self._handler(request)
-        if by_reference and isinstance(result, BaseModel):
+        if by_reference and self._function.is_response(result):
             return result
         return self._function.dump_response(result)
 
