@@ -13,6 +13,7 @@ import json
 import math
 from typing import Any
 
+import pydantic_core
 from pydantic import BaseModel
 
 from tackroom.engine.errors import InvalidPayload
@@ -124,8 +125,13 @@ def _checked_text(text: str, what: str) -> str:
 
 
 def dumps(value: Any) -> str:
-    """The compact JSON text of a checked value; ``InvalidPayload`` over ``MAX_VALUE_BYTES``."""
-    text = json.dumps(value, separators=(",", ":"), ensure_ascii=False)
+    """The compact JSON text of a checked value; ``InvalidPayload`` over ``MAX_VALUE_BYTES``.
+
+    pydantic-core's encoder writes what ``json.dumps(separators=(",", ":"),
+    ensure_ascii=False)`` would, but for a float's exponent (``1e-7``, not ``1e-07``), in a
+    third of the time: every stored value and wire frame goes through here.
+    """
+    text = pydantic_core.to_json(value).decode()
     if _utf8_longer_than(text, MAX_VALUE_BYTES):
         raise InvalidPayload(f"the value is longer than {MAX_VALUE_BYTES} bytes as JSON")
     return text
@@ -139,9 +145,16 @@ def _utf8_longer_than(text: str, limit: int) -> bool:
     return len(text.encode("utf-8", "surrogatepass")) > limit
 
 
-def loads(text: str) -> Any:
-    """Parse stored JSON text (already checked when it was written)."""
-    return json.loads(text)
+def loads(text: str | bytes) -> Any:
+    """Parse stored JSON text (already checked when it was written).
+
+    pydantic-core's parser is the faster; the standard one still reads what it refuses (an
+    escaped lone surrogate, in text written before values were checked for them).
+    """
+    try:
+        return pydantic_core.from_json(text)
+    except ValueError:
+        return json.loads(text)
 
 
 def parse_json(text: str | bytes, *, what: str = "payload", max_depth: int = MAX_DEPTH) -> Any:
