@@ -318,7 +318,7 @@ class EmbeddedEngine:
         store = self._live_store()
         unit = self._unit()
         if unit is not None:
-            current = unit.get((scope, key), lambda: store.get_state(scope, key))
+            current = unit.revision((scope, key), lambda: store.current_revision(scope, key))
             unit.check((scope, key), current, expected_revision)
             entry = StateEntry(scope, key, value, store.reserve_revision())
             unit.keep_state(
@@ -409,7 +409,7 @@ class EmbeddedEngine:
         store = self._live_store()
         unit = self._unit()
         if unit is not None:
-            current = unit.get((scope, key), lambda: store.get_state(scope, key))
+            current = unit.revision((scope, key), lambda: store.current_revision(scope, key))
             unit.check((scope, key), current, expected_revision)
             unit.keep_state(
                 (scope, key),
@@ -417,7 +417,7 @@ class EmbeddedEngine:
                 lambda: self._remove(store, scope, key),
                 self._wake if scope in self._state_triggers else None,
             )
-            return current is not None
+            return current != 0
         deleted = await self._commit(
             lambda: self._remove(store, scope, key),
             check=self._compare(store, scope, key, expected_revision),

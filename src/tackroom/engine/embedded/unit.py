@@ -54,6 +54,16 @@ class Unit:
             self._base[key] = 0 if entry is None else entry.revision
         return self._seen[key]
 
+    def revision(self, key: Key, load_revision: Callable[[], int]) -> int:
+        """The key's revision as the unit sees it (0: absent), without reading its value: a
+        compare-and-set or a delete needs no more."""
+        if key in self._seen:
+            entry = self._seen[key]
+            return 0 if entry is None else entry.revision
+        if key not in self._base:
+            self._base[key] = load_revision()
+        return self._base[key]
+
     def overlay(self, scope: str, prefix: str, stored: list[StateEntry]) -> list[StateEntry]:
         """``stored`` (a listing) with the unit's own writes in it."""
         entries = {entry.key: entry for entry in stored}
@@ -71,11 +81,11 @@ class Unit:
         return self._appends[(stream, group_id)]
 
     # -- keeping writes -------------------------------------------------------------------------
-    def check(self, key: Key, current: StateEntry | None, expected: int | None) -> None:
-        """Compare-and-set against what the unit sees; the commit checks the store again."""
+    def check(self, key: Key, actual: int, expected: int | None) -> None:
+        """Compare-and-set against the revision the unit sees (``actual``, 0: absent); the
+        commit checks the store again."""
         if expected is None:
             return
-        actual = 0 if current is None else current.revision
         if actual != expected:
             raise RevisionConflict(key[0], key[1], expected, actual)
         self._verify.add(key)
