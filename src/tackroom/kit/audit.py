@@ -91,7 +91,7 @@ async def record_policy_load(engine: _Appender, status: PolicyStatus, *, actor: 
 async def record_fact(engine: _Appender, fact: AuditFact) -> None:
     """Append ``fact`` to ``audit::facts``; a failure is logged, never raised to the caller."""
     try:
-        await engine.append(FACTS.name, FACTS_GROUP, fact.model_dump(mode="json"))
+        await engine.append(FACTS.name, FACTS_GROUP, fact)
     except Exception as exc:  # an audit write must not break the action it records
         _log.warning("audit: fact %s (%s) not recorded: %s", fact.fact_id, fact.kind, exc)
 

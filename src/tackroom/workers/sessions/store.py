@@ -11,9 +11,7 @@ import contextlib
 import time
 import uuid
 from collections.abc import Callable, Sequence
-from typing import Any, cast
-
-from pydantic import BaseModel
+from typing import cast
 
 from tackroom.contracts.context import COMPACTION_TYPE
 from tackroom.contracts.messages import AgentMessage, CustomMessage
@@ -54,10 +52,6 @@ _SINCE_LIMIT = 256
 
 NewEntry = tuple[str | None, AgentMessage]
 """``(entry_id or None, message)``: one entry to append."""
-
-
-def _dump(model: BaseModel) -> Any:
-    return model.model_dump(mode="json")
 
 
 def _type_of(message: AgentMessage) -> EntryType:
@@ -140,7 +134,7 @@ class SessionStore:
         await self.index.add(meta)
         try:
             await self._backend.set_state(
-                SESSIONS_SCOPE, session_id, _dump(meta), expected_revision=0
+                SESSIONS_SCOPE, session_id, meta, expected_revision=0
             )
         except RevisionConflict:
             winner = await self._backend.get_state(SESSIONS_SCOPE, session_id)
@@ -293,7 +287,7 @@ class SessionStore:
             try:
                 async with self._transaction():
                     await self._backend.set_state(
-                        SESSIONS_SCOPE, session_id, _dump(updated), expected_revision=revision
+                        SESSIONS_SCOPE, session_id, updated, expected_revision=revision
                     )
                     if atomic:
                         await self._materialize(fresh)
@@ -405,7 +399,7 @@ class SessionStore:
                 await self._backend.set_state(
                     ENTRIES_SCOPE,
                     entry_key(entry.session_id, entry.entry_id),
-                    _dump(entry),
+                    entry,
                     expected_revision=0,
                 )
 
