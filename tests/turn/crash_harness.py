@@ -151,16 +151,19 @@ CASES: dict[str, KillPoint] = {
             "tool_finished",
             frozenset({"function_execution_end", "hold"}),
             holds=(Hold("result append", "session-tree::append_batch", _appends(f"fr-{CALL_ID}")),),
-            # The batch committed with its result in the outbox, not yet applied.
-            state_at_kill="steering_check",
+            # The batch committed together with the steering check that follows it (which took
+            # the steering message), its result in the outbox, not yet applied.
+            state_at_kill="assistant_streaming",
             state_at_kill_atomic="function_execute",
             ledger_at_kill="done",
         ),
         KillPoint(
             "before_steering",
-            frozenset({"turn_end", "hold"}),
+            frozenset({"function_execution_end", "hold"}),
             holds=(Hold("steering read", "session-inbox::peek", _inbox("steering")),),
-            state_at_kill="steering_check",
+            # The steering check is read before the batch commits: nothing is committed yet,
+            # and the resumed batch is answered from the ledger.
+            state_at_kill="function_execute",
             ledger_at_kill="done",
         ),
         KillPoint(
@@ -168,7 +171,7 @@ CASES: dict[str, KillPoint] = {
             frozenset({"hold"}),
             holds=(Hold("steering append", "session-tree::append_batch", _appends("t1-in0")),),
             state_at_kill="assistant_streaming",
-            state_at_kill_atomic="steering_check",
+            state_at_kill_atomic="function_execute",
             ledger_at_kill="done",
         ),
         KillPoint(

@@ -48,6 +48,7 @@ from tackroom.workers.orchestrator.transition import (
     ApprovalsRead,
     AssistantCompleted,
     BudgetRefused,
+    Effect,
     InboxDrained,
     ModelCallBlocked,
     StepEvent,
@@ -60,6 +61,9 @@ from tackroom.workers.orchestrator.transition import (
 __all__ = ["Driver"]
 
 _log = logging.getLogger("tackroom.orchestrator")
+
+_FOLDS_INTO_CHECK = frozenset({"function_execute", "function_awaiting_approval"})
+"""The states whose step, when it ends in the steering check, commits together with it."""
 
 
 class Driver:
@@ -153,12 +157,13 @@ class Driver:
                 step = await self._step(record, progress)
                 if step is None or not step.changed:
                     return
-                committed = await self._commit(record, step, progress)
+                earlier, step = await self._fold_steering_check(record, step, progress)
+                committed = await self._commit(record, step, progress, earlier=earlier)
                 span.committed(committed)
             if committed is None:
                 return
             previous, record = record, committed
-            if previous.state == "steering_check":
+            if previous.state == "steering_check" or earlier:
                 await self._remove_taken(record)
             if record.terminal:
                 self._aborts.forget(session_id)
@@ -173,6 +178,22 @@ class Driver:
                 # Just parked: a decision may have landed before this commit, when the wake
                 # found the turn not yet parked. Read the decisions once more.
                 parked_pass = True
+
+    async def _fold_steering_check(
+        self, before: TurnRecord, step: Transition, progress: _Progress
+    ) -> tuple[list[tuple[TurnRecord, list[Effect]]], Transition]:
+        """The steering check after a batch of calls, done at once and committed with it.
+
+        Its work is one read of the inbox, so the two steps share one commit. Not after a
+        model call: a finished answer is committed before anything else may fail (a call's
+        result is kept by its ledger, so a redone batch is answered again, not run again).
+        """
+        if before.state not in _FOLDS_INTO_CHECK or step.record.state != "steering_check":
+            return [], step
+        check = await self._step(step.record, progress)
+        if check is None or not check.changed:
+            return [], step
+        return [(step.record, step.effects)], check
 
     async def _step(self, record: TurnRecord, progress: _Progress) -> Transition | None:
         try:
@@ -314,14 +335,21 @@ class Driver:
             await self._sessions.remove(record.session_id, name, items)
 
     async def _commit(
-        self, before: TurnRecord, step: Transition, progress: _Progress
+        self,
+        before: TurnRecord,
+        step: Transition,
+        progress: _Progress,
+        *,
+        earlier: list[tuple[TurnRecord, list[Effect]]] | None = None,
     ) -> TurnRecord | None:
         """Commit the step's record with its outbox, then apply the outbox.
 
         ``None`` when another delivery advanced the turn first (nothing was applied). An outcome
         the engine refuses to store (too large, too deep) fails the step once, with the reason.
         """
-        record = with_outbox(step.record, step.effects, events_seq=progress.events_seq)
+        record = with_outbox(
+            step.record, step.effects, events_seq=progress.events_seq, earlier=earlier or ()
+        )
         try:
             # Where the engine can, the record and its effects are one transaction; elsewhere
             # the outbox order alone keeps the step whole.
@@ -329,7 +357,7 @@ class Driver:
                 entry = await self._engine.set_state(
                     TURNS_SCOPE,
                     record.session_id,
-                    record.model_dump(mode="json"),
+                    record,
                     expected_revision=progress.revision,
                 )
                 await self._apply_outbox(record, progress, present=frozenset())
@@ -360,7 +388,7 @@ class Driver:
             entry = await self._engine.set_state(
                 TURNS_SCOPE,
                 record.session_id,
-                cleared.model_dump(mode="json"),
+                cleared,
                 expected_revision=progress.revision,
             )
         except RevisionConflict:

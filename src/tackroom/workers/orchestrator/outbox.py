@@ -9,6 +9,7 @@ id never carries two contents.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 from tackroom.contracts.events import (
@@ -115,8 +116,18 @@ _STAND_IN = UserMessage(content=[])
 """Dumped in place of a message the frame takes from an entry (then dropped from the frame)."""
 
 
-def with_outbox(record: TurnRecord, effects: list[Effect], *, events_seq: int) -> TurnRecord:
-    """``record`` carrying ``effects``, to be committed before any of them is applied."""
-    return record.model_copy(
-        update={"outbox": outbox_of(record, effects), "events_seq": events_seq}
-    )
+def with_outbox(
+    record: TurnRecord,
+    effects: list[Effect],
+    *,
+    events_seq: int,
+    earlier: Sequence[tuple[TurnRecord, list[Effect]]] = (),
+) -> TurnRecord:
+    """``record`` carrying ``effects``, to be committed before any of them is applied.
+
+    ``earlier``: the steps folded into this commit before this one (record, effects), whose
+    effects come first; each step's events keep the ids of its own step number.
+    """
+    outbox = [item for step, done in earlier for item in outbox_of(step, done)]
+    outbox += outbox_of(record, effects)
+    return record.model_copy(update={"outbox": outbox, "events_seq": events_seq})
