@@ -16,9 +16,9 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import AsyncGenerator, Sequence
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, cast
+from typing import Any
 
 from pydantic import ValidationError
 
@@ -177,23 +177,24 @@ async def _run(
         system_prompt=cassette.system_prompt if system_prompt is None else system_prompt,
         tools=tools,
     )
-    # The stream's ``events`` is an async generator: closed here, its subscription ends.
-    events = cast(
-        AsyncGenerator[tuple[int, Any], None],
-        EVENTS.events(harness.engine, cassette.session_id, after=0),
-    )
+    # Only the run's end is read: the other frames are not parsed at all.
+    subscription = await EVENTS.subscribe(harness.engine, cassette.session_id, after=0)
     try:
         reply = await RUN_START.call(harness.bus, request)
         if not reply.started:
             raise UsageError(f"the replay could not start: {reply.reason}")
         async with asyncio.timeout(timeout):
-            async for _, event in events:
+            async for record in subscription:
+                data = record.data
+                if not isinstance(data, dict) or data.get("type") != "agent_end":
+                    continue
+                event = EVENTS.parse(data)
                 if isinstance(event, AgentEnd) and event.run_id == cassette.run_id:
                     return event
     except TimeoutError:
         raise UsageError(f"the replay did not end within {timeout:g}s") from None
     finally:
-        await events.aclose()
+        await subscription.aclose()
     raise UsageError("the replay's event stream ended before the run did")
 
 

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+import functools
 import json
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from tackroom.contracts.messages import (
     AssistantMessage,
@@ -13,6 +14,9 @@ from tackroom.contracts.messages import (
     unparsed_arguments,
 )
 from tackroom.workers.orchestrator.record import CallState, ToolOffer
+
+if TYPE_CHECKING:
+    from jsonschema.protocols import Validator
 
 __all__ = [
     "call_signature",
@@ -45,11 +49,10 @@ def validation_error(arguments: dict[str, Any], schema: dict[str, Any]) -> str |
     """The exact reason ``arguments`` do not satisfy ``schema``, or ``None`` when they do."""
     if not schema:
         return None
-    from jsonschema import Draft202012Validator  # ~30 ms to import: only once a call comes
     from jsonschema.exceptions import SchemaError
 
     try:
-        validator = Draft202012Validator(schema)
+        validator = _validator(json.dumps(schema, sort_keys=True))
         errors = sorted(validator.iter_errors(arguments), key=lambda e: list(e.absolute_path))
     except SchemaError as exc:
         return f"the function's own schema is invalid: {exc.message}"
@@ -60,6 +63,14 @@ def validation_error(arguments: dict[str, Any], schema: dict[str, Any]) -> str |
         where = "/".join(str(part) for part in error.absolute_path) or "(arguments)"
         reasons.append(f"{where}: {error.message}")
     return "; ".join(reasons)
+
+
+@functools.lru_cache(maxsize=256)
+def _validator(schema_text: str) -> Validator:
+    """A tool's validator, built once per schema (building one cost as much as using it)."""
+    from jsonschema import Draft202012Validator  # ~30 ms to import: only once a call comes
+
+    return Draft202012Validator(json.loads(schema_text))
 
 
 def json_problem(raw: str) -> str:

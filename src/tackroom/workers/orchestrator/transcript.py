@@ -16,6 +16,7 @@ from tackroom.contracts.sessions import (
     INBOX_REMOVE,
     MESSAGES,
     AppendBatchRequest,
+    AppendResult,
     BatchItem,
     EnsureRequest,
     InboxPushRequest,
@@ -72,8 +73,26 @@ class SessionsClient:
                 BatchItem(entry_id=entry_id, message=message) for entry_id, message in entries
             ],
         )
-        # The reply repeats the stored entries; nobody reads it, so none of it is validated.
-        await APPEND_BATCH.send(self._engine, request, timeout=self._timeout)
+        reply = await APPEND_BATCH.call(self._engine, request, timeout=self._timeout)
+        self._extend(session_id, reply.results)
+
+    def _extend(self, session_id: str, results: list[AppendResult]) -> None:
+        """The cached path grown by the entries just appended, when they hang off its leaf one
+        after the other: the next read then asks only for what others appended after them,
+        instead of reading back what this process wrote. Anything else leaves the cache as it
+        was, and the next read walks from its leaf as before."""
+        view = self._history.get(session_id)
+        if view is None or not view.ids:
+            return
+        leaf = view.leaf
+        for result in results:
+            entry = result.entry
+            if entry.parent_id != leaf or entry.parent_session_id not in (None, session_id):
+                return
+            leaf = entry.entry_id
+        view.ids.extend(result.entry.entry_id for result in results)
+        view.messages.extend(result.entry.message for result in results)
+        view.leaf = leaf
 
     async def messages(self, session_id: str) -> list[AgentMessage]:
         """The active path, oldest first."""
