@@ -131,6 +131,8 @@ class GroupCommitter:
                 pending.result = _within(pending, pending.write)
                 wrote = True
             if wrote:
+                if self.heads:
+                    store.put_heads(self.heads)
                 store.commit()
             else:
                 store.rollback()  # only reads: nothing to commit

@@ -63,6 +63,15 @@ class _Database(sqlite3.Connection):
                 raise
             raise error from exc
 
+    def executemany(self, sql: str, parameters: Any, /) -> sqlite3.Cursor:
+        try:
+            return super().executemany(sql, parameters)
+        except sqlite3.Error as exc:
+            error = storage_error(exc, self.where, read_only=self.read_only)
+            if error is None:
+                raise
+            raise error from exc
+
 
 def storage_error(exc: sqlite3.Error, where: str, *, read_only: bool) -> EngineError | None:
     """The typed error for a storage failure of the file ``where``; ``None`` for other errors."""

@@ -327,13 +327,17 @@ class Store:
         return 0 if row is None else int(row[0])
 
     def insert_record(self, record: StreamRecord) -> None:
+        """Inside an open transaction; :meth:`put_heads` must follow before it commits."""
         self._db.execute(
             "INSERT INTO streams VALUES (?, ?, ?, ?, ?)",
             (record.stream, record.group_id, record.seq, dumps(record.data), record.timestamp),
         )
-        self._db.execute(
+
+    def put_heads(self, heads: dict[tuple[str, str], int]) -> None:
+        """Each stream group's last sequence, once per transaction however many it appended."""
+        self._db.executemany(
             "INSERT OR REPLACE INTO stream_heads VALUES (?, ?, ?)",
-            (record.stream, record.group_id, record.seq),
+            [(stream, group_id, seq) for (stream, group_id), seq in heads.items()],
         )
 
     def trim_stream(
