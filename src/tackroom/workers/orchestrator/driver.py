@@ -153,7 +153,7 @@ class Driver:
                 step = await self._step(record, progress)
                 if step is None or not step.changed:
                     return
-                committed = await self._commit(record, step, progress)
+                committed = await self._commit_step(record, step, progress)
                 span.committed(committed)
             if committed is None:
                 return
@@ -164,15 +164,16 @@ class Driver:
                 self._aborts.forget(session_id)
                 if previous.state == "function_awaiting_approval":
                     await self._dispatcher.gate.release_parked(previous, record)
-                await self._subagents.ended(record)
+                await self._subagents.ended(record, parent_told=progress.parent_told)
                 await self._settled(record, progress)  # last: until then a restart wakes it
                 return
             if record.state == "function_awaiting_approval":
                 if previous.state == "function_awaiting_approval":
                     return  # some decisions read, others still awaited
                 # Just parked: a decision may have landed before this commit, when the wake
-                # found the turn not yet parked. Read the decisions once more.
-                parked_pass = True
+                # found the turn not yet parked. Read the decisions once more. (A child's
+                # outcome needs no such pass: its wake is a step queued behind this delivery.)
+                parked_pass = any(call.status == "parked" for call in record.calls)
 
     async def _step(self, record: TurnRecord, progress: _Progress) -> Transition | None:
         try:
@@ -349,6 +350,26 @@ class Driver:
         progress.revision = entry.revision
         return record
 
+    async def _commit_step(
+        self, before: TurnRecord, step: Transition, progress: _Progress
+    ) -> TurnRecord | None:
+        """:meth:`_commit`; a child run's last step also writes its outcome and its parent's
+        wake, in the same transaction, where the engine makes a commit and its effects one
+        (elsewhere they are written after it: a commit lost to another delivery must not tell
+        the parent anything)."""
+        ending = step.record
+        if ending.parent is None or not ending.terminal or not self._engine.atomic_transactions:
+            return await self._commit(before, step, progress)
+        try:
+            async with self._engine.transaction():
+                committed = await self._commit(before, step, progress)
+                if committed is not None:
+                    await self._subagents.notify_parent(committed)
+        except RevisionConflict:
+            return None  # lost at the commit: another delivery advanced the turn
+        progress.parent_told = committed is not None
+        return committed
+
     async def _settled(self, record: TurnRecord, progress: _Progress) -> None:
         """A finished run's last outbox, applied (and its inbox and parent told), is cleared
         where the commit and its effects are not one transaction: a restart then wakes only the
@@ -418,6 +439,8 @@ class _Progress:
     revision: int
     attempt: int
     events_seq: int
+    parent_told: bool = False
+    """The run's last commit carried its outcome and its parent's wake."""
 
     def saw(self, seq: int) -> None:
         self.events_seq = max(self.events_seq, seq)
