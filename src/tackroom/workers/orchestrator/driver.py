@@ -133,8 +133,9 @@ class Driver:
             attempt=1 if invocation is None else invocation.attempt,
             events_seq=record.events_seq,
         )
-        if record.outbox:
-            # Perhaps applied, perhaps cut short by a crash after the commit: finish it.
+        if record.outbox and not self._engine.atomic_transactions:
+            # Perhaps applied, perhaps cut short by a crash after the commit: finish it. (Where
+            # the commit and its outbox are one transaction, a committed outbox was applied.)
             await self._replay_outbox(record, progress)
         if record.terminal:
             self._aborts.forget(session_id)
