@@ -53,8 +53,18 @@ def _appends(session_prefix: str, suffix: str) -> Callable[[Any], bool]:
     return match
 
 
-def _wake_for(call: str) -> Callable[[Any], bool]:
-    return lambda p: isinstance(p, dict) and p.get("key") == f"{LEAD}/{call}"
+def _first_wake() -> Callable[[Any], bool]:
+    """The lead's second ``turn::step`` delivery: the wake a child's outcome enqueued (the first
+    drove the lead until it parked)."""
+    seen = [0]
+
+    def match(payload: Any) -> bool:
+        if not isinstance(payload, dict) or payload.get("session_id") != LEAD:
+            return False
+        seen[0] += 1
+        return seen[0] == 2
+
+    return match
 
 
 def _lead_after_gamma(payload: Any) -> bool:
@@ -112,12 +122,8 @@ CASES: dict[str, CrashCase] = {
         ),
         # A child's run ended (its last step committed): the write of its outcome is held.
         CrashCase("child_ended", (), "child", state_holds=(OUTCOMES_SCOPE,)),
-        # Alpha's outcome is written; the state trigger that wakes the parent is held.
-        CrashCase(
-            "outcome_written",
-            (Hold("wake for alpha", "turn::on_approval", _wake_for(CALLS["alpha"])),),
-            "child",
-        ),
+        # A child's outcome is written with the parent's wake; that wake's step is held.
+        CrashCase("outcome_written", (Hold("first wake", "turn::step", _first_wake()),), "child"),
         # The parent read both outcomes and committed the batch: its result append is held.
         CrashCase(
             "parent_resumed",

@@ -7,8 +7,8 @@ An :class:`AgentDefinition` (the facade's ``Harness.agent(...)`` or ``tackroom.y
   **child run in a child session** (:func:`child_ids`: both ids derive from the parent's run and
   call, so a redelivered step never starts a second child) through ``run::start`` with a
   :class:`ParentLink`. When the child's run ends, the orchestrator writes its
-  :class:`SubagentOutcome` to :data:`OUTCOMES_SCOPE` (key ``<parent session>/<call id>``), whose
-  state trigger wakes the parent; the outcome becomes the call's result.
+  :class:`SubagentOutcome` to :data:`OUTCOMES_SCOPE` (key ``<parent session>/<call id>``) and
+  wakes the parent (a ``turn::step`` of its session); the outcome becomes the call's result.
 - ``handoff::<name>`` (traits ``handoff``): the session goes on with that agent's instructions,
   model and tools from the next model call on (:class:`HandoffTarget` in the result's details).
 """

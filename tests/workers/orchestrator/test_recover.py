@@ -52,6 +52,10 @@ async def test_a_restart_announces_the_end_a_crash_cut_short(backend: str, tmp_p
             assert not await announced()
             return
         await wait_until(announced, timeout=10, message="agent_end applied after the restart")
-        stored = await engine.get_state(TURNS_SCOPE, "s1")
-        assert stored is not None
-        assert TurnRecord.model_validate(stored.value).outbox == []  # settled: not woken again
+
+        async def settled() -> bool:  # cleared just after: not woken again by a restart
+            stored = await engine.get_state(TURNS_SCOPE, "s1")
+            assert stored is not None
+            return TurnRecord.model_validate(stored.value).outbox == []
+
+        await wait_until(settled, timeout=10, message="the applied outbox cleared")

@@ -64,6 +64,7 @@ __all__ = ["TRIGGER_QUEUE", "EmbeddedEngine"]
 TRIGGER_QUEUE = "__triggers"
 DEDUPE_WINDOW = 120.0
 _HEADS_CACHED = 4096
+_AGE_TRIM_EVERY_MAX = 60.0
 
 
 class EmbeddedEngine:
@@ -102,6 +103,8 @@ class EmbeddedEngine:
         # Last sequence per (stream, group), saving a read per append. Bounded: a server that
         # meets many sessions keeps only the recent ones (a miss reads stream_heads).
         self._heads: OrderedDict[tuple[str, str], int] = OrderedDict()
+        self._age_trimmed: OrderedDict[tuple[str, str], float] = OrderedDict()
+        """When each recent group was last trimmed by age (see :meth:`_age_trim_due`)."""
 
     @property
     def path(self) -> Path | None:
@@ -635,17 +638,36 @@ class EmbeddedEngine:
         retention = self._retention.get(stream)
         store.insert_record(record)
         if retention is not None:
+            max_age = retention.max_age
             store.trim_stream(
                 stream,
                 group_id,
                 below_seq=None if retention.max_len is None else record.seq - retention.max_len + 1,
-                before_ts=None if retention.max_age is None else now - retention.max_age,
+                before_ts=(
+                    now - max_age
+                    if max_age is not None and self._age_trim_due((stream, group_id), now, max_age)
+                    else None
+                ),
             )
         triggers = self._stream_triggers.get(stream)
         if triggers:
             payload = {"stream": stream, "group_id": group_id, "seq": record.seq, "data": data}
             self._fire(triggers, payload, "stream_trigger", f"stream:{stream}:{group_id}")
         return record
+
+    def _age_trim_due(self, key: tuple[str, str], now: float, max_age: float) -> bool:
+        """Whether to delete the group's records older than ``max_age`` with this append: at most
+        every ``max_age / 100`` seconds (a minute at most). That delete scans the group, which a
+        long-kept stream (``audit::facts``) makes long; reads skip expired records anyway, so it
+        only frees room, and doing it at every append would cost more as the group grows."""
+        last = self._age_trimmed.get(key)
+        if last is not None and now - last < min(max_age / 100, _AGE_TRIM_EVERY_MAX):
+            return False
+        self._age_trimmed[key] = now
+        self._age_trimmed.move_to_end(key)
+        if len(self._age_trimmed) > _HEADS_CACHED:
+            self._age_trimmed.popitem(last=False)
+        return True
 
     def _appended(self, record: StreamRecord) -> None:
         """After the record's transaction committed: keep its head, tell subscribers."""

@@ -101,7 +101,10 @@ class Agents:
                     "invalid_request", f"{AGENT_PREFIX}{agent.name} is called by a run's turn"
                 )
             try:
-                return await self._start(agent, request, context)
+                # The link, the sub-budget and the child's start: one commit where the engine
+                # can (a start cut short leaves nothing behind; a redelivered one does it all).
+                async with self._engine.transaction():
+                    return await self._start(agent, request, context)
             except Exception as exc:
                 # Say "the engine is away" to the caller in those words, also through a
                 # nested call (run::start), so its step is retried, not failed: a start is

@@ -137,8 +137,9 @@ class Driver:
             attempt=1 if invocation is None else invocation.attempt,
             events_seq=record.events_seq,
         )
-        if record.outbox:
-            # Perhaps applied, perhaps cut short by a crash after the commit: finish it.
+        if record.outbox and not self._engine.atomic_transactions:
+            # Perhaps applied, perhaps cut short by a crash after the commit: finish it. (Where
+            # the commit and its outbox are one transaction, a committed outbox was applied.)
             await self._replay_outbox(record, progress)
         if record.terminal:
             self._aborts.forget(session_id)
@@ -158,7 +159,7 @@ class Driver:
                 if step is None or not step.changed:
                     return
                 earlier, step = await self._fold_steering_check(record, step, progress)
-                committed = await self._commit(record, step, progress, earlier=earlier)
+                committed = await self._commit_step(record, step, progress, earlier=earlier)
                 span.committed(committed)
             if committed is None:
                 return
@@ -169,15 +170,16 @@ class Driver:
                 self._aborts.forget(session_id)
                 if previous.state == "function_awaiting_approval":
                     await self._dispatcher.gate.release_parked(previous, record)
-                await self._subagents.ended(record)
+                await self._subagents.ended(record, parent_told=progress.parent_told)
                 await self._settled(record, progress)  # last: until then a restart wakes it
                 return
             if record.state == "function_awaiting_approval":
                 if previous.state == "function_awaiting_approval":
                     return  # some decisions read, others still awaited
                 # Just parked: a decision may have landed before this commit, when the wake
-                # found the turn not yet parked. Read the decisions once more.
-                parked_pass = True
+                # found the turn not yet parked. Read the decisions once more. (A child's
+                # outcome needs no such pass: its wake is a step queued behind this delivery.)
+                parked_pass = any(call.status == "parked" for call in record.calls)
 
     async def _fold_steering_check(
         self, before: TurnRecord, step: Transition, progress: _Progress
@@ -377,6 +379,31 @@ class Driver:
         progress.revision = entry.revision
         return record
 
+    async def _commit_step(
+        self,
+        before: TurnRecord,
+        step: Transition,
+        progress: _Progress,
+        *,
+        earlier: list[tuple[TurnRecord, list[Effect]]],
+    ) -> TurnRecord | None:
+        """:meth:`_commit`; a child run's last step also writes its outcome and its parent's
+        wake, in the same transaction, where the engine makes a commit and its effects one
+        (elsewhere they are written after it: a commit lost to another delivery must not tell
+        the parent anything)."""
+        ending = step.record
+        if ending.parent is None or not ending.terminal or not self._engine.atomic_transactions:
+            return await self._commit(before, step, progress, earlier=earlier)
+        try:
+            async with self._engine.transaction():
+                committed = await self._commit(before, step, progress, earlier=earlier)
+                if committed is not None:
+                    await self._subagents.notify_parent(committed)
+        except RevisionConflict:
+            return None  # lost at the commit: another delivery advanced the turn
+        progress.parent_told = committed is not None
+        return committed
+
     async def _settled(self, record: TurnRecord, progress: _Progress) -> None:
         """A finished run's last outbox, applied (and its inbox and parent told), is cleared
         where the commit and its effects are not one transaction: a restart then wakes only the
@@ -446,6 +473,8 @@ class _Progress:
     revision: int
     attempt: int
     events_seq: int
+    parent_told: bool = False
+    """The run's last commit carried its outcome and its parent's wake."""
 
     def saw(self, seq: int) -> None:
         self.events_seq = max(self.events_seq, seq)

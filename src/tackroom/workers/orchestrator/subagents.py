@@ -5,14 +5,15 @@ starts (or, on a redelivered step, finds) the child run, whose session and run i
 parent's run and call, and answers at once. The call then waits with the turn parked. When a
 child run ends, the delivery that committed its end writes the :class:`SubagentOutcome` under
 ``subagent-outcomes/<parent session>/<call>`` — once: the write is create-only, and a delivery
-redelivered after a crash writes it if it is missing — and that key's state trigger wakes the
-parent, which reads every outcome available.
+redelivered after a crash writes it if it is missing — and, in the same transaction, enqueues the
+parent's ``turn::step``, which reads every outcome available. The step waits in the parent's
+queue group while the parent is still being driven (a child that ended before its parent parked),
+so the wake is never lost and needs no trigger delivery of its own.
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import json
 from typing import Any
 
@@ -32,7 +33,7 @@ from tackroom.contracts.events import (
 )
 from tackroom.contracts.messages import FunctionResultMessage, text_of
 from tackroom.contracts.tools import CALL_CONTEXT_KEY, CallContext
-from tackroom.contracts.turn import RUN_ABORT, RunAbortRequest
+from tackroom.contracts.turn import RUN_ABORT, TURN_STEP, TURN_STEP_QUEUE, RunAbortRequest
 from tackroom.engine.errors import (
     FunctionNotFound,
     InvocationError,
@@ -148,23 +149,40 @@ class Subagents:
                 ended[call.id] = child_ended(call, SubagentOutcome.model_validate(entry.value))
         return ended
 
-    async def ended(self, record: TurnRecord) -> None:
-        """What a run that ended owes the tree: its parent's outcome, its children's abort."""
-        await self.notify_parent(record)
+    async def ended(self, record: TurnRecord, *, parent_told: bool = False) -> None:
+        """What a run that ended owes the tree: its parent's outcome (unless its last commit
+        carried it: ``parent_told``), its children's abort."""
+        if not parent_told:
+            await self.notify_parent(record)
         await self.abort_children(record)
 
     async def notify_parent(self, record: TurnRecord) -> None:
-        """A finished child run: write its outcome for the parent, unless it is written."""
+        """A finished child run: write its outcome for the parent and wake it, unless written."""
         link = record.parent
         if link is None or not record.terminal:
             return
         key = outcome_key(link.session_id, link.function_call_id)
         outcome = await self._outcome(record)
-        # Create-only: a redelivered end finds it written (and the parent woken) already.
-        with contextlib.suppress(RevisionConflict):
-            await self._engine.set_state(
-                OUTCOMES_SCOPE, key, outcome.model_dump(mode="json"), expected_revision=0
-            )
+        try:
+            async with self._engine.transaction():
+                await self._engine.set_state(
+                    OUTCOMES_SCOPE, key, outcome.model_dump(mode="json"), expected_revision=0
+                )
+                await self._wake(link.session_id, link.run_id)
+        except RevisionConflict:
+            # Create-only: a redelivered end finds it written. Where the write and the wake
+            # were one transaction the parent was woken too; elsewhere a crash may have come
+            # between them, so wake it again (a wake that finds nothing new changes nothing).
+            if not self._engine.atomic_transactions:
+                await self._wake(link.session_id, link.run_id)
+
+    async def _wake(self, session_id: str, run_id: str) -> None:
+        await self._engine.enqueue(
+            TURN_STEP,
+            {"session_id": session_id, "run_id": run_id},
+            queue=TURN_STEP_QUEUE,
+            group=session_id,
+        )
 
     async def abort_children(self, record: TurnRecord) -> None:
         """An aborted run aborts the child runs its waiting calls had started (each closed with

@@ -9,7 +9,6 @@ from typing import Any
 
 from pydantic import Field, field_validator
 
-from tackroom.contracts.agents import OUTCOMES_SCOPE
 from tackroom.contracts.approvals import DECISIONS_SCOPE
 from tackroom.contracts.context import COMPACT, ContextSettings
 from tackroom.contracts.events import EVENTS, TURN_END
@@ -362,8 +361,6 @@ async def start(ctx: WorkerContext[OrchestratorConfig]) -> None:
         hop=True,
     )
     await ctx.add_state_trigger(DECISIONS_SCOPE.name, TURN_ON_APPROVAL)
-    # A child run's outcome wakes its parent the same way (key <parent session>/<call>).
-    await ctx.add_state_trigger(OUTCOMES_SCOPE, TURN_ON_APPROVAL)
     await forget_deleted_sessions(ctx, lambda session_id: forget_session(ctx, session_id))
 
     async def serve_steps() -> None:
