@@ -34,17 +34,16 @@ class SessionIndex:
         self._backend = backend
 
     async def add(self, meta: SessionMeta) -> None:
-        """Write the session's index key, and its day's key if the day has none yet.
+        """Write the session's index key and its day's key.
 
-        The day's key is the same value whoever writes it, so it is written without a
-        compare-and-set: two first sessions of a day may both write it, and neither fails (in a
-        unit of work a compare-and-set lost at the commit would fail the whole creation).
+        The day's key is the same value whoever writes it: it is written each time, without a
+        compare-and-set (in a unit of work one lost at the commit would fail the whole creation
+        of a day's first sessions but one), and every creation makes the same writes.
         """
         record = IndexRecord(session_id=meta.session_id)
         await self._backend.set_state(INDEX_SCOPE, meta.index_key, record.model_dump(mode="json"))
         day = meta.index_key.partition("/")[0]
-        if await self._backend.get_state(DAYS_SCOPE, day) is None:
-            await self._backend.set_state(DAYS_SCOPE, day, DayRecord().model_dump(mode="json"))
+        await self._backend.set_state(DAYS_SCOPE, day, DayRecord().model_dump(mode="json"))
 
     async def remove(self, key: str) -> None:
         await self._backend.delete_state(INDEX_SCOPE, key)
