@@ -18,9 +18,10 @@ from tackroom.contracts.events import (
     TurnEndData,
     event_of,
 )
-from tackroom.engine import Engine, EngineStorageError, open_engine
-from tackroom.engine.embedded.store import Store, StreamRecord
+from tackroom.engine import Engine, EngineStorageError, StreamRecord
+from tackroom.engine.embedded.store import Store
 from tackroom.kit.events import EventEmitter
+from tackroom.testing import running_engine
 from tackroom.testing.backends import BACKENDS, engine_url_for
 
 START = FunctionExecutionStartData(function_call_id="c1", function_id="calc::add")
@@ -28,7 +29,7 @@ START = FunctionExecutionStartData(function_call_id="c1", function_id="calc::add
 
 @pytest.fixture(params=list(BACKENDS))
 async def engine(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[Engine]:
-    async with open_engine(engine_url_for(request.param, tmp_path)) as started:
+    async with running_engine(engine_url_for(request.param, tmp_path)) as started:
         yield started
 
 
@@ -68,7 +69,7 @@ async def test_embedded_a_failed_commit_keeps_neither_the_event_nor_its_fact(
         insert(store, record)
 
     monkeypatch.setattr(Store, "insert_record", full_for_facts)
-    async with open_engine(engine_url_for("embedded", tmp_path)) as engine:
+    async with running_engine(engine_url_for("embedded", tmp_path)) as engine:
         emitter = EventEmitter(engine)
         event = event_of(session_id="s", run_id="r", event_id="r:c1:start", data=START)
         with pytest.raises(EngineStorageError, match="disk is full"):
