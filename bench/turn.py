@@ -158,6 +158,7 @@ TARGETS: dict[str, dict[str, Target]] = {
     "long_session": {"growth": Target("<=", 1.2)},
     "nats_sequential_fresh": {"p50_ms": Target("<=", 10.0)},
     "delta_cost": {"per_delta_cpu_us": Target("<=", 20.0)},
+    "operations": {"write_transactions_per_step": Target("<=", 2.0)},
 }
 
 
@@ -782,6 +783,7 @@ async def bench_operations(directory: Path, sizes: Sizes) -> dict[str, Any]:
         spans = h.spans() - spans_before
         span_names = h.exporter.names - names_before
     calls = {name: n for name, n in engine_calls.items() if not name.startswith("trigger ")}
+    steps = sum(n for name, n in span_names.items() if name.startswith("turn.step "))
     triggers = {
         name.removeprefix("trigger "): n
         for name, n in sorted(engine_calls.items())
@@ -796,6 +798,10 @@ async def bench_operations(directory: Path, sizes: Sizes) -> dict[str, Any]:
         "engine_calls": dict(sorted(calls.items())),
         "triggers_by_function": triggers,
         "write_transactions": sql["write transactions"] if sql_seen else None,
+        "turn_steps": steps,
+        "write_transactions_per_step": (
+            round(sql["write transactions"] / steps, 2) if sql_seen and steps else None
+        ),
         "sql_statements": (
             {
                 "total": sum(n for k, n in sql.items() if k not in _NOT_VERBS),
@@ -812,8 +818,9 @@ async def bench_operations(directory: Path, sizes: Sizes) -> dict[str, Any]:
         " public methods (the client's subscribe and run::start included; 'read' covers no"
         " subscription catch-up, which reads the store directly); SQL by statement verb via"
         " sqlite3's trace callback; write_transactions = COMMITs + writes outside BEGIN (each"
-        " its own transaction); queue hops = queue_messages (each one delivery); spans exported"
-        " by the batch processor",
+        " its own transaction), per step over the turn's steps (its turn.step spans: run::start"
+        " and the session's creation included); queue hops = queue_messages (each one"
+        " delivery); spans exported by the batch processor",
     }
 
 

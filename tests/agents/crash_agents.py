@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextvars
 import json
 import os
 import sys
@@ -25,6 +26,7 @@ from typing import Any
 from tackroom.contracts.agents import OUTCOMES_SCOPE, child_ids
 from tackroom.engine import Engine, Handler, Registration, open_engine
 from tackroom.testing import FunctionModel
+from tackroom.workers.orchestrator.record import TURNS_SCOPE
 
 from ..turn.harness import Hold, install_holds, wait_for_terminal
 from .scenario import CALLS, PROMPT, answer, harness_for
@@ -158,7 +160,7 @@ def _log_new_starts(engine: Engine, path: Path) -> None:
 
     async def register_function(function_id: str, handler: Handler, **options: Any) -> Registration:
         if function_id == "run::start":
-            handler = _counting(handler, path)
+            handler = _counting(handler, path, engine)
         return await register(function_id, handler, **options)
 
     setattr(engine, "register_function", register_function)  # noqa: B010
@@ -177,19 +179,39 @@ def _hold_writes(engine: Engine, scopes: tuple[str, ...]) -> None:
     setattr(engine, "set_state", held_set_state)  # noqa: B010
 
 
-def _counting(handler: Handler, path: Path) -> Handler:
+def _counting(handler: Handler, path: Path, engine: Engine) -> Handler:
     async def counted(payload: Any) -> Any:
         reply = await handler(payload)
-        if isinstance(reply, dict) and reply.get("started") and not reply.get("resumed"):
-            line = f"{reply.get('session_id')} {reply.get('run_id')}\n"
-            fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
-            try:
-                os.write(fd, line.encode())
-            finally:
-                os.close(fd)
+        fields = reply if isinstance(reply, dict) else getattr(reply, "__dict__", {})
+        if fields.get("started") and not fields.get("resumed"):
+            session, run = str(fields.get("session_id")), str(fields.get("run_id"))
+            # The start may be part of a caller's unit of work (the agents worker's): logged
+            # once its record is committed, read from outside any unit, so a process killed
+            # before that commit logs a start that never happened.
+            task = asyncio.get_running_loop().create_task(
+                _log_when_committed(engine, path, session, run), context=contextvars.Context()
+            )
+            _LOGGING.add(task)
+            task.add_done_callback(_LOGGING.discard)
         return reply
 
     return counted
+
+
+_LOGGING: set[asyncio.Task[None]] = set()
+
+
+async def _log_when_committed(engine: Engine, path: Path, session: str, run: str) -> None:
+    for _ in range(500):
+        entry = await engine.get_state(TURNS_SCOPE, session)
+        if entry is not None and isinstance(entry.value, dict) and entry.value.get("run_id") == run:
+            fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+            try:
+                os.write(fd, f"{session} {run}\n".encode())
+            finally:
+                os.close(fd)
+            return
+        await asyncio.sleep(0.01)
 
 
 async def main(url: str, workdir: Path, case: CrashCase, *, first: bool) -> None:

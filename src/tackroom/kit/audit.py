@@ -89,7 +89,11 @@ async def record_policy_load(engine: _Appender, status: PolicyStatus, *, actor: 
 
 
 async def record_fact(engine: _Appender, fact: AuditFact) -> None:
-    """Append ``fact`` to ``audit::facts``; a failure is logged, never raised to the caller."""
+    """Append ``fact`` to ``audit::facts``; a failure is logged, never raised to the caller.
+
+    Inside an atomic unit of work the append is kept for the unit's commit, which then writes
+    the fact with what it records, or neither (the commit's failure is the unit's).
+    """
     try:
         await engine.append(FACTS.name, FACTS_GROUP, fact)
     except Exception as exc:  # an audit write must not break the action it records

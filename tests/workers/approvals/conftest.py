@@ -4,6 +4,7 @@ import asyncio
 import random
 from collections import Counter
 from collections.abc import AsyncIterator
+from contextlib import AbstractAsyncContextManager
 from typing import Any
 
 import pytest
@@ -79,6 +80,9 @@ class Interleaving:
     async def append(self, stream: str, group_id: str, data: Any) -> int:
         await self._pause()
         return await self.engine.append(stream, group_id, data)
+
+    def transaction(self) -> AbstractAsyncContextManager[None]:
+        return self.engine.transaction()
 
 
 def harness_config(**section: Any) -> HarnessConfig:

@@ -214,7 +214,7 @@ async def test_fork_and_clone_write_no_entry(store: SessionStore, backend: Wrapp
     fork = await store.fork(sid, "e150")
     clone = await store.clone(sid)
     assert {w.scope for w in backend.writes} <= {SESSIONS_SCOPE, INDEX_SCOPE, DAYS_SCOPE}
-    assert len(backend.writes) <= 6  # per session: index key, metadata (and the day, once)
+    assert len(backend.writes) == 6  # per session: index key, day, metadata
     assert all(w.scope != ENTRIES_SCOPE for w in backend.writes)
     assert len(await path_of(store, fork.session_id)) == 151
     assert len(await path_of(store, clone.session_id)) == 200
@@ -285,3 +285,44 @@ def test_entries_round_trip_through_json() -> None:
         message=user("hi"), timestamp=1.0,
     )  # fmt: skip
     assert SessionEntry.model_validate(entry.model_dump(mode="json")) == entry
+
+
+async def test_where_writes_commit_together_the_first_sessions_of_a_day_all_commit(
+    engine: Engine, clock: FakeClock
+) -> None:
+    # Every creator sees the day unlisted: were its key a compare-and-set in the unit, all but
+    # one would lose it at the commit, and their whole creation with it.
+    backend = AtomicBackend(engine, interleave=True)
+    store = SessionStore(backend, clock=clock)
+    created = await asyncio.gather(*(store.create(session_id=f"s{i:02d}") for i in range(20)))
+    assert len(created) == 20
+    metas, _ = await store.index.page(limit=50, cursor=None, order="asc")
+    assert sorted(m.session_id for m in metas) == [f"s{i:02d}" for i in range(20)]
+    assert len(await engine.list_state(DAYS_SCOPE)) == 1
+
+
+async def test_where_writes_commit_together_a_crash_before_the_metadata_lists_nothing(
+    engine: Engine, clock: FakeClock
+) -> None:
+    backend = AtomicBackend(engine, crash_when=lambda op, scope, key: scope == SESSIONS_SCOPE)
+    store = SessionStore(backend, clock=clock)
+    with pytest.raises(Crash):
+        await store.create(session_id="lost")
+    assert await engine.list_state(INDEX_SCOPE) == []
+    assert await engine.list_state(DAYS_SCOPE) == []
+    info = await store.create(session_id="lost")
+    assert info.session_id == "lost"
+
+
+async def test_where_writes_commit_together_a_lost_ensure_race_leaves_no_index_key(
+    engine: Engine, clock: FakeClock
+) -> None:
+    store = SessionStore(AtomicBackend(engine, interleave=True), clock=clock, max_attempts=1000)
+
+    async def ensure() -> bool:
+        clock.advance(0.001)
+        return (await store.ensure("shared"))[1]
+
+    results = await asyncio.gather(*(ensure() for _ in range(10)))
+    assert results.count(True) == 1
+    assert [e.value["session_id"] for e in await engine.list_state(INDEX_SCOPE)] == ["shared"]

@@ -35,7 +35,7 @@ trigger run::start
     chat demo
   turn.step function_execute
     execute_tool add
-  turn.step steering_check
+    turn.step steering_check
   turn.step assistant_streaming
     chat demo
   turn.step steering_check
@@ -125,13 +125,15 @@ async def test_a_tool_calling_turn_is_one_span_per_step_model_call_and_tool_call
     assert [s.attributes["tackroom.turn.next_state"] for s in steps] == [
         "assistant_streaming",
         "function_execute",
-        "steering_check",
+        "assistant_streaming",  # the batch, committed with the steering check folded into it
         "assistant_streaming",
         "steering_check",
         "stopped",
     ]
     assert {s.attributes["run.id"] for s in steps} == {result.run_id}
-    assert all(s.attributes["tackroom.turn.committed"] is True for s in steps)
+    folded = [s for s in steps if s.attributes.get("tackroom.turn.folded")]
+    assert [s.attributes["tackroom.turn.step"] for s in folded] == [4]
+    assert all(s.attributes["tackroom.turn.committed"] is True for s in steps if s not in folded)
 
     (tool,) = named(trace, "execute_tool add")
     assert tool.attributes == {
@@ -177,7 +179,8 @@ async def test_spans_all_gives_every_bus_hop_its_span_again(tmp_path: Path) -> N
 
     (step,) = named(trace, "queue turn::step")
     assert parent(step) == "trigger run::start"
-    assert {parent(s) for s in trace.spans if s.name.startswith("turn.step ")} == {step.name}
+    parents = {parent(s) for s in trace.spans if s.name.startswith("turn.step ")}
+    assert parents == {step.name, "turn.step function_execute"}  # the folded steering check
     (tool,) = named(trace, "trigger tool::add")
     assert parent(tool) == "execute_tool add"  # the hop under the span that stands for it
     streams = named(trace, "trigger provider::scripted::stream")

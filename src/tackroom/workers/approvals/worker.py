@@ -85,6 +85,8 @@ class ApprovalsBackend(Protocol):
 
     async def append(self, stream: str, group_id: str, data: Any) -> int: ...
 
+    def transaction(self) -> contextlib.AbstractAsyncContextManager[None]: ...
+
 
 def glob_matches(pattern: str, function_id: str) -> bool:
     """``*`` (any run of characters, ``::`` included) is the only wildcard; the match is whole."""

@@ -111,9 +111,7 @@ class Dispatcher:
     ) -> FunctionResultMessage:
         key = _ledger_key(record, call)
         if entry is None:
-            # Announced before the ledger entry: a failure here leaves nothing started.
-            await _emit_start(emit, call, tool)
-            if await self._claim(key):
+            if await self._claim(key, lambda: _emit_start(emit, call, tool)):
                 return await self._invoke_and_record(record, call, tool, key, emit)
             entry = await self._engine.get_state(LEDGER_SCOPE, key)
         assert entry is not None
@@ -133,27 +131,43 @@ class Dispatcher:
             " its effects before retrying.",
             details={"error": "outcome_unknown"},
         )
-        await self._engine.set_state(
-            LEDGER_SCOPE, key, {"status": "done", "result": unknown.model_dump(mode="json")}
+        await self._record_done(
+            key,
+            {"status": "done", "result": unknown.model_dump(mode="json")},
+            lambda: emit_call_end(emit, call, tool, unknown, duration_ms=None),
         )
-        await emit_call_end(emit, call, tool, unknown, duration_ms=None)
         return unknown
 
-    async def _claim(self, key: str) -> bool:
-        """Write the call ``started``; whether this attempt did (so it may run the call).
+    async def _claim(self, key: str, announce: Callable[[], Awaitable[None]]) -> bool:
+        """Announce the call, then write it ``started``; whether this attempt did (so it may run
+        the call). Announced before the ledger entry: a failure leaves nothing started.
 
-        A write whose acknowledgement was lost is read back by its token: a call must not be
-        reported "outcome unknown" when it never ran.
+        Where units of work are atomic the two are one unit, retried whole; elsewhere the
+        announcement is made once and the ledger write retried. A write whose acknowledgement
+        was lost is read back by its token: a call must not be reported "outcome unknown" when
+        it never ran.
         """
+        engine = self._engine
         token = uuid.uuid4().hex
         started = {"status": "started", "token": token}
+
+        async def claim() -> None:
+            await engine.set_state(LEDGER_SCOPE, key, started, expected_revision=0)
+
+        async def unit() -> None:
+            async with engine.transaction():
+                await announce()
+                await claim()
+
         try:
-            await _retrying_write(
-                lambda: self._engine.set_state(LEDGER_SCOPE, key, started, expected_revision=0)
-            )
+            if engine.atomic_transactions:
+                await _retrying_write(unit)
+            else:
+                await announce()
+                await _retrying_write(claim)
             return True
         except RevisionConflict:
-            entry = await self._engine.get_state(LEDGER_SCOPE, key)
+            entry = await engine.get_state(LEDGER_SCOPE, key)
             return entry is not None and entry.value.get("token") == token
 
     async def _invoke_and_record(
@@ -174,10 +188,29 @@ class Dispatcher:
             "result": result.model_dump(mode="json"),
             "duration_ms": duration_ms,
         }
-        # The call ran: its result is worth a short wait for the engine to come back.
-        await _retrying_write(lambda: self._engine.set_state(LEDGER_SCOPE, key, done))
-        await emit_call_end(emit, call, tool, result, duration_ms=duration_ms)
+        await self._record_done(
+            key, done, lambda: emit_call_end(emit, call, tool, result, duration_ms=duration_ms)
+        )
         return result
+
+    async def _record_done(
+        self, key: str, done: dict[str, Any], announce: Callable[[], Awaitable[None]]
+    ) -> None:
+        """The ledger's ``done``, then the call's end. The call ran: its result is worth a short
+        wait for the engine to come back. Where units of work are atomic the two are one unit,
+        retried whole (a failed one wrote nothing); elsewhere only the ledger write is retried."""
+        engine = self._engine
+        if not engine.atomic_transactions:
+            await _retrying_write(lambda: engine.set_state(LEDGER_SCOPE, key, done))
+            await announce()
+            return
+
+        async def unit() -> None:
+            async with engine.transaction():
+                await engine.set_state(LEDGER_SCOPE, key, done)
+                await announce()
+
+        await _retrying_write(unit)
 
     async def _invoke(
         self, record: TurnRecord, call: CallState, tool: ToolOffer

@@ -192,9 +192,11 @@ class Driver:
         """
         if before.state not in _FOLDS_INTO_CHECK or step.record.state != "steering_check":
             return [], step
-        check = await self._step(step.record, progress)
-        if check is None or not check.changed:
-            return [], step
+        with step_span(step.record) as span:
+            check = await self._step(step.record, progress)
+            if check is None or not check.changed:
+                return [], step
+            span.folded(check.record)
         return [(step.record, step.effects)], check
 
     async def _step(self, record: TurnRecord, progress: _Progress) -> Transition | None:

@@ -8,7 +8,9 @@ model call's ``chat <model>`` under it), ``turn.step function_execute`` (an ``ex
 of the step it commits: 1 for provisioning); once done ``tackroom.turn.committed`` (false: another
 delivery advanced the turn first) and ``tackroom.turn.next_state``. A step that ends the run with
 an error (a failed model call, an unexpected error) has status ``ERROR`` and ``error.type``. A
-step whose work changed nothing (a wake with no decision yet) has neither.
+step whose work changed nothing (a wake with no decision yet) has neither. The steering check
+that follows a batch of calls is committed with it: its span is a child of the batch's, with
+``tackroom.turn.folded`` true.
 
 Nothing at all with tracing off.
 """
@@ -42,6 +44,14 @@ class StepSpan:
         if record.terminal and record.error is not None:
             span.set_status(Status(StatusCode.ERROR, record.error.message[:1000]))
             span.set_attribute("error.type", record.error.kind)
+
+
+    def folded(self, record: TurnRecord) -> None:
+        """A steering check folded into the step around it: committed with that step (whose
+        span says whether it was), going on to ``record``'s state."""
+        if self._span is not None:
+            self._span.set_attribute("tackroom.turn.folded", True)
+            self._span.set_attribute("tackroom.turn.next_state", record.state)
 
 
 _OFF = StepSpan(None)

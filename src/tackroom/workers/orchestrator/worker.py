@@ -228,18 +228,21 @@ class Orchestrator:
             context=request.context,
         )
         try:
-            await self._engine.set_state(
-                TURNS_SCOPE,
-                sid,
-                record.model_dump(mode="json"),
-                expected_revision=0 if existing is None else existing.revision,
-            )
+            # The record and its first step: one transaction where the engine can (a start
+            # that lost the compare-and-set enqueues nothing); elsewhere in this order.
+            async with self._engine.transaction():
+                await self._engine.set_state(
+                    TURNS_SCOPE,
+                    sid,
+                    record.model_dump(mode="json"),
+                    expected_revision=0 if existing is None else existing.revision,
+                )
+                await self._wake(sid, run_id)
         except RevisionConflict:
             latest = await self._engine.get_state(TURNS_SCOPE, sid)
             if latest is not None:
                 return await self._busy(request, TurnRecord.model_validate(latest.value))
             raise
-        await self._wake(sid, run_id)
         return RunStartResponse(session_id=sid, started=True, run_id=run_id)
 
     async def _keep_finished(self, record: TurnRecord) -> None:

@@ -9,12 +9,11 @@ are appended to.
 
 from __future__ import annotations
 
-import contextlib
 import re
 from typing import Literal
 
 from tackroom.contracts.sessions import INVALID_CURSOR_ERROR
-from tackroom.engine.errors import FunctionError, RevisionConflict
+from tackroom.engine.errors import FunctionError
 from tackroom.workers.sessions.records import (
     DAYS_SCOPE,
     INDEX_SCOPE,
@@ -35,13 +34,16 @@ class SessionIndex:
         self._backend = backend
 
     async def add(self, meta: SessionMeta) -> None:
+        """Write the session's index key and its day's key.
+
+        The day's key is the same value whoever writes it: it is written each time, without a
+        compare-and-set (in a unit of work one lost at the commit would fail the whole creation
+        of a day's first sessions but one), and every creation makes the same writes.
+        """
         record = IndexRecord(session_id=meta.session_id)
         await self._backend.set_state(INDEX_SCOPE, meta.index_key, record.model_dump(mode="json"))
         day = meta.index_key.partition("/")[0]
-        with contextlib.suppress(RevisionConflict):  # the day is listed already
-            await self._backend.set_state(
-                DAYS_SCOPE, day, DayRecord().model_dump(mode="json"), expected_revision=0
-            )
+        await self._backend.set_state(DAYS_SCOPE, day, DayRecord().model_dump(mode="json"))
 
     async def remove(self, key: str) -> None:
         await self._backend.delete_state(INDEX_SCOPE, key)

@@ -114,8 +114,10 @@ class SessionStore:
     ) -> SessionInfo:
         """A new session; ``session_exists`` if ``session_id`` is taken.
 
-        The list index is written first: if the process dies before the metadata, the index
-        holds a key no session claims, which the listing skips; a session is never unlisted.
+        Where the engine's units of work are atomic, the list index and the metadata commit
+        together. Elsewhere the index is written first: if the process dies before the metadata,
+        the index holds a key no session claims, which the listing skips; a session is never
+        unlisted.
         """
         now = self._clock()
         session_id = session_id or self._new_id()
@@ -131,15 +133,17 @@ class SessionStore:
             index_key=index_key(session_id, now),
             pinned=list(pinned),
         )
-        await self.index.add(meta)
         try:
-            await self._backend.set_state(
-                SESSIONS_SCOPE, session_id, meta, expected_revision=0
-            )
+            async with self._transaction():
+                await self.index.add(meta)
+                await self._backend.set_state(
+                    SESSIONS_SCOPE, session_id, meta, expected_revision=0
+                )
         except RevisionConflict:
-            winner = await self._backend.get_state(SESSIONS_SCOPE, session_id)
-            if winner is None or winner.value.get("index_key") != meta.index_key:
-                await self.index.remove(meta.index_key)  # (a twin in the same µs keeps it)
+            if not self._atomic:  # (an atomic unit that lost wrote no index key)
+                winner = await self._backend.get_state(SESSIONS_SCOPE, session_id)
+                if winner is None or winner.value.get("index_key") != meta.index_key:
+                    await self.index.remove(meta.index_key)  # (a twin in the same µs keeps it)
             raise FunctionError(
                 SESSION_EXISTS_ERROR, f"session {session_id!r} already exists"
             ) from None
