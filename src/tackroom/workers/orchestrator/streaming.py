@@ -286,13 +286,17 @@ class Streamed:
 
 
 def base_request(record: TurnRecord, messages: list[AgentMessage]) -> ProviderRequest:
-    """The request for the run's model, tools offered natively (no ``writer`` yet)."""
-    return ProviderRequest(
+    """The request for the run's model, tools offered natively (no ``writer`` yet).
+
+    Built from values validated where they were made (the messages, the record's tools): not
+    validated again, so a model call does not cost more as the transcript grows.
+    """
+    return ProviderRequest.model_construct(
         model=record.model,
         system_prompt=record.system_prompt,
         messages=messages,
         tools=[
-            ToolSpec(
+            ToolSpec.model_construct(
                 name=tool.name,
                 description=tool.description,
                 parameters={k: v for k, v in tool.parameters.items() if not k.startswith("x-")},
