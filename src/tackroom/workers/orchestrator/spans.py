@@ -45,7 +45,6 @@ class StepSpan:
             span.set_status(Status(StatusCode.ERROR, record.error.message[:1000]))
             span.set_attribute("error.type", record.error.kind)
 
-
     def folded(self, record: TurnRecord) -> None:
         """A steering check folded into the step around it: committed with that step (whose
         span says whether it was), going on to ``record``'s state."""

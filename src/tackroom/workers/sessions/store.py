@@ -136,9 +136,7 @@ class SessionStore:
         try:
             async with self._transaction():
                 await self.index.add(meta)
-                await self._backend.set_state(
-                    SESSIONS_SCOPE, session_id, meta, expected_revision=0
-                )
+                await self._backend.set_state(SESSIONS_SCOPE, session_id, meta, expected_revision=0)
         except RevisionConflict:
             if not self._atomic:  # (an atomic unit that lost wrote no index key)
                 winner = await self._backend.get_state(SESSIONS_SCOPE, session_id)
