@@ -101,13 +101,16 @@ class Directory:
         self._user = config.user_dir.expanduser().absolute() if config.user_dir else None
 
     # -- gathering -----------------------------------------------------------------------------
-    def _scan(self) -> tuple[list[list[Skill]], list[Problem]]:
-        groups: list[list[Skill]] = []
-        problems: list[Problem] = []
+    def _roots(self) -> list[tuple[Path, SkillSource]]:
         roots: list[tuple[Path, SkillSource]] = [(d, "project") for d in self._project]
         if self._user is not None:
             roots.append((self._user, "user"))
-        for root, source in roots:
+        return roots
+
+    def _scan(self) -> tuple[list[list[Skill]], list[Problem]]:
+        groups: list[list[Skill]] = []
+        problems: list[Problem] = []
+        for root, source in self._roots():
             found, trouble = load_folder(root, source)
             groups.append(found)
             problems.extend(trouble)
@@ -140,7 +143,12 @@ class Directory:
 
     async def skills(self) -> tuple[list[Skill], list[Problem]]:
         """Every skill (one per name, by precedence) and the problems met on the way."""
-        groups, problems = await asyncio.to_thread(self._scan)
+        groups: list[list[Skill]] = []
+        problems: list[Problem] = []
+        # Folders are read in a thread (there may be many files); when none exists (most runs
+        # of a program that ships no skills) there is nothing to read and no thread to wait for.
+        if any(_may_hold_skills(root) for root, _ in self._roots()):
+            groups, problems = await asyncio.to_thread(self._scan)
         registered, trouble = await self._registered()
         merged, shadowed = merge([*groups, registered])
         return merged, [*problems, *trouble, *shadowed]
@@ -251,3 +259,12 @@ WORKER = WorkerSpec(
     config_model=DirectoryConfig,
     start=_start,
 )
+
+
+def _may_hold_skills(root: Path) -> bool:
+    """Whether ``root`` is a folder to read (one that cannot even be looked at is read, so the
+    scan reports why)."""
+    try:
+        return root.is_dir()
+    except OSError:
+        return True

@@ -33,7 +33,7 @@ from tackroom.contracts.events import (
 )
 from tackroom.contracts.messages import FunctionResultMessage, text_of
 from tackroom.contracts.tools import CALL_CONTEXT_KEY, CallContext
-from tackroom.contracts.turn import RUN_ABORT, TURN_STEP, TURN_STEP_QUEUE, RunAbortRequest
+from tackroom.contracts.turn import RUN_ABORT, RunAbortRequest
 from tackroom.engine.errors import (
     FunctionNotFound,
     InvocationError,
@@ -46,6 +46,7 @@ from tackroom.workers.orchestrator.gate import Emit, emit_call_end
 from tackroom.workers.orchestrator.planning import error_result, validation_error
 from tackroom.workers.orchestrator.record import CallState, ToolOffer, TurnRecord
 from tackroom.workers.orchestrator.transcript import SessionsClient
+from tackroom.workers.orchestrator.wake import wake
 
 __all__ = ["Subagents"]
 
@@ -168,21 +169,13 @@ class Subagents:
                 await self._engine.set_state(
                     OUTCOMES_SCOPE, key, outcome.model_dump(mode="json"), expected_revision=0
                 )
-                await self._wake(link.session_id, link.run_id)
+                await wake(self._engine, link.session_id, link.run_id)
         except RevisionConflict:
             # Create-only: a redelivered end finds it written. Where the write and the wake
             # were one transaction the parent was woken too; elsewhere a crash may have come
             # between them, so wake it again (a wake that finds nothing new changes nothing).
             if not self._engine.atomic_transactions:
-                await self._wake(link.session_id, link.run_id)
-
-    async def _wake(self, session_id: str, run_id: str) -> None:
-        await self._engine.enqueue(
-            TURN_STEP,
-            {"session_id": session_id, "run_id": run_id},
-            queue=TURN_STEP_QUEUE,
-            group=session_id,
-        )
+                await wake(self._engine, link.session_id, link.run_id)
 
     async def abort_children(self, record: TurnRecord) -> None:
         """An aborted run aborts the child runs its waiting calls had started (each closed with

@@ -53,6 +53,7 @@ from tackroom.workers.orchestrator.spend import BudgetGuard
 from tackroom.workers.orchestrator.streaming import ModelCaller
 from tackroom.workers.orchestrator.subagents import Subagents
 from tackroom.workers.orchestrator.transcript import SessionsClient
+from tackroom.workers.orchestrator.wake import wake
 
 __all__ = ["WORKER", "OrchestratorConfig"]
 
@@ -199,7 +200,7 @@ class Orchestrator:
                 # A client retrying a start whose reply it lost (or that failed after the
                 # commit): the run exists; make sure it is moving, and start nothing new.
                 if not current.terminal:
-                    await self._wake(sid, current.run_id)
+                    await wake(self._engine, sid, current.run_id)
                 return RunStartResponse(
                     session_id=sid, started=True, run_id=current.run_id, resumed=True
                 )
@@ -237,7 +238,7 @@ class Orchestrator:
                     record.model_dump(mode="json"),
                     expected_revision=0 if existing is None else existing.revision,
                 )
-                await self._wake(sid, run_id)
+                await wake(self._engine, sid, run_id)
         except RevisionConflict:
             latest = await self._engine.get_state(TURNS_SCOPE, sid)
             if latest is not None:
@@ -275,14 +276,6 @@ class Orchestrator:
             )
         return RunStartResponse(session_id=request.session_id, started=False, reason=reason)
 
-    async def _wake(self, session_id: str, run_id: str) -> None:
-        await self._engine.enqueue(
-            TURN_STEP,
-            {"session_id": session_id, "run_id": run_id},
-            queue=TURN_STEP_QUEUE,
-            group=session_id,
-        )
-
     async def run_abort(self, request: RunAbortRequest) -> RunAbortResponse:
         entry = await self._engine.get_state(TURNS_SCOPE, request.session_id)
         if entry is None:
@@ -293,7 +286,7 @@ class Orchestrator:
                 session_id=request.session_id, aborted=False, state=record.state
             )
         await self.aborts.request(request.session_id, record.run_id, request.reason)
-        await self._wake(request.session_id, record.run_id)
+        await wake(self._engine, request.session_id, record.run_id)
         return RunAbortResponse(session_id=request.session_id, aborted=True, state=record.state)
 
     async def get_state(self, request: TurnStateRequest) -> TurnStateView | None:
@@ -317,7 +310,7 @@ class Orchestrator:
             return
         record = TurnRecord.model_validate(entry.value)
         if record.state == "function_awaiting_approval":
-            await self._wake(session_id, record.run_id)
+            await wake(self._engine, session_id, record.run_id)
 
     async def recover(self) -> None:
         """Wake every unfinished run: one left mid-step (a crash between commit and enqueue), or
@@ -332,7 +325,7 @@ class Orchestrator:
             record = TurnRecord.model_validate(entry.value)
             unsettled = bool(record.outbox) and not self._engine.atomic_transactions
             if not record.terminal or unsettled:
-                await self._wake(record.session_id, record.run_id)
+                await wake(self._engine, record.session_id, record.run_id)
 
 
 async def start(ctx: WorkerContext[OrchestratorConfig]) -> None:
