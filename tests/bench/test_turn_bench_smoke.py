@@ -45,6 +45,7 @@ TARGETED = {
     "long_session.growth",
     "nats_sequential_fresh.p50_ms",
     "delta_cost.per_delta_cpu_us",
+    "operations.write_transactions_per_step",
 }
 
 
