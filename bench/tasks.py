@@ -12,6 +12,9 @@ One JSON document:
 - ``graph_1000``: ``--steps`` steps (default 1,000) in ten layers, each step depending on one
   step of the layer before, the same no-op function: wall time from ``tasks::run`` to the run's
   end, per step, and the run record's size at the end (every commit writes it whole).
+- ``replay``: how fast a recorded run is replayed offline, in turns per second (target >= 500):
+  ``bench/replay.py``'s figure for a ``--replay-turns`` run replayed ``--replay-repeats`` times
+  (its docstring says how it is measured).
 
 The engine is a fresh SQLite file (``embedded``, as a harness runs) or in memory; the machine
 and its 1-minute load are in the report.
@@ -29,6 +32,8 @@ from typing import Any
 
 from _common import machine, summarize_ms
 
+from replay import TARGET_TURNS_PER_S
+from replay import run as replay_run
 from tackroom.contracts import tasks as c
 from tackroom.engine import Engine, open_engine
 from tackroom.kit.taskgraph import parse_graph
@@ -121,6 +126,7 @@ async def main(args: argparse.Namespace) -> dict[str, Any]:
             gaps = [b - a for a, b in zip(clock.calls, clock.calls[1:], strict=False)]
             elapsed, run = await run_graph(engine, layered(args.steps), "layered", clock)
             size = len(json.dumps(run.model_dump(mode="json", exclude_defaults=True)))
+    replayed = await replay_run(args.replay_turns, args.replay_repeats, quick=False)
     return {
         "schema_version": SCHEMA_VERSION,
         "benchmark": "tasks",
@@ -134,6 +140,15 @@ async def main(args: argparse.Namespace) -> dict[str, Any]:
             "per_step_ms": round(elapsed / args.steps * 1e3, 3),
             "record_bytes": size,
         },
+        "replay": {
+            "turns": args.replay_turns,
+            "repeats": args.replay_repeats,
+            "turns_per_s": replayed["results"]["turns_per_s"],
+            "cpu_turns_per_s": replayed["results"]["cpu_turns_per_s"],
+            "ms_per_turn": replayed["results"]["ms_per_turn"],
+            "target_turns_per_s": TARGET_TURNS_PER_S,
+            "pass": replayed["results"]["turns_per_s"] >= TARGET_TURNS_PER_S,
+        },
     }
 
 
@@ -142,4 +157,6 @@ if __name__ == "__main__":
     parser.add_argument("--chain", type=int, default=20)
     parser.add_argument("--steps", type=int, default=1000)
     parser.add_argument("--engine", choices=["embedded", "memory"], default="embedded")
+    parser.add_argument("--replay-turns", type=int, default=20)
+    parser.add_argument("--replay-repeats", type=int, default=10)
     print(json.dumps(asyncio.run(main(parser.parse_args())), indent=2))

@@ -7,7 +7,9 @@ from .running import bench_report
 
 
 def test_a_short_run_reports_every_figure() -> None:
-    report = bench_report("tasks.py", "--chain", "5", "--steps", "30")
+    report = bench_report(
+        "tasks.py", "--chain", "5", "--steps", "30", "--replay-turns", "3", "--replay-repeats", "1"
+    )
     assert (report["schema_version"], report["benchmark"], report["engine"]) == (
         1,
         "tasks",
@@ -21,3 +23,7 @@ def test_a_short_run_reports_every_figure() -> None:
     assert graph["steps"] == 30
     assert graph["wall_s"] > 0
     assert graph["record_bytes"] > 0
+    replay = report["replay"]
+    assert (replay["turns"], replay["repeats"], replay["target_turns_per_s"]) == (3, 1, 500.0)
+    assert replay["turns_per_s"] > 0
+    assert isinstance(replay["pass"], bool)
