@@ -103,8 +103,16 @@ async def test_a_deleted_session_leaves_only_its_audit_record(tmp_path: Path, ba
         await wait_until(forgotten, message=lambda: f"nothing of 'gone' left: {left}")
         still = await derived(engine, "kept", workspaces)
         [(_, notice)] = await SESSION_DELETED.read(engine, "gone")
+        exported: list[Any] = []
+
+        async def deletion_audited() -> bool:  # the audit worker takes facts in as they come
+            audit = await EXPORT.call(engine, ExportRequest(session_id="gone"))
+            exported[:] = [audit]
+            return any(r["kind"] == "session_deleted" for r in audit.records)
+
+        await wait_until(deletion_audited, message="the deletion in the audit log")
+        audit = exported[0]
         report = await VERIFY.call(engine, VerifyRequest())
-        audit = await EXPORT.call(engine, ExportRequest(session_id="gone"))
 
     growing = {"events", "traces"}  # late spans and events may still arrive for 'kept'
     assert all(still[k] >= kept[k] for k in growing), (still, kept)
