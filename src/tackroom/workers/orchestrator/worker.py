@@ -191,7 +191,7 @@ class Orchestrator:
             visibility_extension=config.step_visibility_timeout,
         )
 
-    async def run_start(self, request: RunStartRequest) -> RunStartResponse:
+    async def run_start(self, request: RunStartRequest, *, retries: int = 3) -> RunStartResponse:
         sid = request.session_id
         existing = await self._engine.get_state(TURNS_SCOPE, sid)
         if existing is not None:
@@ -242,7 +242,12 @@ class Orchestrator:
         except RevisionConflict:
             latest = await self._engine.get_state(TURNS_SCOPE, sid)
             if latest is not None:
-                return await self._busy(request, TurnRecord.model_validate(latest.value))
+                replaced = TurnRecord.model_validate(latest.value)
+                if replaced.terminal and replaced.run_id != run_id and retries > 0:
+                    # The finished run was written meanwhile (on NATS its applied outbox is
+                    # cleared after agent_end): start again against it, not "busy".
+                    return await self.run_start(request, retries=retries - 1)
+                return await self._busy(request, replaced)
             raise
         return RunStartResponse(session_id=sid, started=True, run_id=run_id)
 
