@@ -62,9 +62,6 @@ __all__ = ["Driver"]
 
 _log = logging.getLogger("tackroom.orchestrator")
 
-_FOLDS_INTO_CHECK = frozenset({"function_execute", "function_awaiting_approval"})
-"""The states whose step, when it ends in the steering check, commits together with it."""
-
 
 class Driver:
     def __init__(
@@ -190,7 +187,7 @@ class Driver:
         model call: a finished answer is committed before anything else may fail (a call's
         result is kept by its ledger, so a redone batch is answered again, not run again).
         """
-        if before.state not in _FOLDS_INTO_CHECK or step.record.state != "steering_check":
+        if before.state != "function_execute" or step.record.state != "steering_check":
             return [], step
         with step_span(step.record) as span:
             check = await self._step(step.record, progress)
