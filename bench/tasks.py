@@ -159,4 +159,7 @@ if __name__ == "__main__":
     parser.add_argument("--engine", choices=["embedded", "memory"], default="embedded")
     parser.add_argument("--replay-turns", type=int, default=20)
     parser.add_argument("--replay-repeats", type=int, default=10)
-    print(json.dumps(asyncio.run(main(parser.parse_args())), indent=2))
+    arguments = parser.parse_args()
+    if arguments.replay_turns < 2 or arguments.replay_repeats < 1:
+        parser.error("--replay-turns must be at least 2 and --replay-repeats at least 1")
+    print(json.dumps(asyncio.run(main(arguments)), indent=2))
