@@ -152,11 +152,15 @@ class Driver:
             if invocation is not None:
                 await invocation.extend_visibility(self._extension)
             with step_span(record) as span:
-                step = await self._step(record, progress)
-                if step is None or not step.changed:
-                    return
-                earlier, step = await self._fold_steering_check(record, step, progress)
-                committed = await self._commit_step(record, step, progress, earlier=earlier)
+                try:
+                    async with self._step_unit(record):
+                        step = await self._step(record, progress)
+                        if step is None or not step.changed:
+                            return
+                        earlier, step = await self._fold_steering_check(record, step, progress)
+                        committed = await self._commit_step(record, step, progress, earlier=earlier)
+                except RevisionConflict:
+                    committed = None  # the step's unit lost to another delivery: none of it
                 span.committed(committed)
             if committed is None:
                 return
@@ -177,6 +181,24 @@ class Driver:
                 # found the turn not yet parked. Read the decisions once more. (A child's
                 # outcome needs no such pass: its wake is a step queued behind this delivery.)
                 parked_pass = any(call.status == "parked" for call in record.calls)
+
+    def _step_unit(self, record: TurnRecord) -> contextlib.AbstractAsyncContextManager[None]:
+        """A batch of subagent calls only: its children's starts (and the calls' start events)
+        commit with the step that parks for them, in one transaction, where the engine can.
+
+        Starting a child is idempotent (its ids derive from the call), so a step cut short
+        starts nothing and its redelivery starts them. Not with other tools in the batch: a
+        tool's ledger entry must be committed before its result is, or a crash would run it
+        twice.
+        """
+        if not self._engine.atomic_transactions or record.state != "function_execute":
+            return contextlib.nullcontext()
+        open_calls = [call for call in record.calls if call.status in ("pending", "approved")]
+        for call in open_calls:
+            tool = record.tool(call.tool_name)
+            if tool is None or not tool.traits.subagent:
+                return contextlib.nullcontext()
+        return self._engine.transaction() if open_calls else contextlib.nullcontext()
 
     async def _fold_steering_check(
         self, before: TurnRecord, step: Transition, progress: _Progress
