@@ -1,9 +1,15 @@
-"""Channels: ordered frames from a writer to one reader, close, abort, backpressure."""
+"""Channels: ordered frames from a writer to one reader, close, abort, backpressure.
+
+Each test runs with the writer in the reader's engine and, where a backend lets a writer live
+elsewhere (NATS), with the writer on a second engine connected to the same server: the frames
+then cross the wire instead of being handed over in process.
+"""
 
 from __future__ import annotations
 
 import asyncio
 import json
+from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 import pytest
@@ -13,19 +19,39 @@ from tackroom.engine import (
     ChannelAborted,
     ChannelClosed,
     ChannelRef,
+    ChannelWriter,
     Engine,
     InvalidPayload,
 )
-from tackroom.testing import next_item, take
+from tackroom.testing import next_item, running_engine, take
+
+WriterOf = Callable[[ChannelRef], ChannelWriter]
+
+
+@pytest.fixture(params=["same_engine", "other_engine"])
+async def writer_of(
+    request: pytest.FixtureRequest, engine: Engine, backend: str, engine_url: str
+) -> AsyncIterator[WriterOf]:
+    """Where the writers of a test live: the reader's engine, or another one (NATS only: an
+    embedded engine's channels are its own)."""
+    if request.param == "same_engine":
+        yield engine.channel_writer
+        return
+    if backend != "nats":
+        pytest.skip("only NATS channels take writers from other engines")
+    async with running_engine(engine_url) as other:
+        yield other.channel_writer
 
 
 async def _drain(channel: Channel) -> list[Any]:
     return [frame async for frame in channel]
 
 
-async def test_frames_arrive_in_order_and_close_ends_iteration(engine: Engine) -> None:
+async def test_frames_arrive_in_order_and_close_ends_iteration(
+    engine: Engine, writer_of: WriterOf
+) -> None:
     channel = await engine.open_channel(capacity=64)
-    writer = engine.channel_writer(channel.ref)
+    writer = writer_of(channel.ref)
     frames = [{"token": f"t{i}"} for i in range(20)] + ["text", 3, None, [1, 2]]
 
     for frame in frames:
@@ -35,16 +61,18 @@ async def test_frames_arrive_in_order_and_close_ends_iteration(engine: Engine) -
     assert await asyncio.wait_for(_drain(channel), 10) == frames
 
 
-async def test_close_without_frames_ends_iteration_at_once(engine: Engine) -> None:
+async def test_close_without_frames_ends_iteration_at_once(
+    engine: Engine, writer_of: WriterOf
+) -> None:
     channel = await engine.open_channel()
-    await engine.channel_writer(channel.ref).close()
+    await writer_of(channel.ref).close()
 
     assert await asyncio.wait_for(_drain(channel), 10) == []
 
 
-async def test_frames_are_copied(engine: Engine) -> None:
+async def test_frames_are_copied(engine: Engine, writer_of: WriterOf) -> None:
     channel = await engine.open_channel()
-    writer = engine.channel_writer(channel.ref)
+    writer = writer_of(channel.ref)
     frame = {"tokens": ["a"]}
 
     await writer.send(frame)
@@ -54,9 +82,9 @@ async def test_frames_are_copied(engine: Engine) -> None:
     assert await asyncio.wait_for(_drain(channel), 10) == [{"tokens": ["a"]}]
 
 
-async def test_non_json_frame_raises_invalid_payload(engine: Engine) -> None:
+async def test_non_json_frame_raises_invalid_payload(engine: Engine, writer_of: WriterOf) -> None:
     channel = await engine.open_channel()
-    writer = engine.channel_writer(channel.ref)
+    writer = writer_of(channel.ref)
 
     with pytest.raises(InvalidPayload):
         await writer.send({"bad": object()})
@@ -67,10 +95,10 @@ async def test_non_json_frame_raises_invalid_payload(engine: Engine) -> None:
 
 
 async def test_abort_raises_channel_aborted_with_reason_after_the_sent_frames(
-    engine: Engine,
+    engine: Engine, writer_of: WriterOf
 ) -> None:
     channel = await engine.open_channel()
-    writer = engine.channel_writer(channel.ref)
+    writer = writer_of(channel.ref)
     await writer.send(1)
     await writer.send(2)
     await writer.abort("provider crashed")
@@ -81,27 +109,29 @@ async def test_abort_raises_channel_aborted_with_reason_after_the_sent_frames(
     assert caught.value.reason == "provider crashed"
 
 
-async def test_send_after_close_raises_channel_closed(engine: Engine) -> None:
+async def test_send_after_close_raises_channel_closed(engine: Engine, writer_of: WriterOf) -> None:
     channel = await engine.open_channel()
-    writer = engine.channel_writer(channel.ref)
+    writer = writer_of(channel.ref)
     await writer.close()
 
     with pytest.raises(ChannelClosed):
         await writer.send("late")
 
 
-async def test_send_after_abort_raises_channel_closed(engine: Engine) -> None:
+async def test_send_after_abort_raises_channel_closed(engine: Engine, writer_of: WriterOf) -> None:
     channel = await engine.open_channel()
-    writer = engine.channel_writer(channel.ref)
+    writer = writer_of(channel.ref)
     await writer.abort("gave up")
 
     with pytest.raises(ChannelClosed):
         await writer.send("late")
 
 
-async def test_send_after_reader_aclose_raises_channel_closed(engine: Engine) -> None:
+async def test_send_after_reader_aclose_raises_channel_closed(
+    engine: Engine, writer_of: WriterOf
+) -> None:
     channel = await engine.open_channel()
-    writer = engine.channel_writer(channel.ref)
+    writer = writer_of(channel.ref)
     await writer.send("first")
     await channel.aclose()
 
@@ -109,9 +139,11 @@ async def test_send_after_reader_aclose_raises_channel_closed(engine: Engine) ->
         await asyncio.wait_for(writer.send("late"), 10)
 
 
-async def test_send_waits_while_the_reader_is_capacity_frames_behind(engine: Engine) -> None:
+async def test_send_waits_while_the_reader_is_capacity_frames_behind(
+    engine: Engine, writer_of: WriterOf
+) -> None:
     channel = await engine.open_channel(capacity=2)
-    writer = engine.channel_writer(channel.ref)
+    writer = writer_of(channel.ref)
     await asyncio.wait_for(writer.send(1), 5)
     await asyncio.wait_for(writer.send(2), 5)
 
@@ -149,9 +181,9 @@ async def test_ref_round_trips_through_json_and_a_payload(engine: Engine) -> Non
     assert await asyncio.wait_for(_drain(channel), 10) == [{"token": "Hel"}, {"token": "lo"}]
 
 
-async def test_abort_does_not_wait_for_buffer_space(engine: Engine) -> None:
+async def test_abort_does_not_wait_for_buffer_space(engine: Engine, writer_of: WriterOf) -> None:
     channel = await engine.open_channel(capacity=1)
-    writer = engine.channel_writer(channel.ref)
+    writer = writer_of(channel.ref)
     await asyncio.wait_for(writer.send("only"), 5)
 
     await asyncio.wait_for(writer.abort("stop"), 5)
@@ -162,9 +194,11 @@ async def test_abort_does_not_wait_for_buffer_space(engine: Engine) -> None:
     assert caught.value.reason == "stop"
 
 
-async def test_send_blocked_on_a_full_channel_fails_when_the_reader_closes(engine: Engine) -> None:
+async def test_send_blocked_on_a_full_channel_fails_when_the_reader_closes(
+    engine: Engine, writer_of: WriterOf
+) -> None:
     channel = await engine.open_channel(capacity=1)
-    writer = engine.channel_writer(channel.ref)
+    writer = writer_of(channel.ref)
     await asyncio.wait_for(writer.send(1), 5)
     blocked = asyncio.create_task(writer.send(2))
     done, _ = await asyncio.wait({blocked}, timeout=0.1)

@@ -10,6 +10,11 @@ waiting is refused. Answers are ``{"schema_version": 1, "ok": true}`` or ``{...,
 "error": "closed"}``. A writer that hears nothing within a few seconds sends the same ``seq``
 again (the reader knows each writer's next ``seq``); no subscriber means the reader is gone:
 ``ChannelClosed``.
+
+A writer in the reader's own process (the common case: a provider worker streaming to the
+orchestrator beside it) hands its frames to the reader directly, through the same admission —
+order, capacity, close and abort answered the same way — without a round trip through the
+server per frame.
 """
 
 from __future__ import annotations
@@ -32,12 +37,25 @@ from tackroom.engine.nats.link import Link, NoResponders
 from tackroom.engine.nats.naming import Names
 from tackroom.engine.protocol import ChannelRef
 
-__all__ = ["CHANNEL_SCHEMA_VERSION", "NatsChannel", "NatsChannelWriter"]
+__all__ = [
+    "CHANNEL_SCHEMA_VERSION",
+    "LocalNatsChannelWriter",
+    "NatsChannel",
+    "NatsChannelWriter",
+]
 
 CHANNEL_SCHEMA_VERSION = 1
 _RESEND_AFTER = 5.0
+_NO_READER_PAUSES = (0.01, 0.05, 0.2)
+"""Seconds to wait before asking again when the server says nobody reads the channel: a
+server (nats-server 2.15 seen) can say so for a moment after the reader's subscription, made
+on another connection and flushed, is in place. After the last, the reader is gone."""
 _OK = dumps({"schema_version": CHANNEL_SCHEMA_VERSION, "ok": True}).encode()
 _CLOSED = dumps({"schema_version": CHANNEL_SCHEMA_VERSION, "ok": False, "error": "closed"}).encode()
+
+
+Reply = str | asyncio.Future[bool]
+"""Where a frame's answer goes: a NATS reply subject, or an in-process writer's future."""
 
 
 @dataclass(slots=True)
@@ -45,7 +63,7 @@ class _Waiting:
     writer: str
     seq: int
     frame: Any
-    reply: str
+    reply: Reply
 
 
 class NatsChannel:
@@ -106,8 +124,11 @@ class NatsChannel:
                 pass
 
     # -- the writer's requests -------------------------------------------------------------
-    async def _answer(self, reply: str, data: bytes) -> None:
-        if reply:
+    async def _answer(self, reply: Reply, data: bytes) -> None:
+        if isinstance(reply, asyncio.Future):
+            if not reply.done():
+                reply.set_result(data is _OK)
+        elif reply:
             with contextlib.suppress(EngineError):  # the writer asks again, or is gone
                 await self._link.publish(reply, data)
 
@@ -127,33 +148,41 @@ class NatsChannel:
         try:
             body = json.loads(msg.data)
             kind = body["kind"]
+            writer = str(body.get("writer", ""))
+            seq = int(body["seq"]) if kind == "frame" else 0
         except (ValueError, KeyError, TypeError):
             return
-        finished = self._reader_closed or self._ended or self._abort_reason is not None
         if kind == "frame":
-            writer, seq = str(body.get("writer", "")), int(body["seq"])
-            for waiting in self._waiting:
-                if (waiting.writer, waiting.seq) == (writer, seq):  # resent while waiting
-                    waiting.reply = msg.reply
-                    return
-            if seq < self._next_seq.get(writer, 1):
-                await self._answer(msg.reply, _OK)  # a resend of an accepted frame
-            elif finished:
-                await self._answer(msg.reply, _CLOSED)
-            else:
-                self._waiting.append(_Waiting(writer, seq, body.get("frame"), msg.reply))
-                await self._admit_waiting()
-            return
-        if finished:
-            await self._answer(msg.reply, _CLOSED)
+            await self.take_frame(writer, seq, body.get("frame"), msg.reply)
+        else:
+            await self.take_end(kind, str(body.get("reason", "")), msg.reply)
+
+    async def take_frame(self, writer: str, seq: int, frame: Any, reply: Reply) -> None:
+        """A writer's frame ``seq``: answered once admitted (at once while there is room)."""
+        for waiting in self._waiting:
+            if (waiting.writer, waiting.seq) == (writer, seq):  # resent while waiting
+                waiting.reply = reply
+                return
+        if seq < self._next_seq.get(writer, 1):
+            await self._answer(reply, _OK)  # a resend of an accepted frame
+        elif self._reader_closed or self._ended or self._abort_reason is not None:
+            await self._answer(reply, _CLOSED)
+        else:
+            self._waiting.append(_Waiting(writer, seq, frame, reply))
+            await self._admit_waiting()
+
+    async def take_end(self, kind: str, reason: str, reply: Reply) -> None:
+        """A writer's ``close`` or ``abort``: answered at once, refusing the sends that wait."""
+        if self._reader_closed or self._ended or self._abort_reason is not None:
+            await self._answer(reply, _CLOSED)
             return
         if kind == "abort":
-            self._abort_reason = str(body.get("reason", ""))
+            self._abort_reason = reason
         else:
             self._ended = True
         self._readable.set()
         await self._refuse_waiting()
-        await self._answer(msg.reply, _OK)
+        await self._answer(reply, _OK)
 
 
 class NatsChannelWriter:
@@ -193,11 +222,16 @@ class NatsChannelWriter:
 
     async def _request(self, body: dict[str, Any]) -> None:
         data = dumps({"schema_version": CHANNEL_SCHEMA_VERSION, **body}).encode()
+        pauses = iter(_NO_READER_PAUSES)
         while True:
             try:
                 reply = await self._link.request(self._subject, data, timeout=_RESEND_AFTER)
             except NoResponders:
-                raise ChannelClosed("the channel's reader is gone or closed") from None
+                pause = next(pauses, None)
+                if pause is None:
+                    raise ChannelClosed("the channel's reader is gone or closed") from None
+                await asyncio.sleep(pause)
+                continue
             except TimeoutError:
                 cancel_if_cancelling()
                 continue  # still no room, or the answer was lost: ask again
@@ -205,3 +239,46 @@ class NatsChannelWriter:
             if not answer.get("ok"):
                 raise ChannelClosed("the channel is closed")
             return
+
+
+class LocalNatsChannelWriter:
+    """The write end in the reader's own process: each frame goes to the reader directly and
+    is answered as a frame sent through the server would be."""
+
+    def __init__(self, channel: NatsChannel) -> None:
+        self._channel = channel
+        self._writer = uuid.uuid4().hex[:16]
+        self._seq = 0
+        self._closed = False
+        self._sending = asyncio.Lock()
+
+    async def send(self, frame: Any) -> None:
+        if self._closed:
+            raise ChannelClosed("this channel is already closed")
+        frame = to_json_value(frame, what="channel frame")
+        async with self._sending:
+            if self._closed:
+                raise ChannelClosed("this channel is already closed")
+            self._seq += 1
+            answer = asyncio.get_running_loop().create_future()
+            await self._channel.take_frame(self._writer, self._seq, frame, answer)
+            await self._answered(answer)
+
+    async def close(self) -> None:
+        await self._end("close", "")
+
+    async def abort(self, reason: str) -> None:
+        await self._end("abort", reason)
+
+    async def _end(self, kind: str, reason: str) -> None:
+        if self._closed:
+            raise ChannelClosed("this channel is already closed")
+        self._closed = True
+        answer = asyncio.get_running_loop().create_future()
+        await self._channel.take_end(kind, reason, answer)
+        await self._answered(answer)
+
+    @staticmethod
+    async def _answered(answer: asyncio.Future[bool]) -> None:
+        if not await answer:
+            raise ChannelClosed("the channel is closed")

@@ -19,7 +19,11 @@ from tackroom.engine.errors import EngineClosed
 from tackroom.engine.functions import FunctionRegistry, LocalRegistration, new_registration
 from tackroom.engine.nats.calls import FunctionCalls
 from tackroom.engine.nats.catalog import Catalog
-from tackroom.engine.nats.channels import NatsChannel, NatsChannelWriter
+from tackroom.engine.nats.channels import (
+    LocalNatsChannelWriter,
+    NatsChannel,
+    NatsChannelWriter,
+)
 from tackroom.engine.nats.delivery import Dispatcher
 from tackroom.engine.nats.link import Link, WrongLastSequence, unavailable
 from tackroom.engine.nats.live import LiveFrames
@@ -85,6 +89,9 @@ class _Parts:
         self.live = LiveFrames(link, names, self.streams)
         self.triggers = Triggers(link, names, self.broker, self.streams, self.catalog)
         self.channels: weakref.WeakSet[NatsChannel] = weakref.WeakSet()
+        self.local_channels: weakref.WeakValueDictionary[str, NatsChannel] = (
+            weakref.WeakValueDictionary()
+        )
 
 
 class NatsEngine:
@@ -434,9 +441,13 @@ class NatsEngine:
             channel = NatsChannel(parts.link, self.names, capacity=capacity)
             await channel.open()
             parts.channels.add(channel)
+            parts.local_channels[channel.ref.channel_id] = channel
             return channel
 
-    def channel_writer(self, ref: ChannelRef) -> NatsChannelWriter:
+    def channel_writer(self, ref: ChannelRef) -> NatsChannelWriter | LocalNatsChannelWriter:
         if self._parts is None:
             raise EngineClosed("the engine is not running")
+        local = self._parts.local_channels.get(ref.channel_id)
+        if local is not None:  # its reader is in this process: no round trip per frame
+            return LocalNatsChannelWriter(local)
         return NatsChannelWriter(self._parts.link, self.names, ref)
