@@ -5,6 +5,7 @@ batch. Commits are counted with sqlite3's trace callback on the engine's own con
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import sys
 from collections.abc import AsyncIterator, Callable, Coroutine, Iterator
 from contextlib import contextmanager
@@ -223,3 +224,57 @@ async def test_a_writer_cancelled_before_its_batch_writes_nothing(
             await writer
     kept = [e.key for e in await engine.list_state("t")]
     assert kept == [f"k{i}" for i in range(3) if i != cancelled]
+
+
+async def test_a_plain_write_in_a_unit_reads_nothing(engine: EmbeddedEngine) -> None:
+    """A write with no expected revision needs none: no read before the commit."""
+    await engine.set_state("t", "k", 1)
+    with traced(engine) as statements:
+        async with engine.transaction():
+            await engine.set_state("t", "k", 2)
+            await engine.set_state("t", "new", 3)
+    assert _count(statements, "SELECT") == 0
+    assert (await engine.get_state("t", "k")).value == 2  # type: ignore[union-attr]
+
+
+async def test_a_unit_comparing_its_own_blind_write_is_not_failed_by_an_earlier_value(
+    engine: EmbeddedEngine,
+) -> None:
+    """Written blind, then compared against that write, then changed outside before the unit
+    commits: the unit's outcome depends on nothing it read, so it commits whole (as if after
+    the outside write)."""
+    await engine.set_state("t", "k", "before")
+    async with engine.transaction():
+        blind = await engine.set_state("t", "k", "blind")
+        await engine.set_state("t", "k", "compared", expected_revision=blind.revision)
+        with pytest.raises(RevisionConflict):
+            await engine.set_state("t", "k", "stale", expected_revision=blind.revision)
+        outside = asyncio.create_task(
+            engine.set_state("t", "k", "outside"), context=contextvars.Context()
+        )
+        await asyncio.sleep(0.01)
+        assert outside.done()
+    entry = await engine.get_state("t", "k")
+    assert entry is not None
+    assert entry.value == "compared"
+
+
+async def test_a_compare_after_a_read_still_fails_when_changed_outside(
+    engine: EmbeddedEngine,
+) -> None:
+    stored = await engine.set_state("t", "k", "before")
+
+    async def unit() -> None:
+        async with engine.transaction():
+            await engine.set_state("t", "k", "mine", expected_revision=stored.revision)
+            outside = asyncio.create_task(
+                engine.set_state("t", "k", "outside"), context=contextvars.Context()
+            )
+            await asyncio.sleep(0.01)
+            assert outside.done()
+
+    with pytest.raises(RevisionConflict):
+        await unit()
+    entry = await engine.get_state("t", "k")
+    assert entry is not None
+    assert entry.value == "outside"

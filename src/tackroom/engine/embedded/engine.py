@@ -321,8 +321,9 @@ class EmbeddedEngine:
         store = self._live_store()
         unit = self._unit()
         if unit is not None:
-            current = unit.revision((scope, key), lambda: store.current_revision(scope, key))
-            unit.check((scope, key), current, expected_revision)
+            if expected_revision is not None:  # a plain write needs no revision read
+                current = unit.revision((scope, key), lambda: store.current_revision(scope, key))
+                unit.check((scope, key), current, expected_revision)
             entry = StateEntry(scope, key, value, store.reserve_revision())
             unit.keep_state(
                 (scope, key),

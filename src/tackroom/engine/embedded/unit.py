@@ -56,7 +56,8 @@ class Unit:
 
     def revision(self, key: Key, load_revision: Callable[[], int]) -> int:
         """The key's revision as the unit sees it (0: absent), without reading its value: a
-        compare-and-set or a delete needs no more."""
+        compare-and-set or a delete needs no more. (A plain write reads nothing: a key the unit
+        wrote blind before it compares it has no base to verify at commit.)"""
         if key in self._seen:
             entry = self._seen[key]
             return 0 if entry is None else entry.revision
@@ -126,6 +127,8 @@ class Unit:
 
         def check() -> None:
             for scope, key in sorted(self._verify):
+                if (scope, key) not in self._base:
+                    continue  # first written blind by the unit: checked against its own write
                 actual = revision_of(scope, key)
                 if actual != self._base[(scope, key)]:
                     raise RevisionConflict(scope, key, self._base[(scope, key)], actual)
