@@ -326,3 +326,45 @@ async def test_where_writes_commit_together_a_lost_ensure_race_leaves_no_index_k
     results = await asyncio.gather(*(ensure() for _ in range(10)))
     assert results.count(True) == 1
     assert [e.value["session_id"] for e in await engine.list_state(INDEX_SCOPE)] == ["shared"]
+
+
+async def test_an_append_starts_from_the_head_the_last_one_wrote(
+    store: SessionStore, backend: WrappedBackend
+) -> None:
+    sid = (await store.create()).session_id
+    await store.append(sid, [("a", user("a"))])
+    backend.ops.clear()
+    await store.append(sid, [("b", user("b"))])
+    assert ("get", SESSIONS_SCOPE, sid) not in backend.ops
+    assert await path_of(store, sid) == ["a", "b"]
+
+
+async def test_a_head_another_writer_replaced_is_read_again(
+    engine: Engine, clock: FakeClock
+) -> None:
+    here, elsewhere = SessionStore(engine, clock=clock), SessionStore(engine, clock=clock)
+    sid = (await here.create()).session_id
+    await here.append(sid, [("a", user("a"))])
+    await elsewhere.append(sid, [("b", user("b"))])  # another process: ``here`` kept a's head
+    await here.append(sid, [("c", user("c"))])
+    assert await path_of(here, sid) == ["a", "b", "c"]
+    assert (await here.get(sid)).entry_count == 3
+
+
+async def test_a_head_whose_unit_never_committed_is_read_again(
+    engine: Engine, clock: FakeClock
+) -> None:
+    store = SessionStore(engine, clock=clock)
+    sid = (await store.create()).session_id
+    await store.append(sid, [("a", user("a"))])
+
+    async def failed_step() -> None:
+        async with engine.transaction():
+            await store.append(sid, [("b", user("b"))])  # kept: a head never stored
+            raise RuntimeError("the step failed after its append")
+
+    with pytest.raises(RuntimeError):
+        await failed_step()
+    await store.append(sid, [("c", user("c"))])
+    assert await path_of(store, sid) == ["a", "c"]
+    assert (await store.get(sid)).entry_count == 2

@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import time
 import uuid
+from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from typing import cast
 
@@ -48,6 +49,8 @@ from tackroom.workers.sessions.retry import backoff
 __all__ = ["NewEntry", "SessionStore"]
 
 _SINCE_LIMIT = 256
+HEADS_KEPT = 512
+"""How many sessions' heads appends keep in memory (the most recent)."""
 """Entries a ``since_entry_id`` read walks back at most before reading the full path."""
 
 NewEntry = tuple[str | None, AgentMessage]
@@ -75,6 +78,12 @@ class SessionStore:
         self._max_attempts = max_attempts
         self.index = SessionIndex(backend)
         self._history = History(backend)
+        self._heads: OrderedDict[str, tuple[SessionMeta, int]] = OrderedDict()
+        """The head (metadata, revision) each recent append wrote, newest last: the next append
+        to the session starts from it instead of reading and validating it again. Only an
+        append uses it, and only for a compare-and-set: a head another writer (or process)
+        replaced, or one whose unit of work never committed (its revision was never stored),
+        loses that compare-and-set and is read afresh."""
 
     @property
     def backend(self) -> StateBackend:
@@ -97,6 +106,16 @@ class SessionStore:
         if stored is None:
             raise FunctionError(SESSION_NOT_FOUND_ERROR, f"no session {session_id!r}")
         return SessionMeta.model_validate(stored.value), stored.revision
+
+    def forget_head(self, session_id: str) -> None:
+        """Drop the head an append kept (the session was deleted)."""
+        self._heads.pop(session_id, None)
+
+    def _keep_head(self, meta: SessionMeta, revision: int) -> None:
+        self._heads[meta.session_id] = (meta, revision)
+        self._heads.move_to_end(meta.session_id)
+        if len(self._heads) > HEADS_KEPT:
+            self._heads.popitem(last=False)
 
     async def get(self, session_id: str) -> SessionInfo:
         meta, _ = await self.load(session_id)
@@ -136,7 +155,9 @@ class SessionStore:
         try:
             async with self._transaction():
                 await self.index.add(meta)
-                await self._backend.set_state(SESSIONS_SCOPE, session_id, meta, expected_revision=0)
+                head = await self._backend.set_state(
+                    SESSIONS_SCOPE, session_id, meta, expected_revision=0
+                )
         except RevisionConflict:
             if not self._atomic:  # (an atomic unit that lost wrote no index key)
                 winner = await self._backend.get_state(SESSIONS_SCOPE, session_id)
@@ -145,6 +166,7 @@ class SessionStore:
             raise FunctionError(
                 SESSION_EXISTS_ERROR, f"session {session_id!r} already exists"
             ) from None
+        self._keep_head(meta, head.revision)
         return meta.info()
 
     async def ensure(
@@ -236,8 +258,10 @@ class SessionStore:
         continues from it; the new entries commit together in one compare-and-set of the
         metadata, and the last new one becomes the active leaf.
         """
-        for attempt in range(self._max_attempts):
-            meta, revision = await self.load(session_id)
+        attempt, use_kept = 0, True
+        while attempt < self._max_attempts:
+            kept = self._heads.get(session_id) if use_kept else None
+            meta, revision = kept if kept is not None else await self.load(session_id)
             parent = await self._resolve_parent(meta, parent_id)
             now = self._clock()
             seq = meta.next_seq
@@ -288,14 +312,20 @@ class SessionStore:
             )
             try:
                 async with self._transaction():
-                    await self._backend.set_state(
+                    head = await self._backend.set_state(
                         SESSIONS_SCOPE, session_id, updated, expected_revision=revision
                     )
                     if atomic:
                         await self._materialize(fresh)
             except RevisionConflict:
+                self._heads.pop(session_id, None)
+                if kept is not None:  # the kept head was stale: read it now, no pause
+                    use_kept = False
+                    continue
                 await backoff(attempt)
+                attempt += 1
                 continue
+            self._keep_head(updated, head.revision)
             if not atomic:
                 await self._materialize(fresh)
             return results

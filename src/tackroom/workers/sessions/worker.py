@@ -95,6 +95,7 @@ async def _start(ctx: WorkerContext[SessionsConfig]) -> None:
 
     async def delete(request: c.DeleteRequest) -> c.DeleteResponse:
         deleted = await delete_session(ctx.engine, store.index, request.session_id)
+        store.forget_head(request.session_id)
         await record_fact(ctx.engine, _deletion_fact(deleted, request.requested_by))
         notice = SessionDeleted(
             session_id=deleted.session_id, requested_by=request.requested_by, at=time.time()
