@@ -373,14 +373,17 @@ class Driver:
         record = with_outbox(
             step.record, step.effects, events_seq=progress.events_seq, earlier=earlier or ()
         )
+        # Where the engine can, the record and its effects are one transaction, so the stored
+        # record needs no outbox (a committed one was applied): its messages and frames are
+        # stored once, where they go. Elsewhere the outbox order alone keeps the step whole.
+        atomic = self._engine.atomic_transactions
+        stored = record.model_copy(update={"outbox": []}) if atomic else record
         try:
-            # Where the engine can, the record and its effects are one transaction; elsewhere
-            # the outbox order alone keeps the step whole.
             async with self._engine.transaction():
                 entry = await self._engine.set_state(
                     TURNS_SCOPE,
                     record.session_id,
-                    record,
+                    stored,
                     expected_revision=progress.revision,
                 )
                 await self._apply_outbox(record, progress, present=frozenset())
