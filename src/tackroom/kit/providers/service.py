@@ -368,6 +368,16 @@ class ProviderService:
                     status=failure.status,
                     connection=True,
                 )
+            elif failure.connection and sink.opened and "mid-stream" not in failure.message:
+                # SDKs differ in what they raise when the body breaks off (anthropic >= 2.17
+                # wraps the transport error in APIConnectionError): say where it broke.
+                failure = ProviderFailure(
+                    failure.kind,
+                    f"the connection broke mid-stream ({failure.message})",
+                    retry_after=failure.retry_after,
+                    status=failure.status,
+                    connection=True,
+                )
             return failure
         self._limiter.settle(estimate, sink.total_tokens)
         return message
