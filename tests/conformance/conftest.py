@@ -34,6 +34,23 @@ async def engine(engine_url: str) -> AsyncIterator[Engine]:
         yield started
 
 
+@pytest.fixture(params=["same_engine", "other_engine"])
+async def peer(
+    request: pytest.FixtureRequest, engine: Engine, backend: str, engine_url: str
+) -> AsyncIterator[Engine]:
+    """Where a test's callers and channel writers live: the engine under test, or a second
+    engine on the same server (NATS only: an embedded engine's functions and channels are its
+    own). NATS serves a caller in the serving process without the server; the second engine
+    keeps the path through the server under the same tests."""
+    if request.param == "same_engine":
+        yield engine
+        return
+    if backend != "nats":
+        pytest.skip("only NATS engines reach another engine's functions and channels")
+    async with running_engine(engine_url) as other:
+        yield other
+
+
 @pytest.fixture
 def span_recorder() -> Iterator[SpanRecorder]:
     recorder = SpanRecorder()

@@ -1,15 +1,14 @@
 """Channels: ordered frames from a writer to one reader, close, abort, backpressure.
 
 Each test runs with the writer in the reader's engine and, where a backend lets a writer live
-elsewhere (NATS), with the writer on a second engine connected to the same server: the frames
-then cross the wire instead of being handed over in process.
+elsewhere (NATS), with the writer on a second engine connected to the same server (``peer``):
+the frames then cross the wire instead of being handed over in process.
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 import pytest
@@ -19,28 +18,10 @@ from tackroom.engine import (
     ChannelAborted,
     ChannelClosed,
     ChannelRef,
-    ChannelWriter,
     Engine,
     InvalidPayload,
 )
-from tackroom.testing import next_item, running_engine, take
-
-WriterOf = Callable[[ChannelRef], ChannelWriter]
-
-
-@pytest.fixture(params=["same_engine", "other_engine"])
-async def writer_of(
-    request: pytest.FixtureRequest, engine: Engine, backend: str, engine_url: str
-) -> AsyncIterator[WriterOf]:
-    """Where the writers of a test live: the reader's engine, or another one (NATS only: an
-    embedded engine's channels are its own)."""
-    if request.param == "same_engine":
-        yield engine.channel_writer
-        return
-    if backend != "nats":
-        pytest.skip("only NATS channels take writers from other engines")
-    async with running_engine(engine_url) as other:
-        yield other.channel_writer
+from tackroom.testing import next_item, take
 
 
 async def _drain(channel: Channel) -> list[Any]:
@@ -48,10 +29,10 @@ async def _drain(channel: Channel) -> list[Any]:
 
 
 async def test_frames_arrive_in_order_and_close_ends_iteration(
-    engine: Engine, writer_of: WriterOf
+    engine: Engine, peer: Engine
 ) -> None:
     channel = await engine.open_channel(capacity=64)
-    writer = writer_of(channel.ref)
+    writer = peer.channel_writer(channel.ref)
     frames = [{"token": f"t{i}"} for i in range(20)] + ["text", 3, None, [1, 2]]
 
     for frame in frames:
@@ -61,18 +42,16 @@ async def test_frames_arrive_in_order_and_close_ends_iteration(
     assert await asyncio.wait_for(_drain(channel), 10) == frames
 
 
-async def test_close_without_frames_ends_iteration_at_once(
-    engine: Engine, writer_of: WriterOf
-) -> None:
+async def test_close_without_frames_ends_iteration_at_once(engine: Engine, peer: Engine) -> None:
     channel = await engine.open_channel()
-    await writer_of(channel.ref).close()
+    await peer.channel_writer(channel.ref).close()
 
     assert await asyncio.wait_for(_drain(channel), 10) == []
 
 
-async def test_frames_are_copied(engine: Engine, writer_of: WriterOf) -> None:
+async def test_frames_are_copied(engine: Engine, peer: Engine) -> None:
     channel = await engine.open_channel()
-    writer = writer_of(channel.ref)
+    writer = peer.channel_writer(channel.ref)
     frame = {"tokens": ["a"]}
 
     await writer.send(frame)
@@ -82,9 +61,9 @@ async def test_frames_are_copied(engine: Engine, writer_of: WriterOf) -> None:
     assert await asyncio.wait_for(_drain(channel), 10) == [{"tokens": ["a"]}]
 
 
-async def test_non_json_frame_raises_invalid_payload(engine: Engine, writer_of: WriterOf) -> None:
+async def test_non_json_frame_raises_invalid_payload(engine: Engine, peer: Engine) -> None:
     channel = await engine.open_channel()
-    writer = writer_of(channel.ref)
+    writer = peer.channel_writer(channel.ref)
 
     with pytest.raises(InvalidPayload):
         await writer.send({"bad": object()})
@@ -95,10 +74,10 @@ async def test_non_json_frame_raises_invalid_payload(engine: Engine, writer_of: 
 
 
 async def test_abort_raises_channel_aborted_with_reason_after_the_sent_frames(
-    engine: Engine, writer_of: WriterOf
+    engine: Engine, peer: Engine
 ) -> None:
     channel = await engine.open_channel()
-    writer = writer_of(channel.ref)
+    writer = peer.channel_writer(channel.ref)
     await writer.send(1)
     await writer.send(2)
     await writer.abort("provider crashed")
@@ -109,29 +88,27 @@ async def test_abort_raises_channel_aborted_with_reason_after_the_sent_frames(
     assert caught.value.reason == "provider crashed"
 
 
-async def test_send_after_close_raises_channel_closed(engine: Engine, writer_of: WriterOf) -> None:
+async def test_send_after_close_raises_channel_closed(engine: Engine, peer: Engine) -> None:
     channel = await engine.open_channel()
-    writer = writer_of(channel.ref)
+    writer = peer.channel_writer(channel.ref)
     await writer.close()
 
     with pytest.raises(ChannelClosed):
         await writer.send("late")
 
 
-async def test_send_after_abort_raises_channel_closed(engine: Engine, writer_of: WriterOf) -> None:
+async def test_send_after_abort_raises_channel_closed(engine: Engine, peer: Engine) -> None:
     channel = await engine.open_channel()
-    writer = writer_of(channel.ref)
+    writer = peer.channel_writer(channel.ref)
     await writer.abort("gave up")
 
     with pytest.raises(ChannelClosed):
         await writer.send("late")
 
 
-async def test_send_after_reader_aclose_raises_channel_closed(
-    engine: Engine, writer_of: WriterOf
-) -> None:
+async def test_send_after_reader_aclose_raises_channel_closed(engine: Engine, peer: Engine) -> None:
     channel = await engine.open_channel()
-    writer = writer_of(channel.ref)
+    writer = peer.channel_writer(channel.ref)
     await writer.send("first")
     await channel.aclose()
 
@@ -140,10 +117,10 @@ async def test_send_after_reader_aclose_raises_channel_closed(
 
 
 async def test_send_waits_while_the_reader_is_capacity_frames_behind(
-    engine: Engine, writer_of: WriterOf
+    engine: Engine, peer: Engine
 ) -> None:
     channel = await engine.open_channel(capacity=2)
-    writer = writer_of(channel.ref)
+    writer = peer.channel_writer(channel.ref)
     await asyncio.wait_for(writer.send(1), 5)
     await asyncio.wait_for(writer.send(2), 5)
 
@@ -181,9 +158,9 @@ async def test_ref_round_trips_through_json_and_a_payload(engine: Engine) -> Non
     assert await asyncio.wait_for(_drain(channel), 10) == [{"token": "Hel"}, {"token": "lo"}]
 
 
-async def test_abort_does_not_wait_for_buffer_space(engine: Engine, writer_of: WriterOf) -> None:
+async def test_abort_does_not_wait_for_buffer_space(engine: Engine, peer: Engine) -> None:
     channel = await engine.open_channel(capacity=1)
-    writer = writer_of(channel.ref)
+    writer = peer.channel_writer(channel.ref)
     await asyncio.wait_for(writer.send("only"), 5)
 
     await asyncio.wait_for(writer.abort("stop"), 5)
@@ -195,10 +172,10 @@ async def test_abort_does_not_wait_for_buffer_space(engine: Engine, writer_of: W
 
 
 async def test_send_blocked_on_a_full_channel_fails_when_the_reader_closes(
-    engine: Engine, writer_of: WriterOf
+    engine: Engine, peer: Engine
 ) -> None:
     channel = await engine.open_channel(capacity=1)
-    writer = writer_of(channel.ref)
+    writer = peer.channel_writer(channel.ref)
     await asyncio.wait_for(writer.send(1), 5)
     blocked = asyncio.create_task(writer.send(2))
     done, _ = await asyncio.wait({blocked}, timeout=0.1)

@@ -30,25 +30,26 @@ async def _echo(payload: Any) -> Any:
     return payload
 
 
-async def test_trigger_returns_the_handler_result(engine: Engine) -> None:
+async def test_trigger_returns_the_handler_result(engine: Engine, peer: Engine) -> None:
     async def add(payload: Any) -> Any:
         return {"sum": payload["a"] + payload["b"]}
 
     await engine.register_function("math::add", add)
 
-    assert await engine.trigger("math::add", {"a": 2, "b": 3}, timeout=5) == {"sum": 5}
+    assert await peer.trigger("math::add", {"a": 2, "b": 3}, timeout=5) == {"sum": 5}
 
 
-async def test_trigger_without_payload_passes_none(engine: Engine) -> None:
+async def test_trigger_without_payload_passes_none(engine: Engine, peer: Engine) -> None:
     handler = RecordingHandler()
     await engine.register_function("demo::ping", handler)
 
-    assert await engine.trigger("demo::ping", timeout=5) is None
+    assert await peer.trigger("demo::ping", timeout=5) is None
     assert handler.payloads == [None]
 
 
 async def test_payload_is_copied_so_handler_mutation_does_not_reach_the_caller(
     engine: Engine,
+    peer: Engine,
 ) -> None:
     async def mutate(payload: Any) -> Any:
         payload["items"].append("from handler")
@@ -58,12 +59,13 @@ async def test_payload_is_copied_so_handler_mutation_does_not_reach_the_caller(
     await engine.register_function("demo::mutate", mutate)
     payload = {"items": ["from caller"], "nested": {"n": 1}}
 
-    assert await engine.trigger("demo::mutate", payload, timeout=5) == "ok"
+    assert await peer.trigger("demo::mutate", payload, timeout=5) == "ok"
     assert payload == {"items": ["from caller"], "nested": {"n": 1}}
 
 
 async def test_result_is_copied_so_caller_mutation_does_not_reach_the_handler(
     engine: Engine,
+    peer: Engine,
 ) -> None:
     kept: dict[str, Any] = {"items": [1]}
 
@@ -71,7 +73,7 @@ async def test_result_is_copied_so_caller_mutation_does_not_reach_the_handler(
         return kept
 
     await engine.register_function("demo::give", give)
-    result = await engine.trigger("demo::give", timeout=5)
+    result = await peer.trigger("demo::give", timeout=5)
     result["items"].append(2)
 
     assert kept == {"items": [1]}
@@ -88,12 +90,12 @@ class Greeting(pydantic.BaseModel):
     tags: list[str] = []
 
 
-async def test_pydantic_model_payload_is_serialized_as_json(engine: Engine) -> None:
+async def test_pydantic_model_payload_is_serialized_as_json(engine: Engine, peer: Engine) -> None:
     handler = RecordingHandler(lambda call: _echo(call.payload))
     await engine.register_function("demo::greet", handler)
     model = Greeting(name="Ada", at=datetime(2024, 5, 1, 12, 0, tzinfo=UTC), colour=Colour.RED)
 
-    result = await engine.trigger("demo::greet", model, timeout=5)
+    result = await peer.trigger("demo::greet", model, timeout=5)
 
     assert handler.payloads == [model.model_dump(mode="json")]
     assert isinstance(handler.payloads[0], dict)
@@ -111,24 +113,25 @@ NOT_JSON: list[Any] = [
 
 @pytest.mark.parametrize("payload", NOT_JSON, ids=["object", "int-key", "set", "bytes", "datetime"])
 async def test_non_json_payload_raises_invalid_payload_before_invoking(
-    engine: Engine, payload: Any
+    engine: Engine, peer: Engine, payload: Any
 ) -> None:
     handler = RecordingHandler()
     await engine.register_function("demo::strict", handler)
 
     with pytest.raises(InvalidPayload):
-        await engine.trigger("demo::strict", payload, timeout=5)
+        await peer.trigger("demo::strict", payload, timeout=5)
     assert handler.calls == []
 
 
 async def test_unknown_function_raises_function_not_found_with_suggestions(
     engine: Engine,
+    peer: Engine,
 ) -> None:
     await engine.register_function("state::get", _echo)
     await engine.register_function("demo::greet", _echo)
 
     with pytest.raises(FunctionNotFound) as caught:
-        await engine.trigger("state::gett", {}, timeout=5)
+        await peer.trigger("state::gett", {}, timeout=5)
 
     assert caught.value.function_id == "state::gett"
     assert "state::get" in caught.value.suggestions
@@ -137,13 +140,16 @@ async def test_unknown_function_raises_function_not_found_with_suggestions(
 
 async def test_unknown_function_without_close_match_raises_function_not_found(
     engine: Engine,
+    peer: Engine,
 ) -> None:
     with pytest.raises(FunctionNotFound) as caught:
-        await engine.trigger("nothing::here", timeout=5)
+        await peer.trigger("nothing::here", timeout=5)
     assert caught.value.function_id == "nothing::here"
 
 
-async def test_slow_handler_raises_invocation_timeout_and_is_cancelled(engine: Engine) -> None:
+async def test_slow_handler_raises_invocation_timeout_and_is_cancelled(
+    engine: Engine, peer: Engine
+) -> None:
     async def hang(call: Call) -> Any:
         await asyncio.Event().wait()
 
@@ -151,20 +157,22 @@ async def test_slow_handler_raises_invocation_timeout_and_is_cancelled(engine: E
     await engine.register_function("demo::hang", handler)
 
     with pytest.raises(InvocationTimeout) as caught:
-        await engine.trigger("demo::hang", {}, timeout=0.2)
+        await peer.trigger("demo::hang", {}, timeout=0.2)
 
     assert caught.value.function_id == "demo::hang"
     await wait_until(lambda: handler.calls and handler.calls[0].cancelled)
 
 
-async def test_function_error_becomes_invocation_error_with_its_code(engine: Engine) -> None:
+async def test_function_error_becomes_invocation_error_with_its_code(
+    engine: Engine, peer: Engine
+) -> None:
     async def refuse(payload: Any) -> Any:
         raise FunctionError("bad_input", "name is required")
 
     await engine.register_function("demo::refuse", refuse)
 
     with pytest.raises(InvocationError) as caught:
-        await engine.trigger("demo::refuse", {}, timeout=5)
+        await peer.trigger("demo::refuse", {}, timeout=5)
 
     assert caught.value.function_id == "demo::refuse"
     assert caught.value.remote_code == "bad_input"
@@ -182,7 +190,7 @@ OTHER_EXCEPTIONS: dict[str, tuple[Exception, str, str]] = {
     ("exc", "code", "message"), list(OTHER_EXCEPTIONS.values()), ids=list(OTHER_EXCEPTIONS)
 )
 async def test_other_exception_becomes_a_typed_invocation_error(
-    engine: Engine, exc: Exception, code: str, message: str
+    engine: Engine, peer: Engine, exc: Exception, code: str, message: str
 ) -> None:
     """Plain exceptions are "internal"; an engine error keeps its own code."""
 
@@ -192,25 +200,27 @@ async def test_other_exception_becomes_a_typed_invocation_error(
     await engine.register_function("demo::crash", crash)
 
     with pytest.raises(InvocationError) as caught:
-        await engine.trigger("demo::crash", {}, timeout=5)
+        await peer.trigger("demo::crash", {}, timeout=5)
 
     assert caught.value.remote_code == code
     assert caught.value.message == message
 
 
-async def test_non_json_result_becomes_invalid_result_invocation_error(engine: Engine) -> None:
+async def test_non_json_result_becomes_invalid_result_invocation_error(
+    engine: Engine, peer: Engine
+) -> None:
     async def bad_result(payload: Any) -> Any:
         return {"when": object()}
 
     await engine.register_function("demo::bad_result", bad_result)
 
     with pytest.raises(InvocationError) as caught:
-        await engine.trigger("demo::bad_result", {}, timeout=5)
+        await peer.trigger("demo::bad_result", {}, timeout=5)
 
     assert caught.value.remote_code == "invalid_result"
 
 
-async def test_replicas_are_called_round_robin(engine: Engine) -> None:
+async def test_replicas_are_called_round_robin(engine: Engine, peer: Engine) -> None:
     async def replica_a(payload: Any) -> Any:
         return "a"
 
@@ -220,13 +230,13 @@ async def test_replicas_are_called_round_robin(engine: Engine) -> None:
     await engine.register_function("demo::rr", replica_a)
     await engine.register_function("demo::rr", replica_b)
 
-    results = [await engine.trigger("demo::rr", i, timeout=5) for i in range(6)]
+    results = [await peer.trigger("demo::rr", i, timeout=5) for i in range(6)]
 
     assert sorted(results) == ["a", "a", "a", "b", "b", "b"]
     assert all(first != second for first, second in itertools.pairwise(results))
 
 
-async def test_unregister_removes_only_that_replica(engine: Engine) -> None:
+async def test_unregister_removes_only_that_replica(engine: Engine, peer: Engine) -> None:
     async def replica_a(payload: Any) -> Any:
         return "a"
 
@@ -239,12 +249,12 @@ async def test_unregister_removes_only_that_replica(engine: Engine) -> None:
 
     await reg_a.unregister()
 
-    assert [await engine.trigger("demo::rr", i, timeout=5) for i in range(4)] == ["b"] * 4
+    assert [await peer.trigger("demo::rr", i, timeout=5) for i in range(4)] == ["b"] * 4
     assert len([f for f in await engine.list_functions() if f.function_id == "demo::rr"]) == 1
 
     await reg_b.unregister()
     with pytest.raises(FunctionNotFound):
-        await engine.trigger("demo::rr", timeout=5)
+        await peer.trigger("demo::rr", timeout=5)
 
 
 async def test_list_functions_has_one_entry_per_registration(engine: Engine) -> None:
@@ -313,11 +323,11 @@ async def test_list_workers_groups_function_ids_by_worker(engine: Engine) -> Non
     assert workers["alpha"].host
 
 
-async def test_current_invocation_inside_a_triggered_handler(engine: Engine) -> None:
+async def test_current_invocation_inside_a_triggered_handler(engine: Engine, peer: Engine) -> None:
     handler = RecordingHandler()
     await engine.register_function("demo::who", handler)
 
-    await engine.trigger("demo::who", {"x": 1}, timeout=5)
+    await peer.trigger("demo::who", {"x": 1}, timeout=5)
 
     invocation = handler.calls[0].invocation
     assert invocation is not None
@@ -329,6 +339,7 @@ async def test_current_invocation_inside_a_triggered_handler(engine: Engine) -> 
 
 async def test_nested_trigger_sees_its_own_invocation_and_restores_the_outer(
     engine: Engine,
+    peer: Engine,
 ) -> None:
     async def inner(payload: Any) -> Any:
         invocation = current_invocation()
@@ -344,4 +355,4 @@ async def test_nested_trigger_sees_its_own_invocation_and_restores_the_outer(
     await engine.register_function("demo::inner", inner)
     await engine.register_function("demo::outer", outer)
 
-    assert await engine.trigger("demo::outer", {}, timeout=5) == ["demo::inner", "demo::outer"]
+    assert await peer.trigger("demo::outer", {}, timeout=5) == ["demo::inner", "demo::outer"]

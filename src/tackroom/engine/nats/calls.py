@@ -7,6 +7,11 @@ timeout in ``Tackroom-Timeout`` and its W3C ``traceparent``/``baggage`` as heade
 ``{"schema_version": 1, "ok": true, "result"}`` or ``{"schema_version": 1, "ok": false,
 "error": <EngineError.to_wire()>}``. The serving side cancels the handler at the caller's
 deadline. No subscriber at all is ``FunctionNotFound`` (NATS answers "no responders").
+
+A call of a function this process serves is made in process, as the embedded engine makes it
+(models by reference where the handler takes them, the trace carried by the context), with no
+round trip through the server: a process prefers its own replica. Calls from processes that do
+not serve the function are still spread over the queue group.
 """
 
 from __future__ import annotations
@@ -19,6 +24,7 @@ from typing import Any
 
 from nats.aio.msg import Msg
 from nats.aio.subscription import Subscription
+from pydantic import BaseModel
 
 from tackroom.engine.errors import (
     EngineError,
@@ -136,6 +142,8 @@ class FunctionCalls:
 
     # -- calling ---------------------------------------------------------------------------
     async def trigger(self, function_id: str, payload: Any, *, timeout: float) -> Any:
+        if function_id in self._subs and self._registry.has(function_id):
+            return await self._here(function_id, payload, timeout=timeout)
         payload = to_json_value(payload)
         data = dumps(
             {"schema_version": CALL_SCHEMA_VERSION, "function_id": function_id, "payload": payload}
@@ -155,6 +163,26 @@ class FunctionCalls:
         if reply.get("ok"):
             return reply.get("result")
         raise error_from_wire(reply["error"])
+
+    async def _here(self, function_id: str, payload: Any, *, timeout: float) -> Any:
+        """Call a replica this process serves, mapping failures as :meth:`_answer` does."""
+        registration = self._registry.pick(function_id)
+        if not (
+            isinstance(payload, BaseModel) and getattr(registration.handler, "takes_models", False)
+        ):
+            payload = to_json_value(payload)
+        deadline = asyncio.timeout(timeout)
+        try:
+            async with deadline:
+                return await self._registry.call(registration, payload)
+        except TimeoutError as exc:
+            if deadline.expired():
+                raise InvocationTimeout(function_id, timeout) from None
+            raise InvocationError(function_id, *describe_failure(exc)) from exc
+        except FunctionNotFound:
+            raise
+        except Exception as exc:
+            raise InvocationError(function_id, *describe_failure(exc)) from exc
 
     async def _suggestions(self, function_id: str) -> list[str]:
         try:
