@@ -7,7 +7,9 @@ appenders from any process get distinct, gap-free sequences in stream order (a l
 and retries). Retention maps onto JetStream limits: ``max_len`` is ``max_msgs_per_subject`` and
 ``max_age`` the stream's ``max_age``. The group's head is also kept in the meta bucket
 (``head.<stream>.<group>``: ``{"schema_version": 1, "seq"}``), so sequences never restart, even
-when every record of a group has expired.
+when every record of a group has expired. An append sends it after the record without waiting
+for JetStream's answer (a head is read as the larger of it and the group's last record); a purge
+writes it, acknowledged, first.
 
 Reads locate the first record after a cursor by binary search over stream sequences (one direct
 get per probe), then read a page with one batch direct get. A subscriber is an ordered push
@@ -37,7 +39,7 @@ from nats.aio.msg import Msg
 from nats.aio.subscription import Subscription
 from nats.js import api
 
-from tackroom.engine.errors import EngineUnavailable
+from tackroom.engine.errors import EngineError, EngineUnavailable
 from tackroom.engine.jsonvalue import dumps, to_json_value
 from tackroom.engine.nats.link import Link, WrongLastSequence
 from tackroom.engine.nats.naming import Names
@@ -62,6 +64,10 @@ class _Head:
 def decode_record(stream: str, group_id: str, msg: Msg) -> StreamRecord:
     body = json.loads(msg.data)
     return StreamRecord(stream, group_id, int(body["seq"]), body["data"], float(body["ts"]))
+
+
+def _head_body(seq: int) -> bytes:
+    return dumps({"schema_version": RECORD_SCHEMA_VERSION, "seq": seq}).encode()
 
 
 def _group_seq(msg: Msg) -> int:
@@ -158,16 +164,24 @@ class EventStreams:
                 head = await self._head(name, stream, group_id)
                 continue
             self._heads[key] = _Head(ack.seq, seq)
-            await self._link.js_publish(
-                f"$KV.{self._names.meta_bucket}.{self._names.head_key(stream, group_id)}",
-                dumps({"schema_version": RECORD_SCHEMA_VERSION, "seq": seq}).encode(),
-            )
+            # The kept head matters only once every record of the group is gone (a purge writes
+            # it first and waits; see delete_group): sent without waiting for JetStream's answer,
+            # after the record on this connection. Lost with the connection, it is caught up by
+            # the next append; a head read takes the larger of it and the last record.
+            with contextlib.suppress(EngineError):
+                await self._link.publish(self._head_subject(stream, group_id), _head_body(seq))
             return seq
 
+    def _head_subject(self, stream: str, group_id: str) -> str:
+        return f"$KV.{self._names.meta_bucket}.{self._names.head_key(stream, group_id)}"
+
     async def delete_group(self, stream: str, group_id: str) -> int:
-        """Purge the group's subject; its head in the meta bucket stays, so no sequence repeats."""
+        """Purge the group's subject; its head in the meta bucket stays, so no sequence repeats
+        (written, and acknowledged, before the purge: appends send it without waiting)."""
         name = await self.ensure(stream)
         self._heads.pop((stream, group_id), None)
+        head = await self._head(name, stream, group_id)
+        await self._link.js_publish(self._head_subject(stream, group_id), _head_body(head.seq))
         try:
             reply = await self._link.request(
                 f"$JS.API.STREAM.PURGE.{name}",
