@@ -194,6 +194,25 @@ async def _terminal(harness: Harness, session: str, *, timeout: float) -> TurnSt
         await asyncio.sleep(0.05)
 
 
+ANNOUNCE_TIMEOUT = 10.0
+"""Seconds a loop waits, once a run's end is committed, for its ``agent_end`` to be stored: the
+delivery that committed it applies it just after, and closing the harness in between would cut
+the announcement short (the next start announces it; this process is the last)."""
+
+
+async def _announced(harness: Harness, session: str, *, timeout: float) -> None:
+    """Return once the session's ``agent_end`` is stored, as a client following it would."""
+    deadline = time.monotonic() + timeout
+    while True:
+        with contextlib.suppress(EngineError, TimeoutError):
+            records = await harness.engine.read(EVENTS.name, session, after=0, limit=100_000)
+            if any(r.data.get("type") == "agent_end" for r in records):
+                return
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"the end of {session} was committed but not announced")
+        await asyncio.sleep(0.05)
+
+
 async def turn(harness: Harness, *, first: bool, after: int) -> None:
     """Follow the run like a client (from ``after``) until its end is committed. A resumed
     client whose cursor already holds ``agent_end`` would wait for nothing: once the end is
@@ -208,6 +227,8 @@ async def turn(harness: Harness, *, first: bool, after: int) -> None:
     pump = asyncio.create_task(_pump(stream, last))
     try:
         view = await _terminal(harness, SESSION, timeout=60)
+        with contextlib.suppress(TimeoutError):
+            await _announced(harness, SESSION, timeout=ANNOUNCE_TIMEOUT)
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(asyncio.shield(pump), 3)
     finally:
@@ -256,6 +277,7 @@ async def loop(harness: Harness, *, sessions: int, concurrency: int, timeout: fl
             attempts = await _start(harness, session, timeout=timeout)
             try:
                 view = await _terminal(harness, session, timeout=timeout)
+                await _announced(harness, session, timeout=ANNOUNCE_TIMEOUT)
             except TimeoutError as exc:  # a stranded run: said, and counted by the parent
                 emit({"marker": "finished", "session": session, "timed_out": str(exc)})
                 return
