@@ -116,6 +116,19 @@ def _lead(messages: list[AgentMessage]) -> str | list[ModelChunk]:
     return f"Final: {alpha} | {beta} | combined={combined}"
 
 
+HELPER = "[agent:helper]"
+
+
+def helper_answer(messages: list[AgentMessage], info: ModelInfo) -> str | list[ModelChunk]:
+    """The one-helper scenario: the lead calls ``agent::helper`` once, then answers with it."""
+    if HELPER in info.system_prompt:
+        return "helped"
+    results = [m for m in messages if isinstance(m, FunctionResultMessage)]
+    if not results:
+        return [ToolCall("agent__helper", {"task": "help"}, id="call-help")]
+    return "lead: " + text_of(results[0].content)
+
+
 def harness_for(
     workdir: Path,
     *,

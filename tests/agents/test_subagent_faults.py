@@ -22,26 +22,15 @@ import pytest
 
 from tackroom import Harness
 from tackroom.contracts.agents import LINKS_SCOPE, AgentDefinition, child_ids
-from tackroom.contracts.messages import AgentMessage, FunctionResultMessage, text_of
 from tackroom.engine import EngineError, open_engine
-from tackroom.harness.models import ModelChunk, ToolCall
-from tackroom.testing import FunctionModel, ModelInfo
+from tackroom.testing import FunctionModel
 from tackroom.testing.backends import BACKENDS, engine_url_for
 from tackroom.testing.faults import FaultyEngine
 
 from ..turn.harness import messages_of, wait_for_terminal
-from .scenario import harness_for
+from .scenario import harness_for, helper_answer
 
 pytestmark = pytest.mark.parametrize("backend", list(BACKENDS))
-
-
-def respond(messages: list[AgentMessage], info: ModelInfo) -> str | list[ModelChunk]:
-    if "[agent:helper]" in info.system_prompt:
-        return "helped"
-    results = [m for m in messages if isinstance(m, FunctionResultMessage)]
-    if not results:
-        return [ToolCall("agent__helper", {"task": "help"}, id="call-help")]
-    return "lead: " + text_of(results[0].content)
 
 
 async def run_once(
@@ -84,7 +73,9 @@ async def test_a_fault_at_any_write_of_a_subagent_call_starts_one_child(
 ) -> None:
     engine = FaultyEngine(open_engine(engine_url_for(backend, tmp_path)))
     helper = AgentDefinition(name="helper", instructions="[agent:helper]")
-    harness = harness_for(tmp_path, engine=engine, model=FunctionModel(respond), agents=[helper])
+    harness = harness_for(
+        tmp_path, engine=engine, model=FunctionModel(helper_answer), agents=[helper]
+    )
     failures: list[str] = []
     async with harness:
         baseline = await run_once(harness, engine, fail_at=None, mode="before")

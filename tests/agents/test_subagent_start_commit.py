@@ -8,21 +8,10 @@ import sqlite3
 from pathlib import Path
 
 from tackroom.contracts.agents import AgentDefinition, child_ids
-from tackroom.contracts.messages import AgentMessage, FunctionResultMessage, text_of
-from tackroom.harness.models import ModelChunk, ToolCall
-from tackroom.testing import FunctionModel, ModelInfo
+from tackroom.testing import FunctionModel
 from tackroom.testing.backends import engine_url_for
 
-from .scenario import harness_for
-
-
-def respond(messages: list[AgentMessage], info: ModelInfo) -> str | list[ModelChunk]:
-    if "[agent:helper]" in info.system_prompt:
-        return "helped"
-    results = [m for m in messages if isinstance(m, FunctionResultMessage)]
-    if not results:
-        return [ToolCall("agent__helper", {"task": "help"}, id="call-help")]
-    return "lead: " + text_of(results[0].content)
+from .scenario import harness_for, helper_answer
 
 
 def _transactions(statements: list[str]) -> list[list[str]]:
@@ -46,7 +35,7 @@ async def test_the_calls_start_the_childs_start_and_the_parking_are_one_commit(
     harness = harness_for(
         tmp_path,
         engine=engine_url_for("embedded", tmp_path),
-        model=FunctionModel(respond),
+        model=FunctionModel(helper_answer),
         agents=[helper],
     )
     statements: list[str] = []

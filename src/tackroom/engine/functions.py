@@ -6,6 +6,7 @@ uses it for the handlers its own process serves.
 
 from __future__ import annotations
 
+import asyncio
 import difflib
 import itertools
 import os
@@ -16,7 +17,14 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from tackroom.engine.errors import EngineError, FunctionError, FunctionNotFound, InvalidPayload
+from tackroom.engine.errors import (
+    EngineError,
+    FunctionError,
+    FunctionNotFound,
+    InvalidPayload,
+    InvocationError,
+    InvocationTimeout,
+)
 from tackroom.engine.jsonvalue import MAX_RESULT_DEPTH, to_json_value
 from tackroom.engine.protocol import (
     FunctionInfo,
@@ -30,7 +38,13 @@ from tackroom.engine.protocol import (
 )
 from tackroom.engine.tracing import EngineTracer
 
-__all__ = ["FunctionRegistry", "LocalRegistration", "describe_failure", "new_registration"]
+__all__ = [
+    "FunctionRegistry",
+    "LocalRegistration",
+    "describe_failure",
+    "new_registration",
+    "trigger_here",
+]
 
 _ids = itertools.count(1)
 
@@ -80,6 +94,29 @@ def new_registration(
         on_unregister=on_unregister,
         hop=hop,
     )
+
+
+async def trigger_here(
+    registry: FunctionRegistry, function_id: str, payload: Any, *, timeout: float
+) -> Any:
+    """``trigger`` served by a replica in this process: the payload copied (a model passed by
+    reference to a handler that takes models), the handler cancelled at ``timeout``
+    (:class:`InvocationTimeout`), any failure an :class:`InvocationError` with its code."""
+    registration = registry.pick(function_id)
+    if not (
+        isinstance(payload, BaseModel) and getattr(registration.handler, "takes_models", False)
+    ):
+        payload = to_json_value(payload)
+    deadline = asyncio.timeout(timeout)
+    try:
+        async with deadline:
+            return await registry.call(registration, payload)
+    except TimeoutError as exc:
+        if deadline.expired():
+            raise InvocationTimeout(function_id, timeout) from None
+        raise InvocationError(function_id, *describe_failure(exc)) from exc
+    except Exception as exc:
+        raise InvocationError(function_id, *describe_failure(exc)) from exc
 
 
 def describe_failure(exc: BaseException) -> tuple[str, str]:

@@ -14,8 +14,6 @@ from pathlib import Path
 from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
-from pydantic import BaseModel
-
 from tackroom.engine.cron import CronSchedule
 from tackroom.engine.embedded.commits import GroupCommitter, Notice, Pending
 from tackroom.engine.embedded.files import claim
@@ -25,15 +23,13 @@ from tackroom.engine.embedded.subscriptions import StreamSubscription, Subscript
 from tackroom.engine.embedded.unit import CURRENT_UNIT, Unit
 from tackroom.engine.errors import (
     EngineClosed,
-    InvocationError,
-    InvocationTimeout,
     RevisionConflict,
 )
 from tackroom.engine.functions import (
     FunctionRegistry,
     LocalRegistration,
-    describe_failure,
     new_registration,
+    trigger_here,
 )
 from tackroom.engine.jsonvalue import to_json_value
 from tackroom.engine.local_channels import ChannelTable, LocalChannel, LocalChannelWriter
@@ -226,23 +222,7 @@ class EmbeddedEngine:
     ) -> Any:
         if not self._open:
             raise EngineClosed("the engine is not running")
-        registration = self._registry.pick(function_id)
-        if not (
-            isinstance(payload, BaseModel) and getattr(registration.handler, "takes_models", False)
-        ):
-            payload = to_json_value(payload)
-        deadline = asyncio.timeout(timeout)
-        try:
-            async with deadline:
-                return await self._registry.call(registration, payload)
-        except TimeoutError as exc:
-            if deadline.expired():
-                raise InvocationTimeout(function_id, timeout) from None
-            code, message = describe_failure(exc)
-            raise InvocationError(function_id, code, message) from exc
-        except Exception as exc:
-            code, message = describe_failure(exc)
-            raise InvocationError(function_id, code, message) from exc
+        return await trigger_here(self._registry, function_id, payload, timeout=timeout)
 
     async def list_functions(self) -> list[FunctionInfo]:
         return self._registry.functions()

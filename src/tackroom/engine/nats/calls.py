@@ -24,7 +24,6 @@ from typing import Any
 
 from nats.aio.msg import Msg
 from nats.aio.subscription import Subscription
-from pydantic import BaseModel
 
 from tackroom.engine.errors import (
     EngineError,
@@ -33,7 +32,7 @@ from tackroom.engine.errors import (
     InvocationTimeout,
     error_from_wire,
 )
-from tackroom.engine.functions import FunctionRegistry, describe_failure
+from tackroom.engine.functions import FunctionRegistry, describe_failure, trigger_here
 from tackroom.engine.jsonvalue import dumps, to_json_value
 from tackroom.engine.nats.catalog import Catalog
 from tackroom.engine.nats.link import Link, NoResponders
@@ -143,7 +142,7 @@ class FunctionCalls:
     # -- calling ---------------------------------------------------------------------------
     async def trigger(self, function_id: str, payload: Any, *, timeout: float) -> Any:
         if function_id in self._subs and self._registry.has(function_id):
-            return await self._here(function_id, payload, timeout=timeout)
+            return await trigger_here(self._registry, function_id, payload, timeout=timeout)
         payload = to_json_value(payload)
         data = dumps(
             {"schema_version": CALL_SCHEMA_VERSION, "function_id": function_id, "payload": payload}
@@ -163,26 +162,6 @@ class FunctionCalls:
         if reply.get("ok"):
             return reply.get("result")
         raise error_from_wire(reply["error"])
-
-    async def _here(self, function_id: str, payload: Any, *, timeout: float) -> Any:
-        """Call a replica this process serves, mapping failures as :meth:`_answer` does."""
-        registration = self._registry.pick(function_id)
-        if not (
-            isinstance(payload, BaseModel) and getattr(registration.handler, "takes_models", False)
-        ):
-            payload = to_json_value(payload)
-        deadline = asyncio.timeout(timeout)
-        try:
-            async with deadline:
-                return await self._registry.call(registration, payload)
-        except TimeoutError as exc:
-            if deadline.expired():
-                raise InvocationTimeout(function_id, timeout) from None
-            raise InvocationError(function_id, *describe_failure(exc)) from exc
-        except FunctionNotFound:
-            raise
-        except Exception as exc:
-            raise InvocationError(function_id, *describe_failure(exc)) from exc
 
     async def _suggestions(self, function_id: str) -> list[str]:
         try:

@@ -185,12 +185,10 @@ class NatsChannel:
         await self._answer(reply, _OK)
 
 
-class NatsChannelWriter:
-    """The write end, usable from any process that has the ``ChannelRef``."""
+class _Writer:
+    """What both write ends share: frames numbered per writer, one send at a time, one end."""
 
-    def __init__(self, link: Link, names: Names, ref: ChannelRef) -> None:
-        self._link = link
-        self._subject = names.channel_subject(ref.channel_id)
+    def __init__(self) -> None:
         self._writer = uuid.uuid4().hex[:16]
         self._seq = 0
         self._closed = False
@@ -204,21 +202,40 @@ class NatsChannelWriter:
             if self._closed:
                 raise ChannelClosed("this channel is already closed")
             self._seq += 1
-            await self._request(
-                {"kind": "frame", "writer": self._writer, "seq": self._seq, "frame": frame}
-            )
+            await self._frame(self._seq, frame)
 
     async def close(self) -> None:
-        await self._end({"kind": "close"})
+        await self._end("close", "")
 
     async def abort(self, reason: str) -> None:
-        await self._end({"kind": "abort", "reason": reason})
+        await self._end("abort", reason)
 
-    async def _end(self, body: dict[str, Any]) -> None:
+    async def _end(self, kind: str, reason: str) -> None:
         if self._closed:
             raise ChannelClosed("this channel is already closed")
         self._closed = True
-        await self._request(body)
+        await self._finish(kind, reason)
+
+    async def _frame(self, seq: int, frame: Any) -> None:
+        raise NotImplementedError
+
+    async def _finish(self, kind: str, reason: str) -> None:
+        raise NotImplementedError
+
+
+class NatsChannelWriter(_Writer):
+    """The write end, usable from any process that has the ``ChannelRef``."""
+
+    def __init__(self, link: Link, names: Names, ref: ChannelRef) -> None:
+        super().__init__()
+        self._link = link
+        self._subject = names.channel_subject(ref.channel_id)
+
+    async def _frame(self, seq: int, frame: Any) -> None:
+        await self._request({"kind": "frame", "writer": self._writer, "seq": seq, "frame": frame})
+
+    async def _finish(self, kind: str, reason: str) -> None:
+        await self._request({"kind": kind, "reason": reason} if kind == "abort" else {"kind": kind})
 
     async def _request(self, body: dict[str, Any]) -> None:
         data = dumps({"schema_version": CHANNEL_SCHEMA_VERSION, **body}).encode()
@@ -241,39 +258,20 @@ class NatsChannelWriter:
             return
 
 
-class LocalNatsChannelWriter:
+class LocalNatsChannelWriter(_Writer):
     """The write end in the reader's own process: each frame goes to the reader directly and
     is answered as a frame sent through the server would be."""
 
     def __init__(self, channel: NatsChannel) -> None:
+        super().__init__()
         self._channel = channel
-        self._writer = uuid.uuid4().hex[:16]
-        self._seq = 0
-        self._closed = False
-        self._sending = asyncio.Lock()
 
-    async def send(self, frame: Any) -> None:
-        if self._closed:
-            raise ChannelClosed("this channel is already closed")
-        frame = to_json_value(frame, what="channel frame")
-        async with self._sending:
-            if self._closed:
-                raise ChannelClosed("this channel is already closed")
-            self._seq += 1
-            answer = asyncio.get_running_loop().create_future()
-            await self._channel.take_frame(self._writer, self._seq, frame, answer)
-            await self._answered(answer)
+    async def _frame(self, seq: int, frame: Any) -> None:
+        answer = asyncio.get_running_loop().create_future()
+        await self._channel.take_frame(self._writer, seq, frame, answer)
+        await self._answered(answer)
 
-    async def close(self) -> None:
-        await self._end("close", "")
-
-    async def abort(self, reason: str) -> None:
-        await self._end("abort", reason)
-
-    async def _end(self, kind: str, reason: str) -> None:
-        if self._closed:
-            raise ChannelClosed("this channel is already closed")
-        self._closed = True
+    async def _finish(self, kind: str, reason: str) -> None:
         answer = asyncio.get_running_loop().create_future()
         await self._channel.take_end(kind, reason, answer)
         await self._answered(answer)
