@@ -153,10 +153,6 @@ class FunctionRegistry:
     def __contains__(self, function_id: str) -> bool:
         return function_id in self._replicas
 
-    def has(self, function_id: str) -> bool:
-        """Whether this process has a replica of ``function_id``."""
-        return bool(self._replicas.get(function_id))
-
     def pick(self, function_id: str) -> LocalRegistration:
         replicas = self._replicas.get(function_id)
         if not replicas:

@@ -141,7 +141,7 @@ class FunctionCalls:
 
     # -- calling ---------------------------------------------------------------------------
     async def trigger(self, function_id: str, payload: Any, *, timeout: float) -> Any:
-        if function_id in self._subs and self._registry.has(function_id):
+        if function_id in self._subs and function_id in self._registry:
             return await trigger_here(self._registry, function_id, payload, timeout=timeout)
         payload = to_json_value(payload)
         data = dumps(

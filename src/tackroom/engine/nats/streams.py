@@ -122,8 +122,7 @@ class EventStreams:
     async def _head(self, name: str, stream: str, group_id: str) -> _Head:
         last = await self._link.last_message(name, self._names.event_subject(stream, group_id))
         stored = await self._link.last_message(
-            f"KV_{self._names.meta_bucket}",
-            f"$KV.{self._names.meta_bucket}.{self._names.head_key(stream, group_id)}",
+            f"KV_{self._names.meta_bucket}", self._head_subject(stream, group_id)
         )
         kept = int(json.loads(stored.data)["seq"]) if stored is not None and stored.data else 0
         if last is None:

@@ -49,9 +49,9 @@ from tackroom.workers.sessions.retry import backoff
 __all__ = ["NewEntry", "SessionStore"]
 
 _SINCE_LIMIT = 256
+"""Entries a ``since_entry_id`` read walks back at most before reading the full path."""
 HEADS_KEPT = 512
 """How many sessions' heads appends keep in memory (the most recent)."""
-"""Entries a ``since_entry_id`` read walks back at most before reading the full path."""
 
 NewEntry = tuple[str | None, AgentMessage]
 """``(entry_id or None, message)``: one entry to append."""
