@@ -184,6 +184,8 @@ def main(argv: list[str]) -> None:
     parser.add_argument("--samples", type=int, default=200)
     parser.add_argument("--quick", action="store_true", help="a few samples (the smoke test)")
     args = parser.parse_args(argv)
+    if args.samples < 1:
+        parser.error(f"--samples must be at least 1, not {args.samples}")
     samples, warmup = (5, 1) if args.quick else (args.samples, 10)
     figures = asyncio.run(measure(samples, warmup))
     report = {

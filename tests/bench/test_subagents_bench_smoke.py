@@ -5,7 +5,10 @@ Only the shape is checked: timings on a shared machine are the benchmark's busin
 
 from __future__ import annotations
 
-from .running import bench_report
+import subprocess
+import sys
+
+from .running import BENCH_DIR, bench_report
 
 
 def test_the_subagents_bench_reports_its_overhead() -> None:
@@ -21,3 +24,16 @@ def test_the_subagents_bench_reports_its_overhead() -> None:
     assert overhead["samples"] == 5
     assert overhead["target_p50_ms"] == 2.0
     assert overhead["pass"] == (overhead["p50_ms"] <= 2.0)
+
+
+def test_no_samples_is_refused_in_one_line() -> None:
+    done = subprocess.run(
+        [sys.executable, str(BENCH_DIR / "subagents.py"), "--samples", "0"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == 2
+    assert "Traceback" not in done.stderr
+    assert done.stderr.strip().splitlines()[-1].endswith("--samples must be at least 1, not 0")
