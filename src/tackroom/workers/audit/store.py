@@ -35,6 +35,7 @@ from tackroom.contracts.audit import (
 )
 from tackroom.contracts.principal import Principal
 from tackroom.kit.audit import EXPORT_HEADER_KEY, canonical, record_hash, verify_chain
+from tackroom.kit.sqlitefile import use_wal
 
 __all__ = ["SCHEMA_VERSION", "Appended", "AuditStore", "StoreError", "iso_time"]
 
@@ -90,7 +91,7 @@ class AuditStore:
         db.row_factory = sqlite3.Row
         try:
             db.execute("PRAGMA busy_timeout = 10000")
-            db.execute("PRAGMA journal_mode = WAL")
+            use_wal(db)
             db.execute("PRAGMA synchronous = FULL")
             db.executescript(_SCHEMA)
             db.execute("INSERT OR IGNORE INTO meta VALUES ('schema_version', ?)", (SCHEMA_VERSION,))

@@ -24,6 +24,7 @@ from typing import Any
 
 from tackroom.contracts.memory import MemoryHit, MemoryItem, MemoryScope, ScalarValue
 from tackroom.kit.memory import all_words_first, falling_hits
+from tackroom.kit.sqlitefile import use_wal
 from tackroom.workers.memory.bm25 import splits
 from tackroom.workers.memory.impact import INDEX_SCHEMA, TOKENIZE, ImpactIndex
 from tackroom.workers.memory.scoring import match_expression
@@ -115,7 +116,7 @@ class SqliteMemoryStore:
         db = sqlite3.connect(str(path), check_same_thread=False, isolation_level=None)
         db.row_factory = sqlite3.Row
         try:
-            db.execute("pragma journal_mode = wal")
+            use_wal(db)
             db.execute("pragma busy_timeout = 5000")
             db.execute("pragma synchronous = normal")  # WAL: durable at checkpoints, never torn
             db.execute(f"pragma mmap_size = {_MMAP_BYTES}")

@@ -36,6 +36,7 @@ from tackroom.contracts.traces import (
     TraceDetail,
     TraceSummary,
 )
+from tackroom.kit.sqlitefile import use_wal
 
 __all__ = ["SCHEMA_VERSION", "Retention", "StoreError", "TraceStore"]
 
@@ -172,7 +173,7 @@ class TraceStore:
         db.row_factory = sqlite3.Row
         try:
             db.execute("PRAGMA busy_timeout = 5000")
-            db.execute("PRAGMA journal_mode = WAL")
+            use_wal(db)
             db.execute("PRAGMA synchronous = NORMAL")
             db.executescript(_SCHEMA)
             found = db.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
