@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import asyncio
+import logging
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from tackroom.engine import FunctionNotFound, open_engine
+from tackroom.engine import EngineUnavailable, FunctionNotFound, open_engine
 from tackroom.runtime import (
     ConfigError,
     HarnessConfig,
@@ -116,6 +117,33 @@ async def test_closing_a_context_unregisters_then_cancels() -> None:
         assert ctx.registrations == []
         with pytest.raises(FunctionNotFound):
             await engine.trigger("w::f", 1)
+
+
+async def test_closing_with_the_engine_away_says_so_in_one_line(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    async with memory_engine() as engine:
+        ctx = WorkerContext(engine=engine, name="w", config=EchoConfig())
+
+        async def handler(payload: Any) -> Any:
+            return payload
+
+        for n in range(3):
+            await ctx.register_function(f"w::f{n}", handler)
+
+        async def away(_: Any) -> None:
+            raise EngineUnavailable("the NATS connection dropped")
+
+        for registration in ctx.registrations:
+            registration.on_unregister = away  # type: ignore[attr-defined]
+        with caplog.at_level(logging.WARNING, logger="tackroom.runtime"):
+            await ctx.close()
+    assert [r.getMessage() for r in caplog.records] == [
+        "worker w: 3 registration(s) not withdrawn, the engine is away (the NATS connection"
+        " dropped); they end with the connection"
+    ]
+    assert all(r.exc_info is None for r in caplog.records)
+    assert ctx.registrations == []
 
 
 async def test_a_failing_start_rolls_back_everything_before_it() -> None:

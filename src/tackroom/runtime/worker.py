@@ -17,6 +17,7 @@ from typing import Any, Generic, TypeVar
 from pydantic import BaseModel, ConfigDict
 
 from tackroom.contracts.bus import Function, Tool
+from tackroom.engine.errors import EngineUnavailable, unavailable_cause
 from tackroom.engine.protocol import Engine, Handler, LazySchema, Registration
 from tackroom.runtime.tasks import TaskErrorHandler, TaskSet
 from tackroom.runtime.typed import typed_handler
@@ -171,11 +172,29 @@ class WorkerContext(Generic[ConfigT]):
         return self._tasks.spawn(coro, name=name)
 
     async def close(self) -> None:
-        """Unregister everything (newest first), then cancel and await the worker's tasks."""
+        """Unregister everything (newest first), then cancel and await the worker's tasks.
+
+        With the engine away (NATS down while the process stops), what could not be withdrawn
+        is said in one line: it goes with the connection (subscriptions) or expires (catalog).
+        """
+        away: EngineUnavailable | None = None
+        left = 0
         while self._registrations:
             registration = self._registrations.pop()
             try:
                 await registration.unregister()
-            except Exception:
-                _log.exception("worker %s: unregistering %r failed", self.name, registration.id)
+            except Exception as exc:
+                cause = unavailable_cause(exc)
+                if cause is None:
+                    _log.exception("worker %s: unregistering %r failed", self.name, registration.id)
+                    continue
+                away, left = cause, left + 1
+        if away is not None:
+            _log.warning(
+                "worker %s: %d registration(s) not withdrawn, the engine is away (%s); they end"
+                " with the connection",
+                self.name,
+                left,
+                away,
+            )
         await self._tasks.cancel_all()
