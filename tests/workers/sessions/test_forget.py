@@ -21,9 +21,8 @@ from tackroom.engine import Engine
 from tackroom.runtime.config import HarnessConfig
 from tackroom.testing import wait_until
 from tackroom.testing.backends import BACKENDS, engine_url_for
-from tackroom.workers.orchestrator.cassette import RUNS_SCOPE
 from tackroom.workers.orchestrator.dispatch import LEDGER_SCOPE
-from tackroom.workers.orchestrator.record import TURNS_SCOPE
+from tackroom.workers.orchestrator.record import RUNS_SCOPE, TURNS_SCOPE
 
 WRITE = {"function_id": "fs::write", "arguments": {"path": "a.txt", "content": "hi"}, "id": "w1"}
 SCRIPT = [{"tool_calls": [WRITE]}, {"text": "done"}]

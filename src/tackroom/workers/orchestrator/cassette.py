@@ -47,16 +47,9 @@ from tackroom.contracts.messages import (
 )
 from tackroom.contracts.sessions import MESSAGES, MessagesRequest
 from tackroom.workers.orchestrator.dispatch import LEDGER_SCOPE
-from tackroom.workers.orchestrator.record import TURNS_SCOPE, TurnRecord
+from tackroom.workers.orchestrator.record import RUNS_SCOPE, TURNS_SCOPE, TurnRecord, runs_key
 
-__all__ = ["RUNS_SCOPE", "NoCassette", "read_cassette", "runs_key"]
-
-RUNS_SCOPE = "turn-runs"
-"""Key ``<session>/<run>``: the final turn record of a run a later run of its session replaced."""
-
-
-def runs_key(session_id: str, run_id: str) -> str:
-    return f"{session_id}/{run_id}"
+__all__ = ["NoCassette", "read_cassette"]
 
 
 class NoCassette(LookupError):

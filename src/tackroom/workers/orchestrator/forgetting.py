@@ -11,9 +11,8 @@ from tackroom.contracts.events import EVENTS, TURN_END
 from tackroom.kit.forgetting import delete_keys
 from tackroom.runtime.worker import WorkerContext
 from tackroom.workers.orchestrator.aborts import ABORT_SCOPE
-from tackroom.workers.orchestrator.cassette import RUNS_SCOPE
 from tackroom.workers.orchestrator.dispatch import LEDGER_SCOPE
-from tackroom.workers.orchestrator.record import TURNS_SCOPE
+from tackroom.workers.orchestrator.record import RUNS_SCOPE, TURNS_SCOPE
 
 __all__ = ["forget_session"]
 

@@ -29,6 +29,7 @@ from tackroom.contracts.turn import (
 from tackroom.contracts.versions import renamed_before, upgrading
 
 __all__ = [
+    "RUNS_SCOPE",
     "TURNS_SCOPE",
     "CallState",
     "CallStatus",
@@ -38,10 +39,18 @@ __all__ = [
     "OutboxItem",
     "ToolOffer",
     "TurnRecord",
+    "runs_key",
 ]
 
 TURNS_SCOPE = "turns"
+RUNS_SCOPE = "turn-runs"
+"""Key ``<session>/<run>``: the final turn record of a run a later run of its session replaced."""
 _ENTRY_ID = re.compile(r"[!-.0-~]+")
+
+
+def runs_key(session_id: str, run_id: str) -> str:
+    return f"{session_id}/{run_id}"
+
 
 CallStatus = Literal["pending", "parked", "approved", "waiting", "done"]
 """``pending``: to pass the gate; ``approved``: a human allowed it, run without the gate;

@@ -37,7 +37,6 @@ from tackroom.kit.hooks.modelcalls import ModelCallHooks
 from tackroom.runtime.tools import serve_tool
 from tackroom.runtime.worker import WorkerConfig, WorkerContext, WorkerSpec
 from tackroom.workers.orchestrator.aborts import AbortWatch
-from tackroom.workers.orchestrator.cassette import RUNS_SCOPE, runs_key
 from tackroom.workers.orchestrator.clipping import DEFAULT_MAX_RESULT_CHARS, MIN_RESULT_CHARS
 from tackroom.workers.orchestrator.context import ContextAssembler
 from tackroom.workers.orchestrator.dispatch import Dispatcher
@@ -47,7 +46,7 @@ from tackroom.workers.orchestrator.gate import Gate
 from tackroom.workers.orchestrator.modelcall import ModelCall, ProfileCache
 from tackroom.workers.orchestrator.models import ModelInfoCache
 from tackroom.workers.orchestrator.provision import Provisioner
-from tackroom.workers.orchestrator.record import TURNS_SCOPE, TurnRecord
+from tackroom.workers.orchestrator.record import RUNS_SCOPE, TURNS_SCOPE, TurnRecord, runs_key
 from tackroom.workers.orchestrator.results import ResultsReader
 from tackroom.workers.orchestrator.spend import BudgetGuard
 from tackroom.workers.orchestrator.streaming import ModelCaller
