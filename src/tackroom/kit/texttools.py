@@ -58,8 +58,10 @@ class CallProblem:
 
 
 def format_call(name: str, arguments: dict[str, Any]) -> str:
-    """One call as the block the model is asked to write."""
+    """One call as the block the model is asked to write. A backtick in a string is written
+    ``\\u0060``, so a value holding a fence does not end the block early."""
     body = json.dumps({"name": name, "arguments": arguments}, ensure_ascii=False)
+    body = body.replace("`", "\\u0060")
     return f"```{FENCE_TAG}\n{body}\n```"
 
 

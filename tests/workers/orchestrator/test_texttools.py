@@ -143,6 +143,14 @@ def test_a_formatted_call_parses_back(
     assert kept == [t.strip() for t in (before, after) if t.strip()]
 
 
+def test_a_fence_inside_an_argument_does_not_end_the_block() -> None:
+    arguments = {"```": "a ``` b `c`"}
+    parsed = parse_calls(said(format_call("fs__read", arguments)), NAMES)
+    assert isinstance(parsed, AssistantMessage)
+    (call,) = parsed.function_calls()
+    assert (call.tool_name, call.arguments) == ("fs__read", arguments)
+
+
 @settings(max_examples=150, deadline=None)
 @given(text=st.text(max_size=200))
 def test_any_text_parses_or_says_why(text: str) -> None:
