@@ -4,6 +4,8 @@ with another engine (its cursor past this stream's end) reads this stream from t
 from __future__ import annotations
 
 import asyncio
+import sqlite3
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from tackroom.contracts.audit import FACTS, FACTS_GROUP, AuditFact
@@ -22,9 +24,10 @@ from tackroom.contracts.events import (
 from tackroom.contracts.messages import FunctionResultMessage, TextBlock
 from tackroom.contracts.principal import Principal
 from tackroom.engine.factory import open_engine
+from tackroom.engine.protocol import Engine
 from tackroom.kit.audit import digest
 from tackroom.kit.audit_facts import fact_of
-from tackroom.testing import MEMORY_URL
+from tackroom.testing import MEMORY_URL, wait_until
 from tackroom.workers.audit.reader import FactReader
 from tackroom.workers.audit.store import AuditStore
 
@@ -143,4 +146,62 @@ async def test_a_cursor_past_the_stream_reads_it_from_the_start(tmp_path: Path) 
     _, _, records = store.page(after=0, since=None, session_id=None, limit=10)
     assert [r["fact_id"] for r in records] == ["elsewhere", "here-0", "here-1", "here-2"]
     assert store.facts_cursor() == 3
+    store.close()
+
+
+class CountingStore(AuditStore):
+    """An audit store that notes the size of each batch the reader records."""
+
+    def __init__(self, db: sqlite3.Connection, path: Path, clock: Callable[[], float]) -> None:
+        super().__init__(db, path, clock)
+        self.batches: list[int] = []
+
+    def append_read(self, facts: Sequence[AuditFact], *, facts_seq: int) -> None:
+        self.batches.append(len(facts))
+        super().append_read(facts, facts_seq=facts_seq)
+
+
+async def appended(engine: Engine, count: int) -> None:
+    async with engine.transaction():
+        for n in range(count):
+            await FACTS.append(engine, FACTS_GROUP, AuditFact(fact_id=f"f{n}", kind="run_end"))
+
+
+async def test_live_facts_are_recorded_together_and_at_once_when_awaited(tmp_path: Path) -> None:
+    store = CountingStore.open(tmp_path / "audit.db")
+    engine = open_engine(MEMORY_URL)
+    await engine.start()
+    reader = FactReader(engine, store, keep_days=1.0, batch_seconds=3600.0)
+    task = asyncio.create_task(reader.run())
+    try:
+        await reader.caught_up()
+        await appended(engine, 5)
+        async with asyncio.timeout(10):  # the batch would wait an hour: reached() cuts it short
+            await reader.reached(5)
+        assert store.batches == [5]
+    finally:
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)
+        await engine.close()
+    store.close()
+
+
+async def test_stopping_records_the_facts_taken(tmp_path: Path) -> None:
+    store = CountingStore.open(tmp_path / "audit.db")
+    engine = open_engine(MEMORY_URL)
+    await engine.start()
+    reader = FactReader(engine, store, keep_days=1.0, batch_seconds=3600.0)
+    task = asyncio.create_task(reader.run())
+    try:
+        await reader.caught_up()
+        await appended(engine, 3)
+        await wait_until(lambda: reader.received == 3)
+        assert store.batches == []  # waiting for the next ones
+    finally:
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)
+        await engine.close()
+    _, _, records = store.page(after=0, since=None, session_id=None, limit=10)
+    assert [r["fact_id"] for r in records] == ["f0", "f1", "f2"]
+    assert (store.batches, store.facts_cursor()) == ([3], 3)
     store.close()

@@ -1,9 +1,10 @@
 """The audit log's SQLite file: records by seq, the chain's anchor and head, run principals.
 
 Synchronous and thread-safe (one connection behind a lock; the worker calls it through
-``asyncio.to_thread``). One append is one ``BEGIN IMMEDIATE`` transaction that reads the head,
-writes the record and moves the head, so appenders — tasks of one process, or processes sharing
-the file — are serialised by SQLite and the chain never forks. Tables:
+``asyncio.to_thread``). One append, or one batch the reader took, is one ``BEGIN IMMEDIATE``
+transaction that reads the head, writes the records and moves the head, so appenders (tasks of
+one process, or processes sharing the file) are serialised by SQLite and the chain never forks.
+Tables:
 
 - ``meta``: ``schema_version``, the anchor (``anchor_seq``, ``anchor_hash``: where the kept
   chain starts once older records were archived) and the head (``head_seq``, ``head_hash``);
@@ -20,11 +21,11 @@ import os
 import sqlite3
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, Self
 
 from tackroom.contracts.audit import (
     GENESIS_HASH,
@@ -82,7 +83,7 @@ class AuditStore:
         self._clock = clock
 
     @classmethod
-    def open(cls, path: Path, *, clock: Callable[[], float] = time.time) -> AuditStore:
+    def open(cls, path: Path, *, clock: Callable[[], float] = time.time) -> Self:
         try:
             path.parent.mkdir(parents=True, exist_ok=True)
             db = sqlite3.connect(path, check_same_thread=False, isolation_level=None)
@@ -150,29 +151,53 @@ class AuditStore:
         with self._lock, _Transaction(self._db):
             if facts_seq is not None:
                 self._set_meta("facts_cursor", facts_seq)
-            known = self._db.execute(
-                "SELECT seq, body FROM records WHERE fact_id = ?", (fact.fact_id,)
-            ).fetchone()
-            if known is not None:
-                return Appended(known["seq"], json.loads(known["body"])["hash"], duplicate=True)
-            fact = self._with_principal(fact)
-            head_seq, head_hash = self._head()
-            now = self._clock()
-            record: dict[str, Any] = {
-                **fact.model_dump(mode="json"),
-                "seq": head_seq + 1,
-                "time": iso_time(now),
-                "prev_hash": head_hash,
-            }
-            record["hash"] = record_hash(record)
-            self._db.execute(
-                "INSERT INTO records (seq, fact_id, ts, session_id, kind, body)"
-                " VALUES (?, ?, ?, ?, ?, ?)",
-                (record["seq"], fact.fact_id, now, fact.session_id, fact.kind, canonical(record)),
-            )
-            self._set_meta("head_seq", record["seq"])
-            self._set_meta("head_hash", record["hash"])
-            return Appended(record["seq"], record["hash"], duplicate=False)
+            head = self._head()
+            appended = self._chain(fact, head)
+            if not appended.duplicate:
+                self._set_head(appended)
+            return appended
+
+    def append_read(self, facts: Sequence[AuditFact], *, facts_seq: int) -> None:
+        """Record ``facts`` in order, and ``facts_seq`` as the last ``audit::facts`` record
+        read, in one transaction: the reader's batch (one commit, one head update)."""
+        with self._lock, _Transaction(self._db):
+            self._set_meta("facts_cursor", facts_seq)
+            head = self._head()
+            last: Appended | None = None
+            for fact in facts:
+                appended = self._chain(fact, head)
+                if not appended.duplicate:
+                    head, last = (appended.seq, appended.hash), appended
+            if last is not None:
+                self._set_head(last)
+
+    def _chain(self, fact: AuditFact, head: tuple[int, str]) -> Appended:
+        """Insert ``fact``'s record after ``head`` unless it is known; the head is not moved."""
+        known = self._db.execute(
+            "SELECT seq, body FROM records WHERE fact_id = ?", (fact.fact_id,)
+        ).fetchone()
+        if known is not None:
+            return Appended(known["seq"], json.loads(known["body"])["hash"], duplicate=True)
+        fact = self._with_principal(fact)
+        head_seq, head_hash = head
+        now = self._clock()
+        record: dict[str, Any] = {
+            **fact.model_dump(mode="json"),
+            "seq": head_seq + 1,
+            "time": iso_time(now),
+            "prev_hash": head_hash,
+        }
+        record["hash"] = record_hash(record)
+        self._db.execute(
+            "INSERT INTO records (seq, fact_id, ts, session_id, kind, body)"
+            " VALUES (?, ?, ?, ?, ?, ?)",
+            (record["seq"], fact.fact_id, now, fact.session_id, fact.kind, canonical(record)),
+        )
+        return Appended(record["seq"], record["hash"], duplicate=False)
+
+    def _set_head(self, appended: Appended) -> None:
+        self._set_meta("head_seq", appended.seq)
+        self._set_meta("head_hash", appended.hash)
 
     def _with_principal(self, fact: AuditFact) -> AuditFact:
         """The run's principal as its state changes named it (roles and all) on a fact of the run

@@ -7,6 +7,7 @@ worker_config:
     retention_days: null            # records older than this go to archive_dir (null: kept)
     archive_dir: .tackroom/audit-archive   # default: audit-archive beside the log
     archive_interval_hours: 24      # how often the retention runs (and once at start)
+    batch_seconds: 0.05             # a fact waits this long for the next ones: one commit for all
 ```
 
 It reads ``audit::facts`` from its stored cursor (:mod:`tackroom.workers.audit.reader`): the facts
@@ -52,7 +53,7 @@ from tackroom.contracts.audit import (
 from tackroom.engine.errors import FunctionError
 from tackroom.engine.protocol import Engine
 from tackroom.runtime.worker import WorkerConfig, WorkerContext, WorkerSpec
-from tackroom.workers.audit.reader import FactReader
+from tackroom.workers.audit.reader import BATCH_SECONDS, FactReader
 from tackroom.workers.audit.store import AuditStore
 
 __all__ = ["DEFAULT_PATH", "WORKER", "AuditConfig"]
@@ -95,6 +96,13 @@ class AuditConfig(WorkerConfig):
         gt=0,
         description="days audit::facts keeps a fact for an audit worker that was down to read",
     )
+    batch_seconds: float = Field(
+        default=BATCH_SECONDS,
+        ge=0,
+        le=60,
+        description="how long a fact may wait to be recorded with the ones after it, in one"
+        " transaction (it is already stored in audit::facts); 0: each at once",
+    )
 
 
 class _Audit:
@@ -110,6 +118,7 @@ class _Audit:
 
     async def on_store(self, work: Callable[[AuditStore], T]) -> T:
         await self.reader.caught_up()
+        await self.reader.flushed()
         try:
             return await asyncio.to_thread(work, self.store)
         except Exception as exc:  # the disk failed: one line; a trigger delivery is retried
@@ -177,20 +186,28 @@ class _Audit:
             archived=moved, file=None if target is None else str(target), anchor=status.anchor
         )
 
-    async def keep_retention(self) -> None:
-        """Archive by the retention at start and every ``archive_interval_hours``; close the
-        store when cancelled (the worker's owned task)."""
+    async def run(self) -> None:
+        """Read the facts and keep the retention (the worker's owned task); the store closes
+        once both have stopped, the reader having recorded the facts it had taken."""
         try:
-            while True:
-                days = self.config.retention_days
-                if days is not None:
-                    try:
-                        await self.archive_older(days)
-                    except FunctionError as exc:
-                        _log.warning("audit: archiving failed: %s", exc)
-                await asyncio.sleep(self.config.archive_interval_hours * 3600.0)
+            async with asyncio.TaskGroup() as tasks:
+                tasks.create_task(self.reader.run(), name="audit: read audit::facts")
+                tasks.create_task(self.keep_retention(), name="audit: retention")
+        except* Exception as failed:  # the failure itself, not a group of one
+            raise failed.exceptions[0] from None
         finally:
             self.store.close()
+
+    async def keep_retention(self) -> None:
+        """Archive by the retention at start and every ``archive_interval_hours``."""
+        while True:
+            days = self.config.retention_days
+            if days is not None:
+                try:
+                    await self.archive_older(days)
+                except FunctionError as exc:
+                    _log.warning("audit: archiving failed: %s", exc)
+            await asyncio.sleep(self.config.archive_interval_hours * 3600.0)
 
 
 def _archived_fact(moved: int, target: Path) -> AuditFact:
@@ -205,10 +222,14 @@ def _archived_fact(moved: int, target: Path) -> AuditFact:
 async def _start(ctx: WorkerContext[AuditConfig]) -> None:
     path = (ctx.config.path or default_path(ctx.engine)).expanduser()
     store = await asyncio.to_thread(AuditStore.open, path)
-    reader = FactReader(ctx.engine, store, keep_days=ctx.config.facts_stream_days)
+    reader = FactReader(
+        ctx.engine,
+        store,
+        keep_days=ctx.config.facts_stream_days,
+        batch_seconds=ctx.config.batch_seconds,
+    )
     audit = _Audit(ctx.engine, store, ctx.config, reader)
-    ctx.spawn(reader.run(), name="audit: read audit::facts")
-    ctx.spawn(audit.keep_retention(), name="audit: retention")
+    ctx.spawn(audit.run(), name="audit: facts and retention")
     await ctx.serve(APPEND, audit.append)
     await ctx.serve(EXPORT, audit.export)
     await ctx.serve(VERIFY, audit.verify)
