@@ -92,6 +92,29 @@ async def test_a_long_agents_md_is_clipped(plain: Engine, cwd: Path) -> None:
     assert "AGENTS.md is 500 characters long; only the first 100 are shown" in prompt
 
 
+async def test_an_added_edited_or_removed_agents_md_is_seen_by_the_next_run(
+    plain: Engine, cwd: Path
+) -> None:
+    provisioner = Provisioner(plain, cwd=str(cwd))
+
+    async def prompt() -> str:
+        return (await provisioner.provision(record())).system_prompt
+
+    assert "AGENTS.md" not in await prompt()
+    agents = cwd / "AGENTS.md"
+    agents.write_text("first")
+    assert (await prompt()).endswith("first")
+    assert (await prompt()).endswith("first")  # unchanged: kept, not read again
+    agents.write_text("second, longer")
+    assert (await prompt()).endswith("second, longer")
+    replaced = cwd / "new.md"
+    replaced.write_text("third, sized!!")  # the same size, renamed over it: another inode
+    replaced.replace(agents)
+    assert (await prompt()).endswith("third, sized!!")
+    agents.unlink()
+    assert "AGENTS.md" not in await prompt()
+
+
 async def test_an_override_is_used_verbatim(with_directory: Engine, cwd: Path) -> None:
     (cwd / "AGENTS.md").write_text("ignored")
     write_skill(cwd / "skills", "s", name="style", description="House style.", body="b")

@@ -16,10 +16,12 @@ import asyncio
 import fnmatch
 import functools
 import logging
+import os
 import re
 from collections.abc import Callable, Sequence
 from importlib import resources
 from pathlib import Path
+from stat import S_ISREG
 from string import Template
 
 from pydantic import ValidationError
@@ -50,6 +52,23 @@ def _prompt_file(name: str) -> str:
     return (resources.files(__package__) / "prompts" / f"{name}.md").read_text().strip()
 
 
+_FileStamps = tuple[tuple[int, int, int] | None, ...]
+"""Per instruction file: its (inode, size, mtime in ns), or ``None`` if it is not a file."""
+
+
+def _stamps(cwd: Path, names: Sequence[str]) -> _FileStamps:
+    stamps: list[tuple[int, int, int] | None] = []
+    for name in names:
+        try:
+            stat = os.stat(cwd / name)
+        except OSError:
+            stamps.append(None)
+            continue
+        regular = S_ISREG(stat.st_mode)
+        stamps.append((stat.st_ino, stat.st_size, stat.st_mtime_ns) if regular else None)
+    return tuple(stamps)
+
+
 class Provisioner:
     def __init__(
         self,
@@ -65,6 +84,7 @@ class Provisioner:
         self._instruction_files = tuple(instruction_files)
         self._max_instruction_chars = max_instruction_chars
         self._index_timeout = index_timeout
+        self._instructions: tuple[_FileStamps, list[str]] | None = None
 
     async def provision(self, record: TurnRecord) -> Provisioned:
         catalog = await self._engine.list_functions()
@@ -91,10 +111,19 @@ class Provisioner:
         pieces = [prompt_piece(f"mode_{mode}"), prompt_piece("identity")]
         if self._cwd:
             pieces.append(prompt_piece("working_directory", cwd=self._cwd))
-            pieces.extend(await asyncio.to_thread(self._project_instructions, Path(self._cwd)))
+            pieces.extend(await self._instructions_in(Path(self._cwd)))
         if skills_index and skills_tool:
             pieces.append(prompt_piece("skills", tool=skills_tool, index=skills_index))
         return "\n\n".join(pieces)
+
+    async def _instructions_in(self, cwd: Path) -> list[str]:
+        """The project instruction pieces, read again (in a thread) only when a file changed:
+        a run's provisioning costs a few ``stat`` calls, not a thread hop."""
+        stamps = _stamps(cwd, self._instruction_files)
+        if self._instructions is None or self._instructions[0] != stamps:
+            found = await asyncio.to_thread(self._project_instructions, cwd)
+            self._instructions = (stamps, found)
+        return self._instructions[1]
 
     def _project_instructions(self, cwd: Path) -> list[str]:
         found = []
