@@ -162,8 +162,9 @@ class FactReader:
         return 0
 
     async def _ingest(self, records: list[StreamRecord], *, retry: bool = True) -> bool:
-        """Record ``records`` (retried every second while the disk fails, unless ``retry`` is
-        off: then ``False``, and they are read again at the next start)."""
+        """Record ``records`` in a thread, retried every second while the disk fails; with
+        ``retry`` off (stopping), on the loop and once: ``False`` if that failed, and they are
+        read again at the next start."""
         facts: list[AuditFact] = []
         for record in records:
             try:
@@ -173,7 +174,10 @@ class FactReader:
         last = records[-1].seq
         while True:
             try:
-                await asyncio.to_thread(self._store.append_read, facts, facts_seq=last)
+                if retry:
+                    await asyncio.to_thread(self._store.append_read, facts, facts_seq=last)
+                else:  # stopping: the loop may have shut its executor down already
+                    self._store.append_read(facts, facts_seq=last)
                 break
             except Exception as exc:  # a full disk: the facts wait in the stream, retried
                 _log.warning("audit::facts records to %d not recorded yet: %s", last, exc)
