@@ -4,8 +4,9 @@ with another engine (its cursor past this stream's end) reads this stream from t
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import sqlite3
-from collections.abc import Callable, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
 from pathlib import Path
 
 from tackroom.contracts.audit import FACTS, FACTS_GROUP, AuditFact
@@ -167,40 +168,39 @@ async def appended(engine: Engine, count: int) -> None:
             await FACTS.append(engine, FACTS_GROUP, AuditFact(fact_id=f"f{n}", kind="run_end"))
 
 
-async def test_live_facts_are_recorded_together_and_at_once_when_awaited(tmp_path: Path) -> None:
-    store = CountingStore.open(tmp_path / "audit.db")
+@contextlib.asynccontextmanager
+async def hour_batches(store: AuditStore) -> AsyncIterator[tuple[Engine, FactReader]]:
+    """A reading reader whose live facts would wait an hour for the next ones; cancelled on
+    exit, with its engine closed."""
     engine = open_engine(MEMORY_URL)
     await engine.start()
     reader = FactReader(engine, store, keep_days=1.0, batch_seconds=3600.0)
     task = asyncio.create_task(reader.run())
     try:
         await reader.caught_up()
-        await appended(engine, 5)
-        async with asyncio.timeout(10):  # the batch would wait an hour: reached() cuts it short
-            await reader.reached(5)
-        assert store.batches == [5]
+        yield engine, reader
     finally:
         task.cancel()
         await asyncio.gather(task, return_exceptions=True)
         await engine.close()
+
+
+async def test_live_facts_are_recorded_together_and_at_once_when_awaited(tmp_path: Path) -> None:
+    store = CountingStore.open(tmp_path / "audit.db")
+    async with hour_batches(store) as (engine, reader):
+        await appended(engine, 5)
+        async with asyncio.timeout(10):  # the batch would wait an hour: reached() cuts it short
+            await reader.reached(5)
+        assert store.batches == [5]
     store.close()
 
 
 async def test_stopping_records_the_facts_taken(tmp_path: Path) -> None:
     store = CountingStore.open(tmp_path / "audit.db")
-    engine = open_engine(MEMORY_URL)
-    await engine.start()
-    reader = FactReader(engine, store, keep_days=1.0, batch_seconds=3600.0)
-    task = asyncio.create_task(reader.run())
-    try:
-        await reader.caught_up()
+    async with hour_batches(store) as (engine, reader):
         await appended(engine, 3)
         await wait_until(lambda: reader.received == 3)
         assert store.batches == []  # waiting for the next ones
-    finally:
-        task.cancel()
-        await asyncio.gather(task, return_exceptions=True)
-        await engine.close()
     _, _, records = store.page(after=0, since=None, session_id=None, limit=10)
     assert [r["fact_id"] for r in records] == ["f0", "f1", "f2"]
     assert (store.batches, store.facts_cursor()) == ([3], 3)
