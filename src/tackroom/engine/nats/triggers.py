@@ -36,7 +36,7 @@ from tackroom.engine.errors import EngineError
 from tackroom.engine.functions import LocalRegistration
 from tackroom.engine.nats.catalog import Catalog, TriggerHold
 from tackroom.engine.nats.delivery import cancel_if_cancelling
-from tackroom.engine.nats.link import JetStreamError, Link
+from tackroom.engine.nats.link import JetStreamError, Link, unavailable
 from tackroom.engine.nats.naming import Names, decode_token
 from tackroom.engine.nats.queues import QueueBroker
 from tackroom.engine.nats.state import EVENT_HEADER, is_delete
@@ -142,8 +142,12 @@ class Triggers:
             await self._catalog.publish()
             if await self._catalog.holders(hold) == 0:
                 stream, _ = await self._source(hold)
-                with contextlib.suppress(nats.js.errors.NotFoundError):
+                try:
                     await self._link.js.delete_consumer(stream, self._names.relay_consumer(*hold))
+                except nats.js.errors.NotFoundError:
+                    pass
+                except nats.errors.Error as exc:  # JetStream away or not answering yet
+                    raise unavailable(exc) from None
             return
 
     async def _relay(self, hold: TriggerHold, stream: str, durable: str) -> None:
