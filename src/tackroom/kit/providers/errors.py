@@ -82,8 +82,10 @@ class ProviderFailure(Exception):
     def redacted(self, secrets: Iterable[str]) -> ProviderFailure:
         """The same failure with every secret removed from its message."""
         message = redact(self.message, secrets)
-        if message == self.message:
-            return self
+        return self if message == self.message else self.saying(message)
+
+    def saying(self, message: str) -> ProviderFailure:
+        """The same failure (kind, wait, status, connection) with another message."""
         return ProviderFailure(
             self.kind,
             message,

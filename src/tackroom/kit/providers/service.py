@@ -361,23 +361,11 @@ class ProviderService:
             if failure.kind == "auth":
                 self._keys.invalidate()
             if failure.connection and not sink.opened and not self.profile.requires_key:
-                failure = ProviderFailure(
-                    failure.kind,
-                    self._unreachable(failure.message),
-                    retry_after=failure.retry_after,
-                    status=failure.status,
-                    connection=True,
-                )
+                failure = failure.saying(self._unreachable(failure.message))
             elif failure.connection and sink.opened and "mid-stream" not in failure.message:
                 # SDKs differ in what they raise when the body breaks off (anthropic >= 2.17
                 # wraps the transport error in APIConnectionError): say where it broke.
-                failure = ProviderFailure(
-                    failure.kind,
-                    f"the connection broke mid-stream ({failure.message})",
-                    retry_after=failure.retry_after,
-                    status=failure.status,
-                    connection=True,
-                )
+                failure = failure.saying(f"the connection broke mid-stream ({failure.message})")
             return failure
         self._limiter.settle(estimate, sink.total_tokens)
         return message
