@@ -129,7 +129,7 @@ def test_each_security_relevant_event_makes_its_fact() -> None:
 
 async def test_a_cursor_past_the_stream_reads_it_from_the_start(tmp_path: Path) -> None:
     store = AuditStore.open(tmp_path / "audit.db")
-    store.append(AuditFact(fact_id="elsewhere", kind="run_end"), facts_seq=50)
+    store.append_read([AuditFact(fact_id="elsewhere", kind="run_end")], facts_seq=50)
     engine = open_engine(MEMORY_URL)
     await engine.start()
     try:

@@ -145,12 +145,9 @@ class AuditStore:
             return None
         return Appended(row["seq"], json.loads(row["body"])["hash"], duplicate=True)
 
-    def append(self, fact: AuditFact, *, facts_seq: int | None = None) -> Appended:
-        """Record ``fact`` at the head of the chain (once: a known ``fact_id`` is a no-op);
-        ``facts_seq``: the ``audit::facts`` record it came from, now read."""
+    def append(self, fact: AuditFact) -> Appended:
+        """Record ``fact`` at the head of the chain (once: a known ``fact_id`` is a no-op)."""
         with self._lock, _Transaction(self._db):
-            if facts_seq is not None:
-                self._set_meta("facts_cursor", facts_seq)
             head = self._head()
             appended = self._chain(fact, head)
             if not appended.duplicate:
