@@ -108,7 +108,7 @@ class SessionStore:
         return SessionMeta.model_validate(stored.value), stored.revision
 
     def forget_head(self, session_id: str) -> None:
-        """Drop the head an append kept (the session was deleted)."""
+        """Drop the head an append kept (the session was deleted, or the head was stale)."""
         self._heads.pop(session_id, None)
 
     def _keep_head(self, meta: SessionMeta, revision: int) -> None:
@@ -318,7 +318,7 @@ class SessionStore:
                     if atomic:
                         await self._materialize(fresh)
             except RevisionConflict:
-                self._heads.pop(session_id, None)
+                self.forget_head(session_id)
                 if kept is not None:  # the kept head was stale: read it now, no pause
                     use_kept = False
                     continue
