@@ -22,6 +22,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from tackroom.contracts.messages import Usage
+from tackroom.contracts.tenancy import qualify, tenant_of
 
 __all__ = [
     "AGENT_PREFIX",
@@ -136,10 +137,12 @@ class HandoffTarget(_Model):
 
 
 def child_ids(parent_session: str, parent_run: str, call_id: str, agent: str) -> tuple[str, str]:
-    """``(child session id, child run id)`` for a call: the same on every redelivery."""
+    """``(child session id, child run id)`` for a call: the same on every redelivery, and in
+    the parent's tenant."""
     digest = hashlib.sha256(f"{parent_session}\0{parent_run}\0{call_id}".encode()).hexdigest()
     safe = re.sub(r"[^A-Za-z0-9_-]", "-", agent)[:40]
-    return f"sub-{safe}-{digest[:20]}", f"run-{digest[20:36]}"
+    child = f"sub-{safe}-{digest[:20]}"
+    return qualify(tenant_of(parent_session), child), f"run-{digest[20:36]}"
 
 
 def outcome_key(parent_session: str, call_id: str) -> str:

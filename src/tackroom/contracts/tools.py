@@ -13,8 +13,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, model_validator
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from tackroom.contracts.principal import Principal
 from tackroom.contracts.versions import renamed_before
 
 __all__ = [
@@ -80,6 +81,9 @@ class CallContext(BaseModel):
     session_id: str
     function_call_id: str
     run_id: str | None = None
+    principal: Principal | None = Field(
+        default=None, description="who the run acts for (set by the orchestrator, never the model)"
+    )
 
     @model_validator(mode="before")
     @classmethod

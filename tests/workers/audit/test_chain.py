@@ -235,7 +235,9 @@ def test_a_fact_is_recorded_once(store: AuditStore) -> None:
 def test_a_run_principal_is_filled_in_for_its_later_facts(store: AuditStore) -> None:
     store.append(AuditFact(fact_id="later", kind="tool_call", run_id="r1"))
     _, _, records = store.page(after=5, since=None, session_id=None, limit=10)
-    assert records[0]["principal"] == {"id": "alice", "roles": ["deployer"], "schema_version": 1}
+    assert records[0]["principal"] == Principal(id="alice", roles=("deployer",)).model_dump(
+        mode="json"
+    )
 
 
 def test_concurrent_appenders_on_one_file_do_not_fork_the_chain(tmp_path: Path) -> None:

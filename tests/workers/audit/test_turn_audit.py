@@ -91,7 +91,7 @@ async def test_a_gated_turn_is_audited_with_its_principal(
         report = await VERIFY.call(harness.engine, VerifyRequest())
     assert report.ok, report.problem
 
-    alice = {"id": "alice", "roles": ["writer"], "schema_version": 1}
+    alice = Principal(id="alice", roles=("writer",)).model_dump(mode="json")
     write_gate = one(found, "gate_decision", function_id="fs::write")
     assert write_gate["fact"]["decision"] == "needs_approval"
     assert write_gate["fact"]["decided_by"] == "policy"

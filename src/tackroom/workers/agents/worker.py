@@ -162,6 +162,7 @@ class Agents:
                 tools=list(agent.tools),
                 agent=agent.name,
                 parent=link,
+                principal=context.principal,
             ),
         )
         if not reply.started:

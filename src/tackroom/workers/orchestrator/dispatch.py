@@ -216,7 +216,10 @@ class Dispatcher:
         self, record: TurnRecord, call: CallState, tool: ToolOffer
     ) -> FunctionResultMessage:
         context = CallContext(
-            session_id=record.session_id, function_call_id=call.id, run_id=record.run_id
+            session_id=record.session_id,
+            function_call_id=call.id,
+            run_id=record.run_id,
+            principal=record.principal,
         )
         payload = {**call.arguments, CALL_CONTEXT_KEY: context.model_dump()}
         pauses = TOOL_RETRY_PAUSES if tool.traits.idempotent else ()

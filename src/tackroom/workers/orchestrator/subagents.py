@@ -113,7 +113,10 @@ class Subagents:
         self, record: TurnRecord, call: CallState, tool: ToolOffer
     ) -> SubagentStartedData | FunctionResultMessage:
         context = CallContext(
-            session_id=record.session_id, function_call_id=call.id, run_id=record.run_id
+            session_id=record.session_id,
+            function_call_id=call.id,
+            run_id=record.run_id,
+            principal=record.principal,
         )
         payload = {**call.arguments, CALL_CONTEXT_KEY: context.model_dump()}
         try:
