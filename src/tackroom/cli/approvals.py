@@ -18,8 +18,11 @@ import time
 from pathlib import Path
 from typing import Any
 
+from pydantic import ValidationError
+
 from tackroom.cli._bus import bus
 from tackroom.contracts import approvals as c
+from tackroom.contracts.principal import Principal
 from tackroom.engine.errors import FunctionNotFound
 from tackroom.harness.terminal import clip
 from tackroom.runtime.config import load_config
@@ -40,6 +43,22 @@ def add_parsers(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -
         parser.add_argument("function_call_id", metavar="CALL")
         parser.add_argument("--reason", help="why (recorded, and shown to the model on deny)")
         parser.add_argument("--approver", help="who decides (default: your user name)")
+        parser.add_argument(
+            "--as",
+            dest="principal",
+            metavar="ID",
+            help="the principal who decides, checked against the call's approver rules"
+            " (default: --approver, else agent.principal, else local:<OS user>)",
+        )
+        parser.add_argument(
+            "--role",
+            dest="roles",
+            action="append",
+            default=[],
+            metavar="ROLE",
+            help="a role of --as (repeatable): a call may need an approver with a role",
+        )
+        parser.add_argument("--tenant", help="the tenant of --as (default: default)")
         if decision == "allow":
             parser.add_argument(
                 "--always",
@@ -101,15 +120,38 @@ def _approver(args: argparse.Namespace) -> str:
         return "cli"
 
 
+def _principal(args: argparse.Namespace, configured: Principal | None) -> Principal:
+    """Who decides, as this local caller names itself: ``--as``/``--role``/``--tenant``, else
+    ``--approver``, else the config's principal, else ``local:<OS user>``."""
+    given = args.principal or args.approver
+    if given is None and not args.roles and args.tenant is None and configured is not None:
+        return configured
+    fields: dict[str, Any] = {
+        "id": given or f"local:{_approver(args)}",
+        "roles": tuple(args.roles),
+        "method": "local",
+    }
+    if args.tenant is not None:
+        fields["tenant"] = args.tenant
+    return Principal(**fields)
+
+
 async def _resolve(args: argparse.Namespace) -> int:
+    config = load_config(args.config)
+    try:
+        principal = _principal(args, config.agent.principal)
+    except ValidationError as exc:
+        print(f"tackroom: error: --as/--role/--tenant: {exc}", file=sys.stderr)
+        return 2
     request = c.ResolveRequest(
         session_id=args.session_id,
         function_call_id=args.function_call_id,
         decision=args.decision,
         reason=args.reason,
         approver=_approver(args),
+        principal=principal,
     )
-    async with bus(load_config(args.config), _WORKERS, shared_bus_workers=()) as caller:
+    async with bus(config, _WORKERS, shared_bus_workers=()) as caller:
         if getattr(args, "always", False):
             known = await c.GET.call(
                 caller,
@@ -127,6 +169,13 @@ async def _resolve(args: argparse.Namespace) -> int:
         return 0
     verb = {"allow": "allowed", "deny": "denied", "aborted": "aborted"}[record.decision]
     what = record.function_id or "the call"
+    if record.status == "pending":
+        print(
+            f"{record.approver} allowed {what} (call {args.function_call_id} of session"
+            f" {args.session_id}): {record.approvals_so_far} of {record.needed} approvals, it"
+            " still waits"
+        )
+        return 0
     print(
         f"{verb} {what} (call {args.function_call_id} of session {args.session_id})"
         f" by {record.approver}"
@@ -156,6 +205,10 @@ async def _list(args: argparse.Namespace) -> int:
         )
         if record.reason:
             print(f"    {clip(record.reason, 120)}")
+        rules = record.approvers
+        if rules is not None and rules.restricts:
+            so_far = f"; {len(record.votes)} of {rules.quorum} allowed" if rules.quorum > 1 else ""
+            print(f"    needs {rules.describe()}{so_far}")
     return 0
 
 

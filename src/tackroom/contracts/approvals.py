@@ -14,6 +14,12 @@ State (see ``docs/governance.md``):
   exists; the orchestrator's state trigger on this scope wakes the parked turn and reads it;
 - :data:`SETTINGS_SCOPE` ``<session_id>``: the session's :class:`SessionSettings`.
 
+A call whose policy rule names approvers (:class:`~tackroom.contracts.approvers.ApproverRules`:
+roles, four eyes, a quorum) keeps them in its pending record with the principal its run acts for
+(``requester``), and the partial allows of a quorum (``votes``); ``resolve`` enforces them against
+the approver's verified ``principal`` (:data:`APPROVER_NOT_ALLOWED_ERROR`). Fields added for this
+are left out of a payload or record while unset, so older readers read it as before.
+
 Times are seconds since the epoch (floats), as elsewhere in tackroom.
 """
 
@@ -23,11 +29,14 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints
 
+from tackroom.contracts.approvers import ApprovalVote, ApproverRules
 from tackroom.contracts.bus import Function, Scope
+from tackroom.contracts.principal import Principal
 
 __all__ = [
     "ALLOW_FOR_SESSION",
     "ALREADY_DECIDED_ERROR",
+    "APPROVER_NOT_ALLOWED_ERROR",
     "CALL_CONFLICT_ERROR",
     "CONTENTION_ERROR",
     "DECISIONS_SCOPE",
@@ -89,6 +98,11 @@ CALL_CONFLICT_ERROR = "call_conflict"
 or another run) in the session: nothing is written, the call must not run."""
 CONTENTION_ERROR = "contention"
 """A settings write lost its compare-and-set too many times in a row; safe to retry."""
+APPROVER_NOT_ALLOWED_ERROR = "approver_not_allowed"
+"""``resolve`` by an approver the call's approver rules refuse: a role it lacks (the message names
+the roles needed), the requester's own allow under four eyes, or no verified ``principal`` at all.
+Nothing was written; the call stays pending. (An approver of another tenant gets
+:data:`NOT_PENDING_ERROR`, exactly as for an unknown call.)"""
 
 ID_PATTERN = r"^[!-.0-~]{1,200}$"
 """Session and call ids: 1 to 200 printable ASCII characters but space and ``/`` (they are parts
@@ -101,6 +115,11 @@ ApprovalMode = Literal["manual", "auto", "full"]
 """``manual``: every call that needs approval waits for a person; ``auto``: calls matching the
 session's ``always_allow`` globs run at once, the rest wait; ``full``: everything runs at once.
 In every mode a function allowed "for the rest of the session" runs at once."""
+
+
+def _unset(value: object) -> bool:
+    """Left out of a dump while unset: a payload or record without the feature stays as it was."""
+    return value is None or value == [] or value == ()
 
 
 def call_key(session_id: str, function_call_id: str) -> str:
@@ -135,6 +154,15 @@ class PendingApproval(_Record):
     run_id: str | None = None
     requested_at: float
     expires_at: float
+    approvers: ApproverRules | None = Field(
+        default=None, exclude_if=_unset, description="who may decide (none: anyone)"
+    )
+    requester: Principal | None = Field(
+        default=None, exclude_if=_unset, description="the principal the call's run acts for"
+    )
+    votes: list[ApprovalVote] = Field(
+        default_factory=list, exclude_if=_unset, description="a quorum's allows so far"
+    )
 
 
 class DecisionRecord(_Record):
@@ -144,6 +172,12 @@ class DecisionRecord(_Record):
     approvals worker also copies what was decided on (``function_id``, ``arguments``, ``run_id``,
     ``requested_at``) from the pending record, which it deletes. A decision written by another
     writer may lack those, so they default to ``None``.
+
+    ``approver_principal`` is the deciding approver as the resolve's caller verified it;
+    ``requester``, ``approvers`` and ``votes`` are the pending record's. As the answer of a
+    ``resolve`` that counted an allow towards a quorum not yet reached, ``status`` is
+    ``pending`` (nothing is decided: the call still waits), with ``approvals_so_far`` of
+    ``needed``; such an answer is never stored as the decision.
     """
 
     schema_version: int = SCHEMA_VERSION
@@ -157,6 +191,17 @@ class DecisionRecord(_Record):
     arguments: dict[str, Any] | None = None
     run_id: str | None = None
     requested_at: float | None = None
+    approver_principal: Principal | None = Field(default=None, exclude_if=_unset)
+    requester: Principal | None = Field(default=None, exclude_if=_unset)
+    approvers: ApproverRules | None = Field(default=None, exclude_if=_unset)
+    votes: list[ApprovalVote] = Field(default_factory=list, exclude_if=_unset)
+    status: Literal["decided", "pending"] = Field(
+        default="decided",
+        exclude_if=lambda value: value == "decided",
+        description="pending: an allow counted towards a quorum; the call still waits",
+    )
+    approvals_so_far: int | None = Field(default=None, exclude_if=_unset)
+    needed: int | None = Field(default=None, exclude_if=_unset)
 
 
 class SessionSettings(_Record):
@@ -185,6 +230,15 @@ class ApprovalRequest(_Request):
     arguments: dict[str, Any] = Field(default_factory=dict)
     reason: str = Field(default="", description="why the call needs approval (from the policy)")
     run_id: str | None = None
+    approvers: ApproverRules | None = Field(
+        default=None,
+        exclude_if=_unset,
+        description="who may decide (the policy rule's approvers); with any, the session's mode"
+        " never allows the call at once",
+    )
+    requester: Principal | None = Field(
+        default=None, exclude_if=_unset, description="the principal the call's run acts for"
+    )
 
 
 class ApprovalRequestResponse(_Record):
@@ -203,7 +257,17 @@ class ResolveRequest(_Request):
     function_call_id: CallId
     decision: Decision
     reason: str | None = None
-    approver: str | None = Field(default=None, max_length=200, description="who decided")
+    approver: str | None = Field(
+        default=None,
+        max_length=200,
+        description="who decided, as a name (with a principal: its id is recorded instead)",
+    )
+    principal: Principal | None = Field(
+        default=None,
+        exclude_if=_unset,
+        description="the approver as the caller verified it (the gateway's authenticated"
+        " principal, a local caller's own); required by a call with approver rules",
+    )
 
 
 class GetRequest(_Request):
@@ -291,7 +355,8 @@ RESOLVE: Function[ResolveRequest, DecisionRecord] = Function(
     "approval::resolve",
     ResolveRequest,
     DecisionRecord,
-    description="Decide a pending call (allow, deny, aborted); not_pending / already_decided else.",
+    description="Decide a pending call (allow, deny, aborted); not_pending / already_decided /"
+    " approver_not_allowed else.",
 )
 LIST_PENDING: Function[ListPendingRequest, ListPendingResponse] = Function(
     "approval::list_pending",

@@ -65,7 +65,10 @@ FACTS_GROUP = "facts"
 KINDS: dict[str, str] = {
     "run_started": "a run began (with the principal it acts for)",
     "gate_decision": "the gate allowed, denied or asked about a tool call, and by which rule",
-    "approval_resolved": "a person (or the expiry) decided a parked call",
+    "approval_resolved": "a person (or the expiry) decided a parked call (and who, verified)",
+    "approval_vote": "an approver's allow counted towards a quorum; the call still waits",
+    "approval_refused": "a resolve was refused: an approver the rules do not allow, or of another"
+    " tenant",
     "budget_decision": "the budget allowed or refused a model call",
     "tool_call": "a tool was called (its arguments as a sha256 digest)",
     "tool_result": "a tool call ended (its result as a sha256 digest)",

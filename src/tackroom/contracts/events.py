@@ -210,6 +210,14 @@ class ApprovalResolvedData(_Data):
     reason: str | None = None
     approver: str | None = None
     decided_at: float | None = None
+    approver_principal: Principal | None = Field(
+        default=None,
+        exclude_if=lambda value: value is None,
+        description="the deciding approver as the resolve's caller verified it",
+    )
+    approvals_so_far: int | None = Field(default=None, exclude_if=lambda value: value is None)
+    """With approver rules: the distinct approvers that allowed (of ``needed``)."""
+    needed: int | None = Field(default=None, exclude_if=lambda value: value is None)
 
 
 class ApprovalResolved(_Frame):

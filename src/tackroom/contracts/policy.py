@@ -4,6 +4,10 @@ Every policy worker (``policy`` on YAML rules, ``policy-cedar`` on Cedar, or a r
 serves ``policy::check_permissions`` with these models and denies the protected functions before
 any rule of its own, with ``rule_id: "builtin:protected"``. The contract suite in
 ``tackroom.testing.contracts.policy`` checks exactly this.
+
+A ``needs_approval`` answer may name who may approve (``approvers``, an
+:class:`~tackroom.contracts.approvers.ApproverRules`): the gate keeps it with the parked call and
+the approvals worker enforces it. An answer without it is read as before (anyone may approve).
 """
 
 from __future__ import annotations
@@ -12,8 +16,9 @@ import re
 from functools import cache
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from tackroom.contracts.approvers import ApproverRules
 from tackroom.contracts.bus import Function
 
 __all__ = [
@@ -124,6 +129,12 @@ class CheckRequest(_Model):
         default=None,
         description="The tool's required permission (the gate has checked the roles hold it).",
     )
+    tenant: str | None = Field(
+        default=None,
+        max_length=63,
+        exclude_if=lambda value: value is None,
+        description="The principal's tenant, when a principal is known.",
+    )
 
 
 class MatchedConstraint(_Model):
@@ -140,6 +151,18 @@ class CheckResponse(_Model):
     rule_id: str | None = None
     matched_constraint: MatchedConstraint | None = None
     reason: str = Field(min_length=1)
+    approvers: ApproverRules | None = Field(
+        default=None,
+        exclude_if=lambda value: value is None,
+        description="needs_approval only: who may approve (roles, four eyes, quorum); absent:"
+        " anyone",
+    )
+
+    @model_validator(mode="after")
+    def _approvers_only_when_asking(self) -> CheckResponse:
+        if self.approvers is not None and self.decision != "needs_approval":
+            raise ValueError(f"approvers go with needs_approval only, not with {self.decision}")
+        return self
 
 
 def protected_verdict(function_id: str) -> CheckResponse | None:

@@ -14,6 +14,7 @@ import time
 from typing import Any, Literal, Protocol
 
 from tackroom.contracts import approvals
+from tackroom.contracts.principal import Principal
 from tackroom.engine.errors import FunctionNotFound, RevisionConflict
 
 __all__ = ["AlreadyDecided", "Bus", "decide", "user_name"]
@@ -42,11 +43,13 @@ async def decide(
     decision: Literal["allow", "deny"],
     reason: str | None = None,
     approver: str | None = None,
+    principal: Principal | None = None,
     always: bool = False,
 ) -> None:
     """Record ``decision`` for a parked call; ``always`` also allows ``function_id`` for the
-    rest of the session (approvals worker only)."""
-    approver = approver or user_name()
+    rest of the session (approvals worker only). ``principal`` is who decides, as this process
+    knows it (its own): the approvals worker checks it against the call's approver rules."""
+    approver = approver or (principal.id if principal is not None else user_name())
     try:
         known = await approvals.GET.call(
             bus, approvals.GetRequest(session_id=session_id, function_call_id=function_call_id)
@@ -67,6 +70,7 @@ async def decide(
                 decision=decision,
                 approver=approver,
                 reason=reason,
+                principal=principal,
             ),
         )
         return

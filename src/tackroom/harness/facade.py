@@ -498,6 +498,7 @@ class Harness:
             decision=decision,
             reason=reason,
             always=always,
+            principal=self.principal,
         )
 
     async def check_provider(self) -> str | None:

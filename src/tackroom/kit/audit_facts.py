@@ -86,6 +86,11 @@ def _kind_and_fact(event: AgentEvent) -> tuple[str, dict[str, Any], dict[str, An
                 "decided_at": data.decided_at,
                 "reason": data.reason,
             }
+            if data.approver_principal is not None:
+                fact["approver_principal"] = data.approver_principal.model_dump(mode="json")
+            if data.needed is not None:
+                fact["approvals_so_far"] = data.approvals_so_far
+                fact["needed"] = data.needed
             return "approval_resolved", fact, {"actor": data.approver, "at": data.decided_at}
         case BudgetDecided(data=data):
             fact = {

@@ -22,8 +22,8 @@ import_extra("pytest", needed_by="the contract suites (tackroom.testing.contract
 import pytest  # noqa: E402
 
 _SUITES = (
-    "base approvals budget catalog compactor credentials directory hooks http memory policy"
-    " provider sandbox sessions traces"
+    "base approvers approvals budget catalog compactor credentials directory hooks http memory"
+    " policy provider sandbox sessions traces"
 )
 # Before the suites are imported: their plain asserts get pytest's explanations.
 pytest.register_assert_rewrite(*(f"{__name__}.{suite}" for suite in _SUITES.split()))

@@ -23,12 +23,15 @@ import pytest
 
 from tackroom.engine import Engine, InvocationError
 from tackroom.testing import RecordingHandler, wait_until
-from tackroom.testing.contracts.base import WorkerContract
+from tackroom.testing.contracts.approvers import ApproverRulesContract
 
 __all__ = ["ApprovalsContract"]
 
 
-class ApprovalsContract(WorkerContract):
+class ApprovalsContract(ApproverRulesContract):
+    """Requests, decisions, modes and expiry — and the approver rules (roles, four eyes, quorum,
+    tenants) of :class:`~tackroom.testing.contracts.approvers.ApproverRulesContract`."""
+
     worker_name: ClassVar[str] = "approvals"
     worker_config: ClassVar[dict[str, Any]] = {}
     """The worker's config section for every test but the expiry one."""

@@ -4,7 +4,10 @@
   settings may allow the call at once; else it is recorded pending with a deadline.
 - ``approval::resolve``: a decision is accepted only for a call that is really pending, and is
   written **create-only**, so two decisions arriving at once produce one write (one wake of the
-  turn) and the loser gets ``already_decided``. Nothing is written on an error.
+  turn) and the loser gets ``already_decided``. Nothing is written on an error. A call whose
+  policy rule names approvers is decided only by an approver they allow (a role, four eyes), of
+  the run's tenant, and — with a quorum — once enough distinct approvers allowed: each partial
+  allow is kept in the pending record (:mod:`.approvers`).
 - A cron sweep denies pending approvals past their deadline (reason ``expired``).
 
 Everything lives in engine state (``contracts`` names the scopes), so a restart of any process
@@ -15,23 +18,34 @@ guide.
 from __future__ import annotations
 
 import contextlib
-import logging
-import re
 import time
-from collections.abc import Callable
-from datetime import UTC, datetime
-from typing import Any, Protocol, TypeVar
 
-from pydantic import BaseModel, Field, ValidationError
+from pydantic import Field
 
 from tackroom.contracts import approvals as c
-from tackroom.contracts.events import ApprovalResolvedData
-from tackroom.engine.errors import EngineError, FunctionError, RevisionConflict
-from tackroom.engine.protocol import StateEntry
-from tackroom.kit.events import EventEmitter
+from tackroom.contracts.approvers import refusal
+from tackroom.engine.errors import FunctionError, RevisionConflict
 from tackroom.kit.forgetting import forget_deleted_sessions
 from tackroom.runtime.worker import WorkerConfig, WorkerContext, WorkerSpec
+from tackroom.workers.approvals.approvers import (
+    record_refusal,
+    record_vote,
+    visible_to,
+    with_vote,
+)
+from tackroom.workers.approvals.decisions import ApprovalsBackend, Decisions, record_of
 from tackroom.workers.approvals.forgetting import forget_session
+from tackroom.workers.approvals.records import (
+    allowed_by,
+    already_decided,
+    glob_matches,
+    not_pending,
+    parse,
+    same_call,
+    waiting,
+    when,
+)
+from tackroom.workers.approvals.settings import Clock, SettingsStore
 
 __all__ = [
     "WORKER",
@@ -43,14 +57,7 @@ __all__ = [
     "glob_matches",
 ]
 
-_log = logging.getLogger("tackroom.approvals")
-
-Clock = Callable[[], float]
-"""Seconds since the epoch (``time.time``; tests pass a clock they move by hand)."""
-
-_SETTINGS_ATTEMPTS = 64
-
-M = TypeVar("M", bound=BaseModel)
+_VOTE_ATTEMPTS = 64
 
 
 class ApprovalsConfig(WorkerConfig):
@@ -68,38 +75,6 @@ class ApprovalsConfig(WorkerConfig):
     )
 
 
-class ApprovalsBackend(Protocol):
-    """The engine methods the worker uses (an ``Engine`` is one)."""
-
-    async def get_state(self, scope: str, key: str) -> StateEntry | None: ...
-
-    async def set_state(
-        self, scope: str, key: str, value: Any, *, expected_revision: int | None = None
-    ) -> StateEntry: ...
-
-    async def delete_state(
-        self, scope: str, key: str, *, expected_revision: int | None = None
-    ) -> bool: ...
-
-    async def list_state(self, scope: str, *, prefix: str = "") -> list[StateEntry]: ...
-
-    async def append(self, stream: str, group_id: str, data: Any) -> int: ...
-
-    def transaction(self) -> contextlib.AbstractAsyncContextManager[None]: ...
-
-
-def glob_matches(pattern: str, function_id: str) -> bool:
-    """``*`` (any run of characters, ``::`` included) is the only wildcard; the match is whole."""
-    regex = ".*".join(re.escape(part) for part in pattern.split("*"))
-    return re.fullmatch(regex, function_id) is not None
-
-
-def _when(epoch: float | None) -> str:
-    if epoch is None:
-        return "an unknown time"
-    return datetime.fromtimestamp(epoch, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-
-
 class ApprovalsService:
     """The worker's logic over an engine; every handler of ``approval::*`` is a method."""
 
@@ -107,18 +82,24 @@ class ApprovalsService:
         self, engine: ApprovalsBackend, config: ApprovalsConfig, *, clock: Clock = time.time
     ) -> None:
         self._engine = engine
-        self._events = EventEmitter(engine)
+        self._decisions = Decisions(engine, clock=clock)
         self._config = config
         self._clock = clock
+        self._settings = SettingsStore(
+            engine,
+            default_mode=config.default_mode,
+            default_always_allow=config.default_always_allow,
+            clock=clock,
+        )
 
     # -- approval::request -------------------------------------------------------------------
 
     async def request(self, request: c.ApprovalRequest) -> c.ApprovalRequestResponse:
         key = c.call_key(request.session_id, request.function_call_id)
         await self._retire_other_runs(key, request.run_id)
-        decided = await self._decision(key)
+        decided = await self._decisions.decision(key)
         if decided is not None:
-            _same_call(request, decided)
+            same_call(request, decided)
             if decided.decision == "allow":
                 return c.ApprovalRequestResponse(
                     status="allowed", reason=f"already allowed by {decided.approver or 'unknown'}"
@@ -126,15 +107,18 @@ class ApprovalsService:
             return c.ApprovalRequestResponse(
                 status="pending", reason=f"already decided: {decided.decision}"
             )
-        existing = await self._pending(key)
+        existing = await self._decisions.pending(key)
         if existing is not None:
-            _same_call(request, existing)
-            return _waiting(existing)
+            same_call(request, existing)
+            return waiting(existing)
 
-        settings = await self.settings(request.session_id)
-        allowed_by = _allowed_by(settings, request.function_id)
-        if allowed_by is not None:
-            return c.ApprovalRequestResponse(status="allowed", reason=allowed_by)
+        # A call with approver rules waits for an approver they allow, whatever the session's
+        # mode says (the mode is anyone's to set).
+        if request.approvers is None or not request.approvers.restricts:
+            settings = await self.settings(request.session_id)
+            allowed = allowed_by(settings, request.function_id)
+            if allowed is not None:
+                return c.ApprovalRequestResponse(status="allowed", reason=allowed)
 
         now = self._clock()
         record = c.PendingApproval(
@@ -146,102 +130,154 @@ class ApprovalsService:
             run_id=request.run_id,
             requested_at=now,
             expires_at=now + self._config.ttl_seconds,
+            approvers=request.approvers,
+            requester=request.requester,
         )
         try:
             await self._engine.set_state(
                 c.PENDING_SCOPE.name, key, record.model_dump(mode="json"), expected_revision=0
             )
         except RevisionConflict:  # the same request, concurrently: it recorded the call first
-            existing = await self._pending(key)
+            existing = await self._decisions.pending(key)
             if existing is None:
                 raise FunctionError(
                     c.CONTENTION_ERROR, f"call {key} changed while it was recorded; retry"
                 ) from None
-            _same_call(request, existing)
-            return _waiting(existing)
-        if await self._decision(key) is not None:
+            same_call(request, existing)
+            return waiting(existing)
+        if await self._decisions.decision(key) is not None:
             # A resolve slipped in between our check and our write: its decision stands, the
             # pending record we just wrote must not outlive it.
             await self._engine.delete_state(c.PENDING_SCOPE.name, key)
             return await self.request(request)
-        return _waiting(record)
+        return waiting(record)
 
     # -- approval::resolve -------------------------------------------------------------------
 
     async def resolve(self, request: c.ResolveRequest) -> c.DecisionRecord:
         key = c.call_key(request.session_id, request.function_call_id)
-        # Pending first, decision second: a decision is written before its pending record is
-        # deleted, so a pending record that vanished under us always leaves its decision behind.
-        pending = await self._pending(key)
-        decided = await self._decision(key)
-        if decided is not None:
-            raise _already_decided(key, decided)
-        if pending is None:
-            raise FunctionError(
-                c.NOT_PENDING_ERROR,
-                f"call {request.function_call_id} of session {request.session_id} is not waiting"
-                " for approval",
+        for _ in range(_VOTE_ATTEMPTS):
+            # Pending first, decision second: a decision is written before its pending record is
+            # deleted, so a pending record that vanished under us always leaves its decision.
+            entry = await self._engine.get_state(c.PENDING_SCOPE.name, key)
+            pending = None if entry is None else parse(c.PendingApproval, entry.value, key)
+            decided = await self._decisions.decision(key)
+            known = decided if decided is not None else pending
+            if known is None:
+                raise not_pending(request)
+            if not visible_to(request.principal, request.session_id, known):
+                await self._refused(request, known, c.NOT_PENDING_ERROR, "another tenant's call")
+                raise not_pending(request)
+            if decided is not None:
+                raise already_decided(key, decided)
+            assert pending is not None
+            assert entry is not None
+            if self._clock() >= pending.expires_at:
+                expired = await self._decisions.decide(
+                    pending, "deny", c.EXPIRED_REASON, c.EXPIRY_APPROVER
+                )
+                if expired is None:
+                    raise already_decided(key, await self._decisions.decision(key))
+                raise FunctionError(
+                    c.EXPIRED_ERROR,
+                    f"call {key}: the approval expired at {when(pending.expires_at)}; the call is"
+                    " denied",
+                )
+            outcome = await self._approve(request, pending, entry.revision)
+            if outcome is not None:
+                return outcome
+        raise FunctionError(c.CONTENTION_ERROR, f"call {key} kept changing while decided; retry")
+
+    async def _approve(
+        self, request: c.ResolveRequest, pending: c.PendingApproval, revision: int
+    ) -> c.DecisionRecord | None:
+        """Decide ``pending`` as ``request`` asks, under its approver rules: the decision, the
+        record of an allow counted towards a quorum (``status: pending``), or ``None`` when the
+        pending record changed meanwhile (look again)."""
+        key = c.call_key(pending.session_id, pending.function_call_id)
+        principal = request.principal
+        approver = principal.id if principal is not None else request.approver or "unknown"
+        rules = pending.approvers
+        if rules is not None:
+            why = refusal(
+                rules, approver=principal, requester=pending.requester, decision=request.decision
             )
-        if self._clock() >= pending.expires_at:
-            expired = await self._decide(pending, "deny", c.EXPIRED_REASON, c.EXPIRY_APPROVER)
-            if expired is None:
-                raise _already_decided(key, await self._decision(key))
-            raise FunctionError(
-                c.EXPIRED_ERROR,
-                f"call {key}: the approval expired at {_when(pending.expires_at)}; the call is"
-                " denied",
-            )
-        approver = request.approver or "unknown"
-        record = await self._decide(pending, request.decision, request.reason, approver)
+            if why is not None:
+                await self._refused(request, pending, c.APPROVER_NOT_ALLOWED_ERROR, why)
+                raise FunctionError(c.APPROVER_NOT_ALLOWED_ERROR, why)
+            if request.decision == "allow" and principal is not None:
+                now = self._clock()
+                votes = with_vote(pending.votes, principal, at=now, reason=request.reason)
+                counted = pending.model_copy(update={"votes": votes})
+                if len(votes) < rules.quorum:
+                    if votes is not pending.votes:
+                        try:
+                            await self._engine.set_state(
+                                c.PENDING_SCOPE.name,
+                                key,
+                                counted.model_dump(mode="json"),
+                                expected_revision=revision,
+                            )
+                        except RevisionConflict:
+                            return None
+                        await record_vote(self._engine, counted, votes[-1], needed=rules.quorum)
+                    return record_of(
+                        counted, "allow", request.reason, approver, principal=principal, at=now
+                    )
+                pending = counted
+        record = await self._decisions.decide(
+            pending, request.decision, request.reason, approver, principal=principal
+        )
         if record is None:
-            raise _already_decided(key, await self._decision(key))
+            raise already_decided(key, await self._decisions.decision(key))
         return record
+
+    async def _refused(
+        self,
+        request: c.ResolveRequest,
+        known: c.PendingApproval | c.DecisionRecord,
+        error: str,
+        reason: str,
+    ) -> None:
+        await record_refusal(
+            self._engine, request, known, error=error, reason=reason, at=self._clock()
+        )
 
     # -- approval::get / list_pending --------------------------------------------------------
 
     async def get(self, request: c.GetRequest) -> c.GetResponse:
         key = c.call_key(request.session_id, request.function_call_id)
-        return c.GetResponse(pending=await self._pending(key), decision=await self._decision(key))
+        return c.GetResponse(
+            pending=await self._decisions.pending(key), decision=await self._decisions.decision(key)
+        )
 
     async def list_pending(self, request: c.ListPendingRequest) -> c.ListPendingResponse:
         prefix = "" if request.session_id is None else f"{request.session_id}/"
         now = self._clock()
-        waiting: list[c.PendingApproval] = []
+        found: list[c.PendingApproval] = []
         for entry in await self._engine.list_state(c.PENDING_SCOPE.name, prefix=prefix):
-            record = _parse(c.PendingApproval, entry.value, entry.key)
+            record = parse(c.PendingApproval, entry.value, entry.key)
             if record is None or now >= record.expires_at:
                 continue  # expired: the sweep denies it; it can no longer be approved
-            if await self._decision(entry.key) is not None:
+            if await self._decisions.decision(entry.key) is not None:
                 continue  # decided, its pending record not yet deleted (a crash in between)
-            waiting.append(record)
-        waiting.sort(key=lambda r: (r.requested_at, r.session_id, r.function_call_id))
-        return c.ListPendingResponse(pending=waiting)
+            found.append(record)
+        found.sort(key=lambda r: (r.requested_at, r.session_id, r.function_call_id))
+        return c.ListPendingResponse(pending=found)
 
-    # -- settings ----------------------------------------------------------------------------
+    # -- settings (:mod:`.settings`) ----------------------------------------------------------
 
     async def settings(self, session_id: str) -> c.SessionSettings:
-        entry = await self._engine.get_state(c.SETTINGS_SCOPE.name, session_id)
-        stored = None if entry is None else _parse(c.SessionSettings, entry.value, session_id)
-        return stored or self._default_settings(session_id)
+        return await self._settings.get(session_id)
 
     async def get_settings(self, request: c.SettingsRequest) -> c.SessionSettings:
-        return await self.settings(request.session_id)
+        return await self._settings.get(request.session_id)
 
     async def set_mode(self, request: c.SetModeRequest) -> c.SessionSettings:
-        def change(current: c.SessionSettings) -> c.SessionSettings:
-            update: dict[str, Any] = {"mode": request.mode}
-            if request.always_allow is not None:
-                update["always_allow"] = list(dict.fromkeys(request.always_allow))
-            return current.model_copy(update=update)
-
-        return await self._update_settings(request.session_id, change)
+        return await self._settings.set_mode(request)
 
     async def allow_for_session(self, request: c.AllowForSessionRequest) -> c.SessionSettings:
-        def change(current: c.SessionSettings) -> c.SessionSettings:
-            allowed = list(dict.fromkeys([*current.allowed_functions, request.function_id]))
-            return current.model_copy(update={"allowed_functions": allowed})
-
-        return await self._update_settings(request.session_id, change)
+        return await self._settings.allow_for_session(request)
 
     # -- approval::sweep ---------------------------------------------------------------------
 
@@ -250,17 +286,19 @@ class ApprovalsService:
         now = self._clock()
         expired: list[c.CallRef] = []
         for entry in await self._engine.list_state(c.PENDING_SCOPE.name):
-            record = _parse(c.PendingApproval, entry.value, entry.key)
+            record = parse(c.PendingApproval, entry.value, entry.key)
             if record is None:
                 continue
-            if await self._decision(entry.key) is not None:
-                await self._drop_pending(entry.key, entry.revision)
+            if await self._decisions.decision(entry.key) is not None:
+                await self._decisions.drop_pending(entry.key, entry.revision)
                 continue
             if now < record.expires_at:
                 continue
-            decided = await self._decide(record, "deny", c.EXPIRED_REASON, c.EXPIRY_APPROVER)
+            decided = await self._decisions.decide(
+                record, "deny", c.EXPIRED_REASON, c.EXPIRY_APPROVER
+            )
             if decided is None:  # a person's resolve won the race: fine, theirs stands
-                await self._drop_pending(entry.key, entry.revision)
+                await self._decisions.drop_pending(entry.key, entry.revision)
                 continue
             expired.append(
                 c.CallRef(session_id=record.session_id, function_call_id=record.function_call_id)
@@ -268,65 +306,6 @@ class ApprovalsService:
         return c.SweepResponse(expired=expired)
 
     # -- internals ---------------------------------------------------------------------------
-
-    async def _decide(
-        self,
-        pending: c.PendingApproval,
-        decision: c.Decision,
-        reason: str | None,
-        approver: str,
-    ) -> c.DecisionRecord | None:
-        """Write the decision create-only; ``None`` when another decision was there first."""
-        key = c.call_key(pending.session_id, pending.function_call_id)
-        record = c.DecisionRecord(
-            decision=decision,
-            reason=reason,
-            approver=approver,
-            decided_at=self._clock(),
-            session_id=pending.session_id,
-            function_call_id=pending.function_call_id,
-            function_id=pending.function_id,
-            arguments=pending.arguments,
-            run_id=pending.run_id,
-            requested_at=pending.requested_at,
-        )
-        try:
-            await self._engine.set_state(
-                c.DECISIONS_SCOPE.name, key, record.model_dump(mode="json"), expected_revision=0
-            )
-        except RevisionConflict:
-            return None
-        await self._engine.delete_state(c.PENDING_SCOPE.name, key)
-        await self._emit_resolved(record)
-        return record
-
-    async def _emit_resolved(self, record: c.DecisionRecord) -> None:
-        """``approval_resolved`` on the events stream (group = session); needs the run id.
-
-        The decision is already committed: an event that cannot be appended is logged, not
-        raised (the decision record, not the event, is the source of truth).
-        """
-        if not record.run_id or not record.session_id:
-            return
-        if record.function_call_id is None or record.function_id is None:
-            return
-        data = ApprovalResolvedData(
-            function_call_id=record.function_call_id,
-            function_id=record.function_id,
-            decision=record.decision,
-            reason=record.reason,
-            approver=record.approver,
-            decided_at=record.decided_at,
-        )
-        try:
-            await self._events.emit_data(
-                session_id=record.session_id,
-                run_id=record.run_id,
-                key=("approval", record.function_call_id),
-                data=data,
-            )
-        except EngineError:
-            _log.exception("approval_resolved for %s was not appended", record.function_call_id)
 
     async def _retire_other_runs(self, key: str, run_id: str | None) -> None:
         """Move an earlier run's record of this call id to the history scope.
@@ -349,113 +328,6 @@ class ApprovalsService:
             # Changed meanwhile: whoever changed it decides what it is.
             with contextlib.suppress(RevisionConflict):
                 await self._engine.delete_state(scope, key, expected_revision=entry.revision)
-
-    async def _pending(self, key: str) -> c.PendingApproval | None:
-        entry = await self._engine.get_state(c.PENDING_SCOPE.name, key)
-        return None if entry is None else _parse(c.PendingApproval, entry.value, key)
-
-    async def _decision(self, key: str) -> c.DecisionRecord | None:
-        entry = await self._engine.get_state(c.DECISIONS_SCOPE.name, key)
-        if entry is None:
-            return None
-        record = _parse(c.DecisionRecord, entry.value, key)
-        # A decision is there even if we cannot read it: never treat the call as undecided.
-        return record or c.DecisionRecord(decision="deny", reason="unreadable decision record")
-
-    async def _drop_pending(self, key: str, revision: int) -> None:
-        # A conflict means it was rewritten meanwhile: the next sweep looks again.
-        with contextlib.suppress(RevisionConflict):
-            await self._engine.delete_state(c.PENDING_SCOPE.name, key, expected_revision=revision)
-
-    def _default_settings(self, session_id: str) -> c.SessionSettings:
-        return c.SessionSettings(
-            session_id=session_id,
-            mode=self._config.default_mode,
-            always_allow=list(self._config.default_always_allow),
-        )
-
-    async def _update_settings(
-        self, session_id: str, change: Callable[[c.SessionSettings], c.SessionSettings]
-    ) -> c.SessionSettings:
-        for _ in range(_SETTINGS_ATTEMPTS):
-            entry = await self._engine.get_state(c.SETTINGS_SCOPE.name, session_id)
-            current = None if entry is None else _parse(c.SessionSettings, entry.value, session_id)
-            updated = change(current or self._default_settings(session_id)).model_copy(
-                update={"updated_at": self._clock()}
-            )
-            try:
-                await self._engine.set_state(
-                    c.SETTINGS_SCOPE.name,
-                    session_id,
-                    updated.model_dump(mode="json"),
-                    expected_revision=0 if entry is None else entry.revision,
-                )
-            except RevisionConflict:
-                continue
-            return updated
-        raise FunctionError(
-            c.CONTENTION_ERROR, f"settings of session {session_id} kept changing; retry"
-        )
-
-
-def _allowed_by(settings: c.SessionSettings, function_id: str) -> str | None:
-    """Why the session's settings let ``function_id`` run without a person, or ``None``."""
-    if settings.mode == "full":
-        return "session mode full"
-    if function_id in settings.allowed_functions:
-        return f"{function_id} is allowed for the rest of the session"
-    if settings.mode == "auto":
-        for pattern in settings.always_allow:
-            if glob_matches(pattern, function_id):
-                return f"session mode auto: always_allow {pattern}"
-    return None
-
-
-def _waiting(record: c.PendingApproval) -> c.ApprovalRequestResponse:
-    return c.ApprovalRequestResponse(
-        status="pending",
-        reason=f"waiting for approval until {_when(record.expires_at)}",
-        expires_at=record.expires_at,
-    )
-
-
-def _same_call(request: c.ApprovalRequest, known: c.PendingApproval | c.DecisionRecord) -> None:
-    """A call id names one call: another function, other arguments or another run is refused.
-
-    Reusing an earlier approval for a different call would run something nobody approved.
-    """
-    differs = []
-    if known.function_id is not None and known.function_id != request.function_id:
-        differs.append(f"function {known.function_id}")
-    if known.arguments is not None and known.arguments != request.arguments:
-        differs.append("other arguments")
-    if known.run_id is not None and request.run_id is not None and known.run_id != request.run_id:
-        differs.append(f"run {known.run_id}")
-    if differs:
-        raise FunctionError(
-            c.CALL_CONFLICT_ERROR,
-            f"call id {request.function_call_id} of session {request.session_id} is already used"
-            f" by another call ({', '.join(differs)})",
-        )
-
-
-def _already_decided(key: str, record: c.DecisionRecord | None) -> FunctionError:
-    if record is None:  # pragma: no cover - decisions are never deleted
-        return FunctionError(c.ALREADY_DECIDED_ERROR, f"call {key} was already decided")
-    reason = f" ({record.reason})" if record.reason else ""
-    return FunctionError(
-        c.ALREADY_DECIDED_ERROR,
-        f"call {key} was already decided: {record.decision}{reason} by"
-        f" {record.approver or 'unknown'} at {_when(record.decided_at)}",
-    )
-
-
-def _parse(model: type[M], value: Any, key: str) -> M | None:
-    try:
-        return model.model_validate(value)
-    except ValidationError:
-        _log.warning("unreadable %s record at %s; skipped", model.__name__, key)
-        return None
 
 
 def approvals_worker(clock: Clock = time.time) -> WorkerSpec[ApprovalsConfig]:

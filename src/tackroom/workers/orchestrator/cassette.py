@@ -261,7 +261,18 @@ def _call_blocks(record: TurnRecord, own: list[CassetteEntry]) -> dict[str, _Cal
     return calls
 
 
-_NOT_KEPT = frozenset({"function_call_id", "function_id", "matched_constraint", "arguments"})
+_NOT_KEPT = frozenset(
+    {
+        "function_call_id",
+        "function_id",
+        "matched_constraint",
+        "arguments",
+        # who approved, verified: the audit keeps it; a replay needs the decision only
+        "approver_principal",
+        "approvals_so_far",
+        "needed",
+    }
+)
 
 
 def _budget(frames: list[dict[str, Any]]) -> list[BudgetRecord]:

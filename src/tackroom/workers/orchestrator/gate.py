@@ -4,10 +4,11 @@
 and ``ask`` mode only a tool declared ``read_only`` runs, and a tool's ``required_permission``
 must be one of the roles of the principal the run acts for. Then the policy function (5 s by
 default) decides, and fails closed: no answer, an error or a reply it cannot read is a denial
-with ``denied_by: gate_unavailable``. A ``needs_approval`` goes to the approvals worker, whose
-session mode may allow at once; otherwise the call parks. With no policy and no approvals
-configured the harness runs "thin" and allows. Every decision is an event and a span attribute.
-``after_function_call`` hooks may rewrite a result; one that fails withholds it.
+with ``denied_by: gate_unavailable``. A ``needs_approval`` goes to the approvals worker, with the
+policy rule's approvers (who may approve) and the principal the run acts for; the session's mode
+may allow it at once (never a call with approvers); otherwise the call parks. With no policy and
+no approvals configured the harness runs "thin" and allows. Every decision is an event and a
+span attribute. ``after_function_call`` hooks may rewrite a result; one that fails withholds it.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from opentelemetry import trace
 from pydantic import ValidationError
 
 from tackroom.contracts.approvals import REQUEST, RESOLVE, ApprovalRequest, ResolveRequest
+from tackroom.contracts.approvers import ApproverRules
 from tackroom.contracts.events import EventData, FunctionExecutionEndData, GateDecidedData
 from tackroom.contracts.messages import FunctionResultMessage
 from tackroom.contracts.policy import CHECK_PERMISSIONS, CheckRequest
@@ -83,6 +85,8 @@ class GateDecision:
     rule_id: str | None = None
     matched_constraint: dict[str, Any] | None = None
     """The policy's constraint object (``{arg, op, value}``), kept as JSON, never stringified."""
+    approvers: ApproverRules | None = None
+    """``needs_approval`` from the policy: who may approve (the rule's approvers)."""
 
 
 class Gate:
@@ -200,6 +204,8 @@ class Gate:
                 arguments=call.arguments,
                 reason=policy.reason,
                 run_id=record.run_id,
+                approvers=policy.approvers,
+                requester=record.principal,
             )
         except ValidationError as exc:
             return _no_approval(f"invalid request: {describe_validation_error(exc)}")
@@ -246,6 +252,7 @@ class Gate:
                 principal=None if principal is None else principal.id,
                 roles=[] if principal is None else list(principal.roles),
                 required_permission=None if tool is None else tool.traits.required_permission,
+                tenant=None if principal is None else principal.tenant,
             )
         except ValidationError as exc:
             return _unavailable(f"invalid request: {describe_validation_error(exc)}")
@@ -262,6 +269,7 @@ class Gate:
             reply.reason,
             rule_id=reply.rule_id,
             matched_constraint=None if constraint is None else constraint.model_dump(mode="json"),
+            approvers=reply.approvers if reply.decision == "needs_approval" else None,
         )
 
 

@@ -16,8 +16,11 @@ from importlib import resources
 from typing import Any, NoReturn
 
 import yaml
+from pydantic import ValidationError
 
+from tackroom.contracts.approvers import MAX_QUORUM, ApproverRules
 from tackroom.kit.rulesfile import PolicyFileError
+from tackroom.runtime.typed import describe_validation_error
 from tackroom.runtime.yamlfile import StrictLoader, problem_of, shown_key
 from tackroom.workers.policy.rules import (
     DECISIONS,
@@ -41,7 +44,8 @@ BUILTIN_NAME = "<builtin permissions.yaml>"
 _STR = "tag:yaml.org,2002:str"
 _MERGE = "tag:yaml.org,2002:merge"
 _TOP_KEYS = ("schema_version", "rules")
-_RULE_KEYS = ("id", "function", "decision", "reason", "args")
+_RULE_KEYS = ("id", "function", "decision", "reason", "args", "approvers")
+_APPROVER_KEYS = ("roles", "four_eyes", "quorum")
 _REQUIRED_RULE_KEYS = ("id", "function", "decision")
 
 
@@ -246,6 +250,15 @@ class _Walker:
             )
         reason = self.string(found["reason"], f"{field}.reason") if "reason" in found else None
         constraints = self.args(found["args"], f"{field}.args") if "args" in found else ()
+        approvers = None
+        if "approvers" in found:
+            if decision != "needs_approval":
+                self.fail(
+                    found["approvers"],
+                    f"{field}.approvers",
+                    f"only a needs_approval rule names approvers (this one is {decision})",
+                )
+            approvers = self.approvers(found["approvers"], f"{field}.approvers")
         return Rule(
             id=rule_id,
             functions=self.functions(found["function"], f"{field}.function"),
@@ -253,7 +266,39 @@ class _Walker:
             reason=reason,
             constraints=constraints,
             line=_line(node),
+            approvers=approvers,
         )
+
+    def approvers(self, node: yaml.Node, field: str) -> ApproverRules:
+        """``{roles: [admin], four_eyes: true, quorum: 2}``: at least one of them."""
+        items = self.mapping(node, field, "a mapping with roles, four_eyes and/or quorum")
+        if not items:
+            self.fail(node, field, "name roles, four_eyes or quorum")
+        values: dict[str, Any] = {}
+        for key, key_node, value_node in items:
+            where = f"{field}.{key}"
+            if key not in _APPROVER_KEYS:
+                self.fail(key_node, where, "unknown key" + _suggest(key, _APPROVER_KEYS))
+            if key == "roles":
+                nodes = value_node.value if isinstance(value_node, yaml.SequenceNode) else None
+                if not nodes:
+                    self.fail(value_node, where, "expected a non-empty list of role names")
+                roles = [self.string(item, where) for item in nodes]
+                if any(any(char.isspace() for char in role) for role in roles):
+                    self.fail(value_node, where, "a role name has no spaces")
+                values[key] = tuple(dict.fromkeys(roles))
+                continue
+            value = self.value(value_node, where)
+            if key == "four_eyes" and not isinstance(value, bool):
+                self.fail(value_node, where, f"expected true or false, got {value!r}")
+            whole = isinstance(value, int) and not isinstance(value, bool)
+            if key == "quorum" and not (whole and 1 <= value <= MAX_QUORUM):
+                self.fail(value_node, where, f"expected a whole number from 1 to {MAX_QUORUM}")
+            values[key] = value
+        try:
+            return ApproverRules(**values)
+        except ValidationError as exc:
+            self.fail(node, field, describe_validation_error(exc))
 
     def functions(self, node: yaml.Node, field: str) -> tuple[str, ...]:
         nodes = node.value if isinstance(node, yaml.SequenceNode) else [node]

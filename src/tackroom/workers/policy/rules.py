@@ -8,6 +8,9 @@ Nothing here reads a file or the clock. :mod:`tackroom.workers.policy.loader` bu
 2. the first rule whose function glob matches and whose every constraint holds decides;
 3. otherwise the default decision.
 
+A ``needs_approval`` rule may name its approvers (roles, four eyes, a quorum): they go back with
+the answer (``CheckResponse.approvers``) for the approvals worker to enforce.
+
 A constraint tests one top-level argument. A missing argument, or one of a type the constraint
 cannot test, does not match, so the rule is skipped: constrain ``allow`` rules narrowly and keep
 ``deny`` rules broad (a constrained deny the caller can dodge is no deny).
@@ -23,6 +26,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 from urllib.parse import urlsplit
 
+from tackroom.contracts.approvers import ApproverRules
 from tackroom.contracts.policy import (
     DEFAULT_RULE_ID,
     CheckResponse,
@@ -80,6 +84,8 @@ class Rule:
     reason: str | None = None
     constraints: tuple[Constraint, ...] = ()
     line: int | None = None
+    approvers: ApproverRules | None = None
+    """``needs_approval`` rules only: who may approve."""
 
     def covers(self, function_id: str) -> bool:
         return any(function_glob(pattern).fullmatch(function_id) for pattern in self.functions)
@@ -110,6 +116,7 @@ def evaluate(
             rule_id=rule.id,
             matched_constraint=deciding.describe() if deciding is not None else None,
             reason=reason,
+            approvers=rule.approvers,
         )
     return CheckResponse(
         decision=default,

@@ -1,6 +1,8 @@
 """How a permission check becomes a Cedar request (pure).
 
-- **principal**: ``Principal::"<principal>"``, or ``Principal::""`` when none is given.
+- **principal**: ``Principal::"<principal>"``, or ``Principal::""`` when none is given, with
+  attributes ``tenant`` (``""`` when none is given) and ``roles`` (a set), and in
+  ``Role::"<role>"`` for each role (``principal in Role::"admin"``).
 - **action**: both ``Action::"call"`` (may it run now?) and ``Action::"call_with_approval"``
   (may it run once a human approves?) are asked.
 - **resource**: ``Function::"<function_id>"`` with attributes ``id``, ``name`` (after the last
@@ -23,9 +25,11 @@ from __future__ import annotations
 
 import decimal
 import math
+from collections.abc import Sequence
 from typing import Any
 
 from tackroom.contracts.policy import CheckRequest
+from tackroom.contracts.principal import DEFAULT_TENANT
 
 __all__ = [
     "ACTIONS",
@@ -40,7 +44,7 @@ __all__ = [
 ACTION_CALL = "call"
 ACTION_CALL_WITH_APPROVAL = "call_with_approval"
 ACTIONS = (ACTION_CALL, ACTION_CALL_WITH_APPROVAL)
-ENTITY_TYPES = ("Principal", "Function", "Namespace", "Action")
+ENTITY_TYPES = ("Principal", "Role", "Function", "Namespace", "Action")
 
 _LONG_MIN, _LONG_MAX = -(2**63), 2**63 - 1
 _DECIMAL_MAX = decimal.Decimal("922337203685477.5807")
@@ -107,12 +111,24 @@ def _uid(kind: str, ident: str) -> dict[str, str]:
     return {"type": kind, "id": ident}
 
 
-def entities_for(function_id: str, principal: str | None) -> list[dict[str, Any]]:
-    """The entities of one check: the principal, the function and its namespaces."""
+def entities_for(
+    function_id: str,
+    principal: str | None,
+    *,
+    roles: Sequence[str] = (),
+    tenant: str | None = None,
+) -> list[dict[str, Any]]:
+    """The entities of one check: the principal and its roles, the function, its namespaces."""
     parts = function_id.split("::")
     namespaces = ["::".join(parts[:end]) for end in range(1, len(parts))]
+    held = list(dict.fromkeys(roles)) if principal else []
     entities: list[dict[str, Any]] = [
-        {"uid": _uid("Principal", principal or ""), "attrs": {}, "parents": []},
+        {
+            "uid": _uid("Principal", principal or ""),
+            "attrs": {"tenant": (tenant or DEFAULT_TENANT) if principal else "", "roles": held},
+            "parents": [_uid("Role", role) for role in held],
+        },
+        *({"uid": _uid("Role", role), "attrs": {}, "parents": []} for role in held),
         {
             "uid": _uid("Function", function_id),
             "attrs": {

@@ -12,7 +12,10 @@ A check asks Cedar twice, in one batch (see :mod:`~tackroom.workers.policy_cedar
 6. nothing applied → the default decision.
 
 ``rule_id`` is the deciding policy's ``@id("...")`` annotation (else Cedar's ``policyN``), the
-``reason`` its ``@reason("...")`` annotation (else a sentence naming it).
+``reason`` its ``@reason("...")`` annotation (else a sentence naming it); a ``needs_approval``
+carries the deciding permit's approvers (:mod:`~tackroom.workers.policy_cedar.approvers`).
+
+With a schema (the worker's ``validate_schema``), a file must also validate against it.
 """
 
 from __future__ import annotations
@@ -25,6 +28,7 @@ from typing import Any, Literal
 
 import cedarpy
 
+from tackroom.contracts.approvers import ApproverRules
 from tackroom.contracts.policy import (
     DEFAULT_RULE_ID,
     CheckRequest,
@@ -33,6 +37,7 @@ from tackroom.contracts.policy import (
     protected_verdict,
 )
 from tackroom.kit.rulesfile import PolicyFileError
+from tackroom.workers.policy_cedar.approvers import approvers_of
 from tackroom.workers.policy_cedar.mapping import (
     ACTION_CALL,
     ACTIONS,
@@ -54,6 +59,7 @@ class PolicyInfo:
     effect: Literal["permit", "forbid"]
     rule_id: str
     reason: str | None
+    approvers: ApproverRules | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -92,6 +98,15 @@ def _line_of(text: str, needle: str, occurrence: int = 1) -> int | None:
     return text.count("\n", 0, start) + 1
 
 
+def _line_near(text: str, anchor: str, needle: str) -> int | None:
+    """The line of ``needle`` after ``anchor`` (a policy's ``@id``), else of its first one."""
+    start = max(text.find(anchor), 0)
+    found = text.find(needle, start)
+    if found < 0:
+        found = text.find(needle)
+    return None if found < 0 else text.count("\n", 0, found) + 1
+
+
 def _uids(node: Any) -> Iterable[dict[str, Any]]:
     """Every entity uid (``{type, id}``) written in a policy's JSON form."""
     if isinstance(node, dict):
@@ -104,12 +119,13 @@ def _uids(node: Any) -> Iterable[dict[str, Any]]:
             yield from _uids(item)
 
 
-def parse_policies(text: str, path: str) -> CedarPolicies:
+def parse_policies(text: str, path: str, *, schema: cedarpy.Schema | None = None) -> CedarPolicies:
     """Parse a Cedar policy file; raise PolicyFileError (with a line when one is known).
 
     Besides Cedar's own parse errors, a file is rejected when it has templates (slots are
-    never linked here), two policies share an ``@id``, or it names an entity type or action
-    this worker never sends (a typo such as ``Action::"cal"`` would silently never match).
+    never linked here), two policies share an ``@id``, it names an entity type or action
+    this worker never sends (a typo such as ``Action::"cal"`` would silently never match), its
+    approver annotations are wrong, or — with a ``schema`` — it does not validate against it.
     """
     try:
         policy_set = cedarpy.PolicySet.from_str(text)
@@ -146,13 +162,36 @@ def parse_policies(text: str, path: str) -> CedarPolicies:
                 line = _line_of(text, f'"{uid["id"]}"')
                 reason = f'unknown action Action::"{uid["id"]}" (known: {known})'
                 raise PolicyFileError(path, reason, line=line)
+        try:
+            approvers = approvers_of(policy)
+        except ValueError as exc:
+            where = _line_near(text, f'@id("{rule_id}")', str(exc).split(":", 1)[0])
+            raise PolicyFileError(path, f"policy {rule_id!r}: {exc}", line=where) from None
         policies[policy_id] = PolicyInfo(
             policy_id=policy_id,
             effect="forbid" if policy.get("effect") == "forbid" else "permit",
             rule_id=rule_id,
             reason=annotations.get("reason") or None,
+            approvers=approvers,
         )
+    if schema is not None:
+        _validate(text, path, schema, policies)
     return CedarPolicies(policy_set=policy_set, policies=policies)
+
+
+def _validate(
+    text: str, path: str, schema: cedarpy.Schema, policies: dict[str, PolicyInfo]
+) -> None:
+    """The file against the schema: the first error, on the line of its policy's ``@id``."""
+    result = cedarpy.validate_policies(text, schema)
+    if result.validation_passed:
+        return
+    error = result.errors[0]
+    info = policies.get(error.policy_id)
+    rule_id = info.rule_id if info is not None else error.policy_id
+    line = _line_of(text, f'@id("{rule_id}")') if info is not None else None
+    reason = str(error.error).replace(f"for policy `{error.policy_id}`, ", "")
+    raise PolicyFileError(path, f"policy {rule_id!r} does not fit the schema: {reason}", line=line)
 
 
 # -- deciding ------------------------------------------------------------------------------------
@@ -168,14 +207,19 @@ def _first(policies: CedarPolicies, ids: Iterable[str], effect: str) -> PolicyIn
 
 def _verdict(decision: Decision, info: PolicyInfo, what: str) -> CheckResponse:
     reason = info.reason or f"Cedar policy {info.rule_id!r} {what}"
-    return CheckResponse(decision=decision, rule_id=info.rule_id, reason=reason)
+    approvers = info.approvers if decision == "needs_approval" else None
+    return CheckResponse(
+        decision=decision, rule_id=info.rule_id, reason=reason, approvers=approvers
+    )
 
 
 def decide(policies: CedarPolicies, request: CheckRequest, *, default: Decision) -> CheckResponse:
     protected = protected_verdict(request.function_id)
     if protected is not None:
         return protected
-    entities = entities_for(request.function_id, request.principal)
+    entities = entities_for(
+        request.function_id, request.principal, roles=request.roles, tenant=request.tenant
+    )
     results = cedarpy.is_authorized_batch(cedar_requests(request), policies.policy_set, entities)
     by_action = dict(zip(ACTIONS, results, strict=True))
     errors = [error for result in results for error in result.diagnostics.errors]

@@ -11,6 +11,7 @@ worker_config:
     policies_path: policies.cedar     # default; relative to the working directory
     default_decision: needs_approval  # when no policy applies
     reload_interval: 1.0              # seconds between checks of the file; 0: no hot reload
+    validate_schema: false            # true: the file must validate against schema.cedarschema
 ```
 
 Without ``policies_path`` the worker reads ``./policies.cedar`` when it exists and uses the
@@ -25,6 +26,7 @@ import functools
 from importlib import resources
 from pathlib import Path
 
+import cedarpy
 from pydantic import Field
 
 from tackroom.contracts.policy import (
@@ -44,7 +46,14 @@ from tackroom.kit.rulesfile import PolicyFileError, RulesSource
 from tackroom.runtime.worker import WorkerConfig, WorkerContext, WorkerSpec
 from tackroom.workers.policy_cedar.policies import CedarPolicies, decide, parse_policies
 
-__all__ = ["BUILTIN_NAME", "DEFAULT_POLICIES_PATH", "WORKER", "CedarPolicyConfig", "builtin_text"]
+__all__ = [
+    "BUILTIN_NAME",
+    "DEFAULT_POLICIES_PATH",
+    "WORKER",
+    "CedarPolicyConfig",
+    "builtin_text",
+    "schema_text",
+]
 
 DEFAULT_POLICIES_PATH = Path("policies.cedar")
 BUILTIN_NAME = "<builtin policies.cedar>"
@@ -52,6 +61,11 @@ BUILTIN_NAME = "<builtin policies.cedar>"
 
 def builtin_text() -> str:
     return (resources.files(__package__) / "defaults.cedar").read_text(encoding="utf-8")
+
+
+def schema_text() -> str:
+    """tackroom's Cedar schema (``schema.cedarschema``): principal, actions, resources."""
+    return (resources.files(__package__) / "schema.cedarschema").read_text(encoding="utf-8")
 
 
 class CedarPolicyConfig(WorkerConfig):
@@ -64,6 +78,10 @@ class CedarPolicyConfig(WorkerConfig):
     reload_interval: float = Field(
         default=1.0, ge=0, description="seconds between checks of the file; 0: no hot reload"
     )
+    validate_schema: bool = Field(
+        default=False,
+        description="reject a policy file that does not validate against schema.cedarschema",
+    )
 
 
 async def _start(ctx: WorkerContext[CedarPolicyConfig]) -> None:
@@ -72,7 +90,10 @@ async def _start(ctx: WorkerContext[CedarPolicyConfig]) -> None:
         path=config.policies_path or DEFAULT_POLICIES_PATH,
         required=config.policies_path is not None,
         language="cedar",
-        parse=parse_policies,
+        parse=functools.partial(
+            parse_policies,
+            schema=cedarpy.Schema.from_str(schema_text()) if config.validate_schema else None,
+        ),
         count=lambda policies: len(policies.policies),
         builtin_text=builtin_text(),
         builtin_name=BUILTIN_NAME,
