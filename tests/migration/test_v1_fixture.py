@@ -92,7 +92,7 @@ def test_v1_session_entries_load_with_tool_name() -> None:
 def test_v1_turn_records_load_without_message_id() -> None:
     turns = _records()["state"]["turns"]
     done = TurnRecord.model_validate(turns["v1-done"])
-    assert (done.schema_version, done.run_id, done.state) == (4, DONE_RUN, "stopped")
+    assert (done.schema_version, done.run_id, done.state) == (5, DONE_RUN, "stopped")
     assert "message_id" not in done.model_dump()
     parked = TurnRecord.model_validate(turns["v1-parked"])
     assert (parked.run_id, parked.state) == (PARKED_RUN, "function_awaiting_approval")
@@ -239,11 +239,11 @@ async def test_a_v1_engine_file_loads_and_runs_on(home: Path) -> None:
         history_calls = [c for m in first.messages for c in _calls_of(m)]
         assert [c.tool_name for c in history_calls] == ["add"]
 
-        # What it wrote is the current version: the record (4), the new entries, the tool's
+        # What it wrote is the current version: the record (5), the new entries, the tool's
         # call context (2).
         stored = await harness.engine.get_state(TURNS_SCOPE, "v1-done")
         assert stored is not None
-        assert stored.value["schema_version"] == 4
+        assert stored.value["schema_version"] == 5
         assert "message_id" not in stored.value
         assert stored.value["run_id"] == result.run_id
         reply = await MESSAGES.call(harness.engine, MessagesRequest(session_id="v1-done"))

@@ -40,7 +40,11 @@ def add_parsers(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -
     create = _action(
         actions, "create", "a cap in USD per period for a scope", _create, with_id=False
     )
-    create.add_argument("scope", help="workspace/ID, agent/ID or session/ID")
+    create.add_argument(
+        "scope", nargs="?", help="workspace/ID, agent/ID, session/ID, tenant/T or user/T~USER"
+    )
+    create.add_argument("--tenant", help="only this tenant's calls (alone: scope tenant/T)")
+    create.add_argument("--user", help="only this user's calls (alone: scope user/T~USER)")
     create.add_argument("--cap", type=float, required=True, metavar="USD")
     create.add_argument("--period", choices=["day", "week", "month", "total"], default="month")
     create.add_argument("--id", help="the budget id (default: generated)")
@@ -54,6 +58,7 @@ def add_parsers(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -
 
     listing = _action(actions, "list", "budgets, by scope", _list, with_id=False)
     listing.add_argument("--scope", help="a scope or a prefix such as agent/")
+    listing.add_argument("--tenant", help="only this tenant's budgets")
 
     _action(actions, "get", "one budget", lambda a: _call(c.GET, **_ref(a)))
     update = _action(actions, "update", "change cap, period or name", _update)
@@ -124,6 +129,8 @@ def _create(args: argparse.Namespace) -> Call:
     return _call(
         c.CREATE,
         scope=args.scope,
+        tenant=args.tenant,
+        user=args.user,
         cap_usd=args.cap,
         period=args.period,
         enforce=not args.track_only,
@@ -135,7 +142,7 @@ def _create(args: argparse.Namespace) -> Call:
 
 
 def _list(args: argparse.Namespace) -> Call:
-    return _call(c.LIST, scope=args.scope)
+    return _call(c.LIST, scope=args.scope, tenant=args.tenant)
 
 
 def _update(args: argparse.Namespace) -> Call:
@@ -187,6 +194,9 @@ def _budget_line(budget: c.Budget) -> str:
         if on
     ]
     label = f"  {budget.name}" if budget.name else ""
+    owner = [f"{k} {v}" for k, v in (("tenant", budget.tenant), ("user", budget.user)) if v]
+    if owner and not budget.scope.startswith(("tenant/", "user/")):
+        flags[:0] = owner  # a scope limited to a tenant or user says so
     extra = f"  [{', '.join(flags)}]" if flags else ""
     return (
         f"{budget.id:<16} {budget.scope:<28} {budget.period:<6} "

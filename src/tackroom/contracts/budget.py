@@ -1,8 +1,10 @@
 """The public face of the ``budget`` worker (``budget::*``): ids, payload models, codes.
 
-Budgets cap LLM spend per scope — ``workspace/<id>``, ``agent/<id>``, ``session/<id>`` — per
-period (``day``, ``week``, ``month`` on UTC boundaries, or ``total``). A model call is charged to
-every budget on its chain. ``budget::check`` reserves the call's estimate on every enforced
+Budgets cap LLM spend per scope — ``workspace/<id>``, ``agent/<id>``, ``session/<id>``,
+``tenant/<tenant>``, ``user/<tenant>~<user>``, optionally limited to one tenant and/or user
+(:mod:`tackroom.contracts.budget_scopes`) — per period (``day``, ``week``, ``month`` on UTC
+boundaries, or ``total``). A model call is charged to every budget on its chain, a subagent's
+call to its leads' budgets too. ``budget::check`` reserves the call's estimate on every enforced
 budget of the chain (all or nothing), ``budget::record`` settles the actual cost. Failures arrive
 as ``InvocationError`` whose ``remote_code`` is one of the ``*_ERROR`` codes below (or
 ``invalid_request``, with pydantic's reason).
@@ -10,18 +12,30 @@ as ``InvocationError`` whose ``remote_code`` is one of the ``*_ERROR`` codes bel
 
 from __future__ import annotations
 
-from datetime import UTC, datetime, timedelta
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal, Self
 
-from pydantic import BaseModel, ConfigDict, Field, StringConstraints
+from pydantic import BaseModel, ConfigDict, Field, StringConstraints, model_validator
 
+from tackroom.contracts.budget_periods import Period, period_bounds, period_key
+from tackroom.contracts.budget_scopes import (
+    ChainFields,
+    ChainId,
+    Lead,
+    ScopeName,
+    TenantName,
+    UserName,
+    applies,
+    resolve_scope,
+)
 from tackroom.contracts.bus import Function
+from tackroom.contracts.versions import upgrading
 
 __all__ = [
     "ALERT_QUEUE",
     "ALERT_SET",
     "BUDGET_EXISTS_ERROR",
     "BUDGET_NOT_FOUND_ERROR",
+    "BUDGET_SCHEMA_VERSION",
     "CHECK",
     "CONTENTION_ERROR",
     "CREATE",
@@ -46,6 +60,7 @@ __all__ = [
     "BudgetId",
     "BudgetList",
     "BudgetRef",
+    "ChainFields",
     "Charge",
     "CheckRequest",
     "CheckResponse",
@@ -54,6 +69,7 @@ __all__ = [
     "EnforceRequest",
     "ExemptRequest",
     "Forecast",
+    "Lead",
     "ListRequest",
     "PauseRequest",
     "Period",
@@ -70,52 +86,10 @@ __all__ = [
     "period_key",
 ]
 
-# Budget periods on UTC boundaries: the key of the period an instant falls in, and its bounds.
-#
-# - ``day``: ``2026-11-30``, from 00:00 UTC to the next 00:00;
-# - ``week``: ISO week ``2026-W49``, from Monday 00:00 UTC;
-# - ``month``: ``2026-11``, from the 1st 00:00 UTC;
-# - ``total``: ``total``, from the budget's creation, never ending.
-#
-# A new period is a new key, so spend rolls over without anyone writing anything at midnight.
-
-Period = Literal["day", "week", "month", "total"]
-
-
-def _at(ts: float) -> datetime:
-    return datetime.fromtimestamp(ts, UTC)
-
-
-def period_key(period: Period, now: float) -> str:
-    moment = _at(now)
-    if period == "day":
-        return moment.strftime("%Y-%m-%d")
-    if period == "week":
-        year, week, _ = moment.isocalendar()
-        return f"{year:04d}-W{week:02d}"
-    if period == "month":
-        return moment.strftime("%Y-%m")
-    return "total"
-
-
-def period_bounds(period: Period, now: float, *, origin: float) -> tuple[float, float | None]:
-    """``(start, end)`` of the period holding ``now``; ``total`` runs from ``origin`` forever."""
-    moment = _at(now)
-    midnight = moment.replace(hour=0, minute=0, second=0, microsecond=0)
-    if period == "day":
-        start, end = midnight, midnight + timedelta(days=1)
-    elif period == "week":
-        start = midnight - timedelta(days=moment.weekday())
-        end = start + timedelta(days=7)
-    elif period == "month":
-        start = midnight.replace(day=1)
-        end = (start + timedelta(days=32)).replace(day=1)
-    else:
-        return origin, None
-    return start.timestamp(), end.timestamp()
-
-
 SCHEMA_VERSION = 1
+BUDGET_SCHEMA_VERSION = 2
+"""Version 2 of a budget added ``tenant`` and ``user`` (and the ``tenant/``, ``user/`` scopes);
+a version 1 budget reads as one for every tenant."""
 
 
 class _Stored(BaseModel):
@@ -125,9 +99,13 @@ class _Stored(BaseModel):
 
 
 class Budget(_Stored):
-    schema_version: int = SCHEMA_VERSION
+    schema_version: int = BUDGET_SCHEMA_VERSION
     id: str
-    scope: str = Field(description="workspace/<id>, agent/<id> or session/<id>")
+    scope: str = Field(
+        description="workspace/<id>, agent/<id>, session/<id>, tenant/<t> or user/<t>~<user>"
+    )
+    tenant: str | None = Field(default=None, description="counts only this tenant's calls")
+    user: str | None = Field(default=None, description="counts only this user's calls")
     period: Period
     cap_usd: float
     alert_thresholds: list[float] = Field(description="fractions of the cap, e.g. 0.8")
@@ -140,8 +118,17 @@ class Budget(_Stored):
     created_at: float
     updated_at: float
 
+    @model_validator(mode="before")
+    @classmethod
+    def _upgrade(cls, data: Any) -> Any:
+        return upgrading(data, BUDGET_SCHEMA_VERSION) or data
+
     def exempt_at(self, now: float) -> bool:
         return self.exempt and (self.exempt_until is None or now < self.exempt_until)
+
+    def applies_to(self, tenant: str | None, user: str | None) -> bool:
+        """Whether a call of ``tenant``'s ``user`` counts on this budget (its scope aside)."""
+        return applies(self.tenant, self.user, tenant=tenant, user=user)
 
 
 class PeriodUsage(_Stored):
@@ -169,10 +156,6 @@ PAUSED = "budget_paused"
 """``check`` denial: a budget on the chain is paused."""
 
 BudgetId = Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9_.:-]{1,100}$")]
-ScopeName = Annotated[
-    str, StringConstraints(pattern=r"^(workspace|agent|session)/[!-.0-~]{1,200}$")
-]
-ChainId = Annotated[str, StringConstraints(pattern=r"^[!-.0-~]{1,200}$")]
 Thresholds = Annotated[list[Annotated[float, Field(gt=0, le=100)]], Field(max_length=16)]
 
 
@@ -185,8 +168,14 @@ class BudgetRef(_Model):
 
 
 class CreateRequest(_Model):
+    """A budget's scope is ``scope``, else ``agent/<agent>``, else the user's, else the
+    tenant's; ``tenant`` and ``user`` beside another scope limit the budget to their calls."""
+
     id: BudgetId | None = Field(default=None, description="default: a fresh id")
-    scope: ScopeName
+    scope: ScopeName | None = Field(default=None, description="default: from agent, user, tenant")
+    agent: ChainId | None = Field(default=None, description="scope agent/<agent>")
+    tenant: TenantName | None = Field(default=None, description="only this tenant's calls")
+    user: UserName | None = Field(default=None, description="only this user's calls")
     period: Period = "month"
     cap_usd: float = Field(gt=0)
     alert_thresholds: Thresholds = Field(default_factory=lambda: [0.5, 0.8, 1.0])
@@ -194,9 +183,17 @@ class CreateRequest(_Model):
     enforce: bool = True
     name: str | None = None
 
+    @model_validator(mode="after")
+    def _scoped(self) -> Self:
+        self.scope, self.tenant, self.user = resolve_scope(
+            self.scope, agent=self.agent, tenant=self.tenant, user=self.user
+        )
+        return self
+
 
 class ListRequest(_Model):
     scope: str | None = Field(default=None, description="a scope, or a prefix like 'agent/'")
+    tenant: TenantName | None = Field(default=None, description="only budgets of this tenant")
 
 
 class BudgetList(_Model):
@@ -233,10 +230,7 @@ class ExemptRequest(BudgetRef):
     until: float | None = Field(default=None, description="seconds since the epoch; null: open")
 
 
-class CheckRequest(_Model):
-    session_id: ChainId
-    agent: ChainId | None = None
-    workspace: ChainId | None = None
+class CheckRequest(ChainFields):
     estimate_usd: float = Field(ge=0)
     ttl_s: float | None = Field(
         default=None, gt=0, le=86_400, description="how long the reservation holds (config)"
@@ -257,14 +251,13 @@ class CheckResponse(_Model):
     )
 
 
-class RecordRequest(_Model):
+class RecordRequest(ChainFields):
+    """The chain is the reservation's when ``reservation_id`` names one still kept."""
+
     reservation_id: str | None = None
     record_id: str | None = Field(
         default=None, description="idempotency key when there is no reservation"
     )
-    session_id: ChainId
-    agent: ChainId | None = None
-    workspace: ChainId | None = None
     cost_usd: float = Field(ge=0)
 
 
@@ -338,7 +331,8 @@ CREATE: Function[CreateRequest, Budget] = Function(
     "budget::create",
     CreateRequest,
     Budget,
-    description="Create a budget: a cap in USD per period for a workspace, agent or session.",
+    description="Create a budget: a cap in USD per period for a workspace, agent, session, "
+    "tenant or user.",
 )
 LIST: Function[ListRequest, BudgetList] = Function(
     "budget::list", ListRequest, BudgetList, description="Budgets, optionally of a scope."

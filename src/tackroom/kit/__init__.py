@@ -4,4 +4,6 @@
   the stream sink, the provider service, routing a provider name to its worker);
 - :mod:`tackroom.kit.rulesfile`: a hot-reloaded rules file (used by the policy workers);
 - :mod:`tackroom.kit.hooks`: publishing to hook topics and subscribing to them.
+- :mod:`tackroom.kit.quota`: rate limits and concurrency caps per tenant and user, counted in the
+  engine's state (a gateway calls it before starting a run).
 """

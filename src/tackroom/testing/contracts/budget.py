@@ -34,6 +34,12 @@ class BudgetContract(WorkerContract):
         budget_id: str = made["id"]
         return budget_id
 
+    async def budget_of(self, bus: Engine, scoped: dict[str, Any], cap: float) -> str:
+        """A budget scoped by ``tenant``, ``user`` and/or ``agent`` instead of a scope."""
+        made = await self.call(bus, "budget::create", {**scoped, "cap_usd": cap})
+        budget_id: str = made["id"]
+        return budget_id
+
     async def check(self, bus: Engine, estimate: float, **chain: Any) -> dict[str, Any]:
         request = {"session_id": "s1", **chain, "estimate_usd": estimate}
         result: dict[str, Any] = await self.call(bus, "budget::check", request)
@@ -57,7 +63,7 @@ class BudgetContract(WorkerContract):
             "budget::create",
             {"id": "team", "scope": "workspace/acme", "period": "day", "cap_usd": 5, "name": "t"},
         )
-        assert made["schema_version"] == 1
+        assert made["schema_version"] == 2
         assert (made["id"], made["scope"], made["period"], made["cap_usd"]) == (
             "team", "workspace/acme", "day", 5
         )  # fmt: skip
@@ -151,6 +157,51 @@ class BudgetContract(WorkerContract):
             assert (await self.current(bus, budget_id))["spent_usd"] == pytest.approx(0.25)
         other_session = await self.check(bus, 0.3, session_id="s2", **chain)
         assert (other_session["allowed"], other_session["budget_id"]) == (False, agent)
+
+    async def test_tenant_and_user_budgets_count_their_own_calls(self, bus: Engine) -> None:
+        tenant = await self.budget_of(bus, {"tenant": "acme"}, 10.0)
+        alice = await self.budget_of(bus, {"tenant": "acme", "user": "alice"}, 10.0)
+        coder = await self.budget_of(bus, {"tenant": "acme", "agent": "coder"}, 10.0)
+        made = await self.call(bus, "budget::get", {"budget_id": alice})
+        assert (made["scope"], made["tenant"], made["user"]) == ("user/acme~alice", "acme", "alice")
+        await self.record(bus, 1.0, tenant="acme", user="alice", agent="coder")
+        await self.record(bus, 2.0, tenant="acme", user="bob", agent="writer")
+        await self.record(bus, 4.0, tenant="other", user="alice", agent="coder")
+        await self.record(bus, 8.0, agent="coder")  # no principal: no tenant's budget
+        spent = {b: (await self.current(bus, b))["spent_usd"] for b in (tenant, alice, coder)}
+        assert spent == {tenant: pytest.approx(3.0), alice: 1.0, coder: 1.0}
+        listed = await self.call(bus, "budget::list", {"tenant": "acme"})
+        assert {b["id"] for b in listed["budgets"]} == {tenant, alice, coder}
+        assert (await self.call(bus, "budget::list", {"tenant": "other"}))["budgets"] == []
+
+        capped = await self.budget_of(bus, {"tenant": "acme", "user": "bob"}, 0.5)
+        assert (await self.check(bus, 0.1, tenant="acme", user="bob"))["allowed"] is True
+        await self.record(bus, 0.5, tenant="acme", user="bob")
+        denied = await self.check(bus, 0.1, tenant="acme", user="bob")
+        assert (denied["allowed"], denied["budget_id"]) == (False, capped)
+        assert (await self.check(bus, 0.1, tenant="acme", user="alice"))["allowed"] is True
+
+    async def test_a_subagents_spend_counts_on_its_leads_budgets(self, bus: Engine) -> None:
+        lead = await self.budget(bus, "session/lead", 1.0)
+        grand = await self.budget(bus, "session/top", 1.0)
+        lead_agent = await self.budget(bus, "agent/planner", 1.0)
+        leads = [{"session_id": "lead", "agent": "planner"}, {"session_id": "top"}]
+        held = await self.check(bus, 0.25, session_id="child", agent="helper", leads=leads)
+        assert held["allowed"] is True
+        await self.record(
+            bus,
+            0.2,
+            session_id="child",
+            agent="helper",
+            leads=leads,
+            reservation_id=held["reservation_id"],
+        )
+        for budget_id in (lead, grand, lead_agent):
+            current = await self.current(bus, budget_id)
+            assert (current["spent_usd"], current["reserved_usd"]) == (pytest.approx(0.2), 0.0)
+        await self.record(bus, 0.8, session_id="lead", agent="planner", leads=leads[1:])
+        refused = await self.check(bus, 0.0, session_id="child", agent="helper", leads=leads)
+        assert (refused["allowed"], refused["budget_id"]) == (False, lead)
 
     async def test_a_cap_reached_denies_even_a_zero_estimate(self, bus: Engine) -> None:
         await self.budget(bus, "session/s1", 1.0)

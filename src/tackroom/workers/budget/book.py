@@ -30,19 +30,9 @@ from tackroom.workers.budget.records import (
     mutate,
 )
 
-__all__ = ["BudgetBook", "chain_of"]
+__all__ = ["BudgetBook"]
 
 T = TypeVar("T")
-
-
-def chain_of(session_id: str, agent: str | None, workspace: str | None) -> list[str]:
-    """The scopes a call is charged to, narrowest first."""
-    chain = [f"session/{session_id}"]
-    if agent is not None:
-        chain.append(f"agent/{agent}")
-    if workspace is not None:
-        chain.append(f"workspace/{workspace}")
-    return chain
 
 
 def _not_found(budget_id: str) -> FunctionError:
@@ -69,16 +59,21 @@ class BudgetBook:
             raise _not_found(budget_id)
         return Budget.model_validate(entry.value)
 
-    async def all(self, scope: str | None = None) -> list[Budget]:
+    async def all(self, scope: str | None = None, *, tenant: str | None = None) -> list[Budget]:
         budgets = [
             Budget.model_validate(e.value) for e in await self._backend.list_state(BUDGETS_SCOPE)
         ]
         if scope:
             budgets = [b for b in budgets if b.scope == scope or b.scope.startswith(scope)]
+        if tenant is not None:
+            budgets = [b for b in budgets if b.tenant == tenant]
         return sorted(budgets, key=lambda b: (b.scope, b.created_at, b.id))
 
-    async def for_chain(self, chain: list[str]) -> list[Budget]:
-        """The budgets of every scope of ``chain``, in chain order (then by id)."""
+    async def for_chain(
+        self, chain: list[str], *, tenant: str | None = None, user: str | None = None
+    ) -> list[Budget]:
+        """The budgets of every scope of ``chain`` that apply to a call of ``tenant``'s
+        ``user``, in chain order (then by id)."""
         indexes = await asyncio.gather(
             *(self._backend.get_state(INDEX_SCOPE, scope) for scope in chain)
         )
@@ -94,7 +89,7 @@ class BudgetBook:
         for (scope, _), entry in zip(wanted, entries, strict=True):
             if entry is not None:
                 budget = Budget.model_validate(entry.value)
-                if budget.scope == scope:
+                if budget.scope == scope and budget.applies_to(tenant, user):
                     found.append(budget)
         return found
 
@@ -103,9 +98,12 @@ class BudgetBook:
         if await self._backend.get_state(BUDGETS_SCOPE, budget_id) is not None:
             raise FunctionError(BUDGET_EXISTS_ERROR, f"budget {budget_id!r} exists")
         now = self._clock()
+        assert request.scope is not None  # the request resolved it
         budget = Budget(
             id=budget_id,
             scope=request.scope,
+            tenant=request.tenant,
+            user=request.user,
             period=request.period,
             cap_usd=request.cap_usd,
             alert_thresholds=sorted(set(request.alert_thresholds)),
@@ -115,7 +113,7 @@ class BudgetBook:
             created_at=now,
             updated_at=now,
         )
-        await self._index(request.scope, budget_id, add=True)
+        await self._index(budget.scope, budget_id, add=True)
 
         def create_only(value: Any) -> tuple[Any, bool]:
             return (

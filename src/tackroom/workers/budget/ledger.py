@@ -35,7 +35,7 @@ from tackroom.contracts.budget import (
 )
 from tackroom.engine.errors import EngineError
 from tackroom.engine.protocol import Engine
-from tackroom.workers.budget.book import BudgetBook, chain_of
+from tackroom.workers.budget.book import BudgetBook
 from tackroom.workers.budget.records import (
     EPSILON,
     RESERVATIONS_SCOPE,
@@ -97,7 +97,7 @@ class Ledger:
     async def check(self, request: CheckRequest) -> CheckResponse:
         now = self._clock()
         budgets = await self._book.for_chain(
-            chain_of(request.session_id, request.agent, request.workspace)
+            request.chain(), tenant=request.tenant, user=request.user
         )
         for budget in budgets:
             if budget.paused and not budget.exempt_at(now):
@@ -131,6 +131,9 @@ class Ledger:
                 session_id=request.session_id,
                 agent=request.agent,
                 workspace=request.workspace,
+                tenant=request.tenant,
+                user=request.user,
+                leads=request.leads,
                 holds=held,
                 created_at=now,
                 expires_at=expires_at,
@@ -192,14 +195,14 @@ class Ledger:
         if request.reservation_id is not None:
             entry = await self._backend.get_state(RESERVATIONS_SCOPE, request.reservation_id)
             reservation = None if entry is None else Reservation.model_validate(entry.value)
-        if reservation is not None:
-            chain = chain_of(reservation.session_id, reservation.agent, reservation.workspace)
-        else:
-            chain = chain_of(request.session_id, request.agent, request.workspace)
+        charged: Reservation | RecordRequest = request if reservation is None else reservation
         holds = {} if reservation is None else {h.budget_id: h for h in reservation.holds}
         settle_id = request.reservation_id or request.record_id
         response = RecordResponse(charged=[])
-        for budget in await self._book.for_chain(chain):
+        budgets = await self._book.for_chain(
+            charged.chain(), tenant=charged.tenant, user=charged.user
+        )
+        for budget in budgets:
             hold = holds.get(budget.id)
             key = hold.period_key if hold is not None else period_key(budget.period, now)
             charge, fired, usage = await self._settle(budget, key, settle_id, request.cost_usd, now)

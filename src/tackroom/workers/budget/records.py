@@ -21,9 +21,11 @@ import random
 from collections.abc import Callable
 from typing import Any, Protocol, TypeVar
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from tackroom.contracts.budget import SCHEMA_VERSION, Budget, Period, PeriodUsage
+from tackroom.contracts.budget import SCHEMA_VERSION, Budget, Lead, Period, PeriodUsage
+from tackroom.contracts.budget_scopes import chain_of
+from tackroom.contracts.versions import upgrading
 from tackroom.engine.errors import FunctionError, RevisionConflict
 from tackroom.engine.protocol import StateEntry
 
@@ -105,15 +107,36 @@ class ReservedOn(_Model):
 
 
 class Reservation(_Model):
-    schema_version: int = SCHEMA_VERSION
+    """Version 2 added the chain's ``tenant``, ``user`` and ``leads``; a version 1 reservation
+    reads as one with none."""
+
+    schema_version: int = 2
     reservation_id: str
     session_id: str
     agent: str | None = None
     workspace: str | None = None
+    tenant: str | None = None
+    user: str | None = None
+    leads: list[Lead] = Field(default_factory=list)
     holds: list[ReservedOn]
     created_at: float
     expires_at: float
     settled_at: float | None = None
+
+    @model_validator(mode="before")
+    @classmethod
+    def _upgrade(cls, data: Any) -> Any:
+        return upgrading(data, 2) or data
+
+    def chain(self) -> list[str]:
+        return chain_of(
+            session_id=self.session_id,
+            agent=self.agent,
+            workspace=self.workspace,
+            tenant=self.tenant,
+            user=self.user,
+            leads=self.leads,
+        )
 
 
 class IndexRecord(_Model):

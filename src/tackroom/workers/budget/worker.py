@@ -71,7 +71,7 @@ async def _start(
         return await book.create(request)
 
     async def list_budgets(request: c.ListRequest) -> c.BudgetList:
-        return c.BudgetList(budgets=await book.all(request.scope))
+        return c.BudgetList(budgets=await book.all(request.scope, tenant=request.tenant))
 
     async def get(request: c.BudgetRef) -> c.Budget:
         return await book.get(request.budget_id)

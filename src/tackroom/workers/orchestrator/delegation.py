@@ -10,7 +10,7 @@ the run to the other agent and provisions it again before the next model call.
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from tackroom.contracts.agents import HandoffTarget, SubagentOutcome
@@ -19,7 +19,7 @@ from tackroom.contracts.events import (
     HandoffData,
     SubagentEndedData,
 )
-from tackroom.contracts.messages import CustomMessage, FunctionResultMessage, TextBlock
+from tackroom.contracts.messages import CustomMessage, FunctionResultMessage, TextBlock, Usage
 from tackroom.workers.orchestrator.planning import text_result
 from tackroom.workers.orchestrator.record import CallState, TurnRecord
 
@@ -31,11 +31,13 @@ WAITS = frozenset({"parked", "waiting"})
 
 @dataclass(frozen=True, slots=True)
 class ChildEnded:
-    """A waiting call's child run ended: the call's result and the events telling it."""
+    """A waiting call's child run ended: the call's result, the events telling it, and what the
+    child spent (its own children's spend included), which the parent run's usage adds up."""
 
     result: FunctionResultMessage
     ended: SubagentEndedData
     end: FunctionExecutionEndData
+    usage: Usage = field(default_factory=Usage)
 
 
 def child_ended(call: CallState, outcome: SubagentOutcome) -> ChildEnded:
@@ -78,6 +80,7 @@ def child_ended(call: CallState, outcome: SubagentOutcome) -> ChildEnded:
             is_error=result.is_error,
             duration_ms=None,
         ),
+        usage=outcome.usage,
     )
 
 

@@ -9,6 +9,7 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from tackroom.contracts.agents import ParentLink
+from tackroom.contracts.budget import Lead
 from tackroom.contracts.context import ContextSettings
 from tackroom.contracts.messages import (
     AgentMessage,
@@ -117,9 +118,10 @@ class TurnRecord(_Model):
     an outbox event take its messages from outbox entries (``message_of``, ``results_of``),
     keeps ``last_assistant`` for a child run only (its parent reads the answer) and drops the
     results of a settled batch's calls (they are appended; the ledger keeps each outcome); a
-    version 3 record reads as it is."""
+    version 3 record reads as it is. Version 5 added ``leads`` (a child run's chain of parent
+    runs, charged with its spend); a version 4 record reads as one with none."""
 
-    schema_version: int = 4
+    schema_version: int = 5
     session_id: str
     run_id: str
     state: TurnState = "provisioning"
@@ -136,6 +138,11 @@ class TurnRecord(_Model):
     agent: str | None = Field(default=None, description="the agent running the session now")
     parent: ParentLink | None = Field(
         default=None, description="a child run's parent call, told the outcome when it ends"
+    )
+    leads: list[Lead] = Field(
+        default_factory=list,
+        description="a child run's parent run, its parent's, ... (nearest first): the budgets "
+        "of each are charged with this run's spend too",
     )
     system_prompt_override: str | None = None
     instructions: str | None = None
@@ -181,7 +188,7 @@ class TurnRecord(_Model):
     @classmethod
     def _upgrade(cls, data: Any) -> Any:
         data = renamed_before(data, 2, "message_id", "run_id")
-        return upgrading(data, 4) or data
+        return upgrading(data, 5) or data
 
     @property
     def terminal(self) -> bool:

@@ -6,6 +6,10 @@ of the call's cost on the session's budgets; a refusal stops the turn with stop 
 After the call, ``budget_record_function`` settles the reservation with the provider's reported
 cost. Prices come from the catalog (``MODELS_GET``) when it is served; without prices the
 estimate is 0, so only budgets already at their cap refuse.
+
+Both name the call's chain: the session, the run's agent (``budget_agent`` when the run names
+none), the workspace, the tenant and user of the run's principal, and a child run's leads (its
+parent runs), so a subagent's spend also counts on its leads' budgets.
 """
 
 from __future__ import annotations
@@ -13,19 +17,21 @@ from __future__ import annotations
 import json
 import logging
 from dataclasses import dataclass
+from typing import Any
 
-from pydantic import ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from tackroom.contracts.budget import CHECK, RECORD, CheckRequest, RecordRequest
+from tackroom.contracts.agents import ParentLink
+from tackroom.contracts.budget import CHECK, RECORD, CheckRequest, Lead, RecordRequest
 from tackroom.contracts.catalog import Prices
 from tackroom.contracts.messages import AgentMessage, Usage
 from tackroom.engine.errors import EngineError
 from tackroom.engine.protocol import Engine
 from tackroom.kit.context import estimate_cost
 from tackroom.workers.orchestrator.models import ModelInfoCache
-from tackroom.workers.orchestrator.record import TurnRecord
+from tackroom.workers.orchestrator.record import TURNS_SCOPE, TurnRecord
 
-__all__ = ["BudgetGuard", "Reservation"]
+__all__ = ["BudgetGuard", "Reservation", "leads_of"]
 
 _log = logging.getLogger("tackroom.orchestrator")
 
@@ -51,12 +57,14 @@ class BudgetGuard:
         *,
         check_function: str | None,
         record_function: str | None,
-        scopes: dict[str, str] | None = None,
+        workspace: str | None = None,
+        agent: str | None = None,
         timeout: float = 5.0,
         models: ModelInfoCache | None = None,
     ) -> None:
         self._engine = engine
-        self._scopes = dict(scopes or {})
+        self._workspace = workspace
+        self._agent = agent
         self._check = None if check_function is None else CHECK.at(check_function)
         self._record = None if record_function is None else RECORD.at(record_function)
         self._timeout = timeout
@@ -65,6 +73,21 @@ class BudgetGuard:
     @property
     def enabled(self) -> bool:
         return self._check is not None
+
+    def chain(self, record: TurnRecord) -> dict[str, Any]:
+        """The chain fields of the run's check and record requests."""
+        principal = record.principal
+        return {
+            "session_id": record.session_id,
+            "agent": record.agent or self._agent,
+            "workspace": self._workspace,
+            "tenant": None if principal is None else principal.tenant,
+            "user": None if principal is None else principal.id,
+            "leads": [
+                lead if lead.agent else lead.model_copy(update={"agent": self._agent})
+                for lead in record.leads
+            ],
+        }
 
     async def reserve(self, record: TurnRecord, messages: list[AgentMessage]) -> Reservation:
         if self._check is None:
@@ -75,9 +98,7 @@ class BudgetGuard:
         )
         estimate = estimate_cost(prices, input_chars=chars, output_tokens=max_output)
         try:
-            request = CheckRequest(
-                session_id=record.session_id, **self._scopes, estimate_usd=estimate
-            )
+            request = CheckRequest(**self.chain(record), estimate_usd=estimate)
             reply = await self._check.call(self._engine, request, timeout=self._timeout)
         except (EngineError, ValidationError) as exc:
             return Reservation(False, estimate_usd=estimate, reason=f"budget check failed: {exc}")
@@ -99,8 +120,7 @@ class BudgetGuard:
             request = RecordRequest(
                 reservation_id=reservation.reservation_id,
                 record_id=f"{record.run_id}:t{record.turn_count + 1}",  # a re-run settles once
-                session_id=record.session_id,
-                **self._scopes,
+                **self.chain(record),
                 cost_usd=usage.cost_usd,
             )
             await self._record.call(self._engine, request, timeout=self._timeout)
@@ -114,3 +134,24 @@ class BudgetGuard:
         if info is None:
             return None, _DEFAULT_OUTPUT_TOKENS
         return info.prices, min(info.max_output_tokens, _DEFAULT_OUTPUT_TOKENS * 4)
+
+
+class _LeadView(BaseModel):
+    """What a parent's turn record says about its leads (the rest is not read)."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    run_id: str
+    agent: str | None = None
+    leads: list[Lead] = Field(default_factory=list)
+
+
+async def leads_of(engine: Engine, link: ParentLink) -> list[Lead]:
+    """A child run's leads: its parent run (session and agent), then the parent's own leads.
+    Read from the parent's turn record when the child starts (the parent is mid-step: its
+    record is that run's); a parent record of another run names the parent's session only."""
+    entry = await engine.get_state(TURNS_SCOPE, link.session_id)
+    parent = None if entry is None else _LeadView.model_validate(entry.value)
+    if parent is None or parent.run_id != link.run_id:
+        return [Lead(session_id=link.session_id)]
+    return [Lead(session_id=link.session_id, agent=parent.agent), *parent.leads][:64]

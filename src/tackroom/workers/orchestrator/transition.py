@@ -355,6 +355,7 @@ def _approvals_read(
         child = children.get(call.id)
         if call.status == "waiting" and child is not None:
             call.status, call.result, changed = "done", child.result, True
+            r.usage = r.usage + child.usage  # a run's cost includes its subagents'
             effects.extend([EmitEvent(child.ended), EmitEvent(child.end)])
         decision = decisions.get(call.id)
         if call.status != "parked" or decision is None:

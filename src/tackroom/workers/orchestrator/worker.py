@@ -48,7 +48,7 @@ from tackroom.workers.orchestrator.models import ModelInfoCache
 from tackroom.workers.orchestrator.provision import Provisioner
 from tackroom.workers.orchestrator.record import RUNS_SCOPE, TURNS_SCOPE, TurnRecord, runs_key
 from tackroom.workers.orchestrator.results import ResultsReader
-from tackroom.workers.orchestrator.spend import BudgetGuard
+from tackroom.workers.orchestrator.spend import BudgetGuard, leads_of
 from tackroom.workers.orchestrator.streaming import ModelCaller
 from tackroom.workers.orchestrator.subagents import Subagents
 from tackroom.workers.orchestrator.transcript import SessionsClient
@@ -72,7 +72,7 @@ class OrchestratorConfig(WorkerConfig):
     budget_workspace: str | None = None
     """Workspace id charged with this harness's model calls (budgets of scope workspace/<id>)."""
     budget_agent: str | None = None
-    """Agent id charged with this harness's model calls (budgets of scope agent/<id>)."""
+    """Agent id charged with the model calls of runs that name no agent (scope agent/<id>)."""
     hooks_function: str | None = None
     """e.g. ``hook-fanout::publish_collect``: hooks around calls, model calls and turn ends."""
     provider_timeout: float = 300.0
@@ -177,14 +177,8 @@ class Orchestrator:
                 ctx.engine,
                 check_function=config.budget_check_function,
                 record_function=config.budget_record_function,
-                scopes={
-                    key: value
-                    for key, value in (
-                        ("workspace", config.budget_workspace),
-                        ("agent", config.budget_agent),
-                    )
-                    if value is not None
-                },
+                workspace=config.budget_workspace,
+                agent=config.budget_agent,
                 models=models,
             ),
             visibility_extension=config.step_visibility_timeout,
@@ -220,6 +214,7 @@ class Orchestrator:
             principal=request.principal,
             agent=request.agent,
             parent=request.parent,
+            leads=[] if request.parent is None else await leads_of(self._engine, request.parent),
             max_turns=request.max_turns,
             system_prompt_override=request.system_prompt,
             instructions=request.instructions,
