@@ -15,7 +15,7 @@ import nats.errors
 import nats.js.errors
 from nats.js import api
 
-from tackroom.engine.errors import EngineClosed
+from tackroom.engine.errors import EngineClosed, EngineUnavailable
 from tackroom.engine.functions import FunctionRegistry, LocalRegistration, new_registration
 from tackroom.engine.nats.calls import FunctionCalls
 from tackroom.engine.nats.catalog import Catalog
@@ -25,7 +25,7 @@ from tackroom.engine.nats.channels import (
     NatsChannelWriter,
 )
 from tackroom.engine.nats.delivery import Dispatcher
-from tackroom.engine.nats.link import Link, WrongLastSequence, unavailable
+from tackroom.engine.nats.link import Link, PermissionDenied, WrongLastSequence, unavailable
 from tackroom.engine.nats.live import LiveFrames
 from tackroom.engine.nats.naming import Names, NatsOptions, parse_nats_url
 from tackroom.engine.nats.queues import QueueBroker
@@ -94,6 +94,17 @@ class _Parts:
         )
 
 
+def _partitions(namespace: str, record: dict[str, Any] | None) -> int:
+    if record is None:
+        raise EngineUnavailable(
+            f"namespace {namespace} does not exist yet: start a process allowed to create it"
+            " (a harness) first; this URL says provision=0"
+        )
+    if record.get("schema_version") != NAMESPACE_SCHEMA_VERSION:
+        raise EngineClosed(f"namespace {namespace}: schema {record.get('schema_version')}")
+    return int(record["partitions"])
+
+
 class NatsEngine:
     """``Engine`` over NATS JetStream; build it with ``open_engine("nats://host:port")``."""
 
@@ -152,8 +163,13 @@ class NatsEngine:
         self._parts = parts
 
     async def _provision(self, link: Link) -> int:
-        """Create the namespace's buckets and streams (idempotent); returns its partitions."""
+        """Create the namespace's buckets and streams (idempotent); returns its partitions.
+
+        With ``provision=0`` in the URL (a user the server lets create nothing), the namespace
+        is only read: it must exist."""
         js, names, options = link.js, self.names, self.options
+        if not options.provision:
+            return _partitions(names.ns, await self._namespace_record(link))
         kv = api.StorageType.FILE
 
         async def ensure(coro: Any) -> None:
@@ -162,6 +178,13 @@ class NatsEngine:
             except nats.js.errors.BadRequestError as exc:
                 if exc.err_code != _STREAM_EXISTS:
                     raise
+            except nats.errors.TimeoutError:
+                if any(s.startswith("$js.api.stream.create.") for _, s in link.refused):
+                    raise PermissionDenied(
+                        f"NATS refused this user the creation of namespace {names.ns}'s streams:"
+                        " add provision=0 to the URL (the namespace must exist)"
+                    ) from None
+                raise
 
         await asyncio.gather(
             ensure(
@@ -228,12 +251,15 @@ class NatsEngine:
                 headers={"Nats-Expected-Last-Subject-Sequence": "0"},
             )
         except WrongLastSequence:
-            stored = await link.last_message(f"KV_{names.meta_bucket}", subject)
-            if stored is not None:
-                record = json.loads(stored.data)
-        if record.get("schema_version") != NAMESPACE_SCHEMA_VERSION:
-            raise EngineClosed(f"namespace {names.ns}: schema {record.get('schema_version')}")
-        return int(record["partitions"])
+            record = await self._namespace_record(link) or record
+        return _partitions(names.ns, record)
+
+    async def _namespace_record(self, link: Link) -> dict[str, Any] | None:
+        names = self.names
+        stored = await link.last_message(
+            f"KV_{names.meta_bucket}", f"$KV.{names.meta_bucket}.namespace"
+        )
+        return None if stored is None else dict(json.loads(stored.data))
 
     async def close(self) -> None:
         parts, self._parts = self._parts, None

@@ -2,8 +2,10 @@
 
 Requests (function calls, JetStream publishes, direct gets, channel frames) are answered on one
 wildcard inbox this module owns, so that a dropped connection fails every call in flight at once
-with :class:`EngineUnavailable` instead of letting each wait for its timeout. Reconnect listeners
-run, in tasks the link owns, after the client has reconnected (its subscriptions are back).
+with :class:`EngineUnavailable` instead of letting each wait for its timeout. Likewise a request
+the server refuses for the user's permissions (it says so in an ``-ERR``, and drops the request)
+fails at once with :class:`PermissionDenied`. Reconnect listeners run, in tasks the link owns,
+after the client has reconnected (its subscriptions are back).
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ import itertools
 import json
 import logging
 import os
+import re
 from collections.abc import Callable, Coroutine
 from dataclasses import dataclass, field
 from typing import Any
@@ -26,18 +29,34 @@ import nats
 from tackroom.engine.errors import EngineClosed, EngineError, EngineUnavailable
 from tackroom.engine.nats.naming import NatsOptions
 
-__all__ = ["JetStreamError", "Link", "NoResponders", "PubAck", "WrongLastSequence", "unavailable"]
+__all__ = [
+    "JetStreamError",
+    "Link",
+    "NoResponders",
+    "PermissionDenied",
+    "PubAck",
+    "WrongLastSequence",
+    "unavailable",
+]
 
 log = logging.getLogger(__name__)
 
 _JS_TIMEOUT = 5.0
 _WRONG_LAST_SEQUENCE = (10071, 10164)
+_VIOLATION = re.compile(r'permissions violation for (publish|subscription) to "([^"]*)"')
+"""nats-py hands ``-ERR`` texts to the error callback lower-cased."""
 
 
 class NoResponders(EngineError):
     """Nobody subscribes to the subject a request went to."""
 
     code = "no_responders"
+
+
+class PermissionDenied(EngineError):
+    """The server refused a publish for this connection's user (its authorization)."""
+
+    code = "permission_denied"
 
 
 class JetStreamError(EngineError):
@@ -64,6 +83,7 @@ class PubAck:
 class _Waiter:
     future: asyncio.Future[list[Msg]]
     batch: bool
+    subject: str
     messages: list[Msg] = field(default_factory=list)
 
 
@@ -87,14 +107,21 @@ class Link:
         self._tasks: set[asyncio.Task[None]] = set()
         self.connected = asyncio.Event()
         self.closing = False
+        self._credentials_refused = asyncio.Event()
+        self.refused: list[tuple[str, str]] = []
+        """``(publish|subscription, subject)`` the server refused this user, lower-cased."""
 
     # -- lifecycle -------------------------------------------------------------------------
     async def open(self) -> None:
         """Connect, or fail within ``connect_timeout`` with one line saying NATS is unreachable
-        (the client itself would retry a server that never answers forever, silently)."""
+        (the client itself would retry a server that never answers forever, silently), or at
+        once when the server refuses the URL's credentials."""
         deadline = self.options.connect_timeout
+        extra: dict[str, Any] = {}
+        if self.options.inbox_prefix is not None:
+            extra["inbox_prefix"] = self.options.inbox_prefix
         try:
-            self._nc = await asyncio.wait_for(
+            self._nc = await self._first_connection(
                 nats.connect(
                     servers=list(self.options.servers),
                     name=f"tackroom-{os.getpid()}",
@@ -107,9 +134,12 @@ class Link:
                     disconnected_cb=self._on_disconnected,
                     reconnected_cb=self._on_reconnected,
                     error_cb=self._on_error,
+                    **extra,
                 ),
                 timeout=deadline,
             )
+        except PermissionDenied:
+            raise
         except TimeoutError:
             raise EngineUnavailable(
                 f"NATS is unreachable: no server at {self.options.redacted()} answered within"
@@ -121,7 +151,46 @@ class Link:
         self._js = self._nc.jetstream(timeout=_JS_TIMEOUT)
         self._inbox = self._nc.new_inbox()
         await self._nc.subscribe(f"{self._inbox}.*", cb=self._on_reply)
+        try:
+            # A refusal of the inbox comes before the PONG of a PING sent after the SUB; nats-py
+            # writes a flush's PING ahead of commands still pending, so the first flush may
+            # overtake the SUB, and the second follows it.
+            await self._nc.flush()
+            await self._nc.flush()
+        except nats.errors.Error as exc:
+            raise unavailable(exc) from None
+        if self.refused:
+            await self.close()
+            raise PermissionDenied(
+                f"NATS refused this user a subscription to its reply inbox {self._inbox!r}:"
+                " set the URL's inbox_prefix to the one its permissions allow"
+                " (`tackroom nats config` prints the URL)"
+            )
         self.connected.set()
+
+    async def _first_connection(
+        self, connect: Coroutine[Any, Any, Client], timeout: float
+    ) -> Client:
+        """``connect``, unless the server refuses the credentials first (the client would try
+        them again forever) or ``timeout`` passes (``TimeoutError``)."""
+        connecting = asyncio.ensure_future(connect)
+        refused = asyncio.ensure_future(self._credentials_refused.wait())
+        try:
+            await asyncio.wait(
+                (connecting, refused), timeout=timeout, return_when=asyncio.FIRST_COMPLETED
+            )
+        finally:
+            for task in (connecting, refused):
+                task.cancel()
+            await asyncio.gather(connecting, refused, return_exceptions=True)
+        if not connecting.cancelled():  # connected or failed, maybe just as the wait ended
+            return connecting.result()
+        if self._credentials_refused.is_set():
+            raise PermissionDenied(
+                f"NATS refused the credentials of {self.options.redacted()} (Authorization"
+                " Violation): check the user and password in the URL"
+            )
+        raise TimeoutError
 
     async def close(self) -> None:
         self.closing = True
@@ -180,7 +249,24 @@ class Link:
             self.spawn(listener(), name="tackroom-nats-reconnect")
 
     async def _on_error(self, exc: Exception) -> None:
-        log.debug("NATS client error: %s: %s", type(exc).__name__, exc)
+        if "authorization violation" in str(exc).lower() and not self.connected.is_set():
+            self._credentials_refused.set()
+        violation = _VIOLATION.search(str(exc))
+        if violation is None:
+            log.debug("NATS client error: %s: %s", type(exc).__name__, exc)
+            return
+        action, subject = violation.groups()
+        self.refused.append((action, subject))
+        del self.refused[:-100]
+        log.warning("NATS refused this user's %s to %r (server permissions)", action, subject)
+        if action == "publish":  # the request is dropped: fail it now rather than at its timeout
+            denied = PermissionDenied(f"NATS refused: this user may not publish to {subject!r}")
+            for token, waiter in list(self._waiters.items()):
+                # The server's text comes lower-cased: a request to a subject differing only in
+                # case, in flight at this moment, fails too (function ids are rarely such twins).
+                if waiter.subject.lower() == subject and not waiter.future.done():
+                    self._waiters.pop(token, None)
+                    waiter.future.set_exception(denied)
 
     def _fail_waiters(self, exc: EngineError) -> None:
         waiters, self._waiters = self._waiters, {}
@@ -220,7 +306,7 @@ class Link:
         if not self.connected.is_set():
             raise EngineUnavailable("not connected to NATS")
         token = str(next(self._tokens))
-        waiter = _Waiter(asyncio.get_running_loop().create_future(), batch)
+        waiter = _Waiter(asyncio.get_running_loop().create_future(), batch, subject)
         self._waiters[token] = waiter
         try:
             await nc.publish(subject, data, reply=f"{self._inbox}.{token}", headers=headers)

@@ -1,6 +1,8 @@
 """The NATS backend's URL and every name it uses on the server.
 
-``nats://host:port[,host:port...][?namespace=NAME&partitions=N&replicas=R&history=H&heartbeat=S]``
+``nats://[user:pass@]host:port[,host:port...][?namespace=NAME&partitions=N&replicas=R&...]``
+(the options: ``namespace``, ``partitions``, ``replicas``, ``history``, ``heartbeat``,
+``connect_timeout``, ``inbox_prefix``, ``provision``; see ``docs/nats.md``)
 
 Every subject, stream, KV bucket and consumer starts with the namespace, so several harnesses (or
 test engines) share one server without colliding. Free-form names (function ids, scopes, keys,
@@ -29,6 +31,8 @@ __all__ = [
 
 DEFAULT_NAMESPACE = "tackroom"
 _NAMESPACE_RE = re.compile(r"^[A-Za-z0-9_-]{1,48}$")
+_INBOX_PREFIX_RE = re.compile(r"^[A-Za-z0-9_-]+(\.[A-Za-z0-9_-]+)*$")
+_BOOLEANS = {"1": True, "true": True, "yes": True, "0": False, "false": False, "no": False}
 _PLAIN = frozenset(b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_-")
 
 
@@ -49,6 +53,12 @@ class NatsOptions:
     connect_timeout: float = 10.0
     """Seconds the first connection may take before the engine says NATS is unreachable (once
     connected, a lost connection is retried for as long as it takes)."""
+    inbox_prefix: str | None = None
+    """Prefix of the client's reply subjects (nats-py's default ``_INBOX`` when None): a user
+    whose server permissions allow only a private inbox (``_INBOX_<user>.>``) must name it."""
+    provision: bool = True
+    """Create the namespace's streams and buckets if missing. Off for a user the server does
+    not let create them (a tool worker): the namespace must already exist."""
 
     def redacted(self) -> str:
         hosts = ",".join(re.sub(r"//[^@/]*@", "//***@", s) for s in self.servers)
@@ -66,7 +76,16 @@ def parse_nats_url(url: str) -> NatsOptions:
         raise UnsupportedEngineURL("NATS URL names no server (nats://host:port)")
     prefix = f"{parts.scheme}://" + (f"{userinfo}@" if userinfo else "")
     servers = tuple(prefix + (h if ":" in h else f"{h}:4222") for h in hosts)
-    known = {"namespace", "partitions", "replicas", "history", "heartbeat", "connect_timeout"}
+    known = {
+        "namespace",
+        "partitions",
+        "replicas",
+        "history",
+        "heartbeat",
+        "connect_timeout",
+        "inbox_prefix",
+        "provision",
+    }
     query = dict(parse_qsl(parts.query, keep_blank_values=True))
     unknown = sorted(set(query) - known)
     if unknown:
@@ -78,6 +97,17 @@ def parse_nats_url(url: str) -> NatsOptions:
         raise UnsupportedEngineURL(
             f"NATS URL: namespace {namespace!r} must be 1-48 of [A-Za-z0-9_-]"
         )
+    inbox_prefix = query.get("inbox_prefix") or None
+    if inbox_prefix is not None and not (
+        len(inbox_prefix) <= 64 and _INBOX_PREFIX_RE.match(inbox_prefix)
+    ):
+        raise UnsupportedEngineURL(
+            "NATS URL: inbox_prefix must be subject tokens of [A-Za-z0-9_-] joined by dots"
+            " (at most 64 characters), such as _INBOX_weather"
+        )
+    provision = _BOOLEANS.get(query.get("provision", "1").lower())
+    if provision is None:
+        raise UnsupportedEngineURL("NATS URL: provision must be 1 or 0 (true or false)")
     try:
         options = NatsOptions(
             servers=servers,
@@ -87,6 +117,8 @@ def parse_nats_url(url: str) -> NatsOptions:
             history=int(query.get("history", 8)),
             heartbeat=float(query.get("heartbeat", 5.0)),
             connect_timeout=float(query.get("connect_timeout", 10.0)),
+            inbox_prefix=inbox_prefix,
+            provision=provision,
         )
     except ValueError as exc:
         raise UnsupportedEngineURL(f"NATS URL: {exc}") from None
