@@ -43,6 +43,7 @@ from tackroom.contracts.memory import (
     SearchResponse,
 )
 from tackroom.contracts.tools import CallContext
+from tackroom.contracts.tenancy import qualify
 from tackroom.engine.errors import FunctionError
 from tackroom.runtime.tools import serve_tool
 from tackroom.runtime.worker import WorkerConfig, WorkerContext
@@ -197,8 +198,14 @@ async def serve_memory(ctx: WorkerContext[Any], store: MemoryStore, config: Memo
                 name = type(exc).__name__
                 raise FunctionError(UNAVAILABLE, f"the memory store failed ({name})") from None
 
-    def scope_of(scope: MemoryScope | None) -> MemoryScope:
-        return config.default_scope if scope is None else scope
+    def scope_of(scope: MemoryScope | None, call: CallContext | None) -> MemoryScope:
+        """The scope named (or the default), within the tenant of the run that calls: another
+        tenant's memory is never reached (:func:`~tackroom.contracts.tenancy.qualify`)."""
+        named = config.default_scope if scope is None else scope
+        principal = None if call is None else call.principal
+        if principal is None:
+            return named
+        return named.model_copy(update={"id": qualify(principal.tenant, named.id)})
 
     async def save(request: SaveRequest, call: CallContext | None) -> SaveResponse:
         size = len(request.text.encode("utf-8"))
@@ -208,7 +215,7 @@ async def serve_memory(ctx: WorkerContext[Any], store: MemoryStore, config: Memo
                 f"text is {size} bytes; the limit is {config.max_text_bytes}: save a shorter note",
             )
         metadata = _metadata_json(request.metadata, config.max_metadata_bytes)
-        scope, item_id = scope_of(request.scope), request.id or new_item_id()
+        scope, item_id = scope_of(request.scope, call), request.id or new_item_id()
         item, created = await on_store(
             lambda: store.save(scope, item_id, request.text, metadata, time.time())
         )
@@ -218,25 +225,25 @@ async def serve_memory(ctx: WorkerContext[Any], store: MemoryStore, config: Memo
         filters, terms = _checked_filters(request.metadata), query_terms(request.query)
         if not terms:
             return SearchResponse(hits=[])
-        scope = scope_of(request.scope)
+        scope = scope_of(request.scope, call)
         hits = await on_store(
             lambda: store.search(scope, terms, limit=request.limit, filters=filters)
         )
         return SearchResponse(hits=hits)
 
     async def get(request: GetRequest, call: CallContext | None) -> MemoryItem:
-        scope = scope_of(request.scope)
+        scope = scope_of(request.scope, call)
         item = await on_store(lambda: store.get(scope, request.id))
         if item is None:
             raise FunctionError(NOT_FOUND, f"no memory item {request.id!r} in scope {scope}")
         return item
 
     async def delete(request: DeleteRequest, call: CallContext | None) -> DeleteResponse:
-        scope = scope_of(request.scope)
+        scope = scope_of(request.scope, call)
         return DeleteResponse(deleted=await on_store(lambda: store.delete(scope, request.id)))
 
     async def list_(request: ListRequest, call: CallContext | None) -> ListResponse:
-        filters, scope = _checked_filters(request.metadata), scope_of(request.scope)
+        filters, scope = _checked_filters(request.metadata), scope_of(request.scope, call)
         limit, offset = request.limit, request.offset
         items, more = await on_store(
             lambda: store.list_items(scope, limit=limit, offset=offset, filters=filters)

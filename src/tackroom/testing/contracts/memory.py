@@ -153,6 +153,29 @@ class MemoryContract(WorkerContract):
         assert all(0 < score < 1 for score in scores)
         assert len(await self.search(bus, "deploy", limit=1)) == 1
 
+    async def test_a_runs_tenant_bounds_every_scope(self, bus: Engine) -> None:
+        """A call made for a run names scopes within its principal's tenant: another tenant's
+        memory is never reached, whatever scope id the model writes."""
+
+        def run_of(tenant: str) -> dict[str, Any]:
+            principal = {"id": "alice", "tenant": tenant}
+            return {"_call": {"session_id": "s", "function_call_id": "c", "principal": principal}}
+
+        saved = await self.call(
+            bus, "memory::save", {"text": "acme's deploy key is in vault 7", **run_of("acme")}
+        )
+        item_id = saved["item"]["id"]
+        assert saved["item"]["scope"] == {"kind": "workspace", "id": "acme:default"}
+        for scope in (None, {"kind": "workspace", "id": "acme:default"}):
+            named = {} if scope is None else {"scope": scope}
+            beta = {**named, **run_of("beta")}
+            assert await self.code_of(bus, "memory::get", {"id": item_id, **beta}) == "not_found"
+            found = await self.call(bus, "memory::search", {"query": "deploy", **beta})
+            assert found["hits"] == []
+        assert await self.search(bus, "deploy") == []  # nor the default tenant's
+        mine = await self.call(bus, "memory::search", {"query": "deploy", **run_of("acme")})
+        assert [hit["item"]["id"] for hit in mine["hits"]] == [item_id]
+
     async def test_scopes_are_isolated(self, bus: Engine) -> None:
         saved = await self.save(bus, "Alice's locker code is 4711", scope=ALICE)
         item_id = saved["item"]["id"]
