@@ -12,6 +12,7 @@ import pytest
 from opentelemetry.trace import StatusCode
 
 from tackroom import Harness
+from tackroom.contracts.principal import Principal
 from tackroom.contracts.traces import GET, LIST, GetRequest, ListRequest, SpanRecord, TraceDetail
 from tackroom.engine import Engine
 from tackroom.engine.tracing import build_tracer_provider, span_bus
@@ -285,3 +286,22 @@ async def test_a_provider_given_by_the_program_ships_through_the_harness(tmp_pat
     assert len(named(trace, "chat demo")) == 2
     assert shipper.dropped == 0
     provider.shutdown()  # the program's provider: the harness leaves it running
+
+
+async def test_each_step_span_names_who_the_run_acts_for(tmp_path: Path) -> None:
+    recorder = SpanRecorder()
+    principal = Principal(id="alice", tenant="acme", roles=("member",))
+    async with Harness(
+        "scripted:demo",
+        script=[{"text": "hi"}],
+        home=tmp_path,
+        principal=principal,
+        tracer_provider=recorder.provider,
+    ) as harness:
+        await harness.run("hello")
+    steps = [s for s in recorder.spans() if s.name.startswith("turn.step ")]
+    assert steps
+    for step in steps:
+        attributes = dict(step.attributes or {})
+        assert (attributes["enduser.id"], attributes["tackroom.tenant"]) == ("alice", "acme")
+    recorder.shutdown()

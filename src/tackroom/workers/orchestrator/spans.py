@@ -69,6 +69,12 @@ def step_span(record: TurnRecord) -> Iterator[StepSpan]:
         "tackroom.turn.state": record.state,
         "tackroom.turn.step": record.step + 1,
     }
+    principal = record.principal
+    if principal is not None:  # who the step acts for (OpenTelemetry's enduser.*)
+        attributes["enduser.id"] = principal.id
+        attributes["tackroom.tenant"] = principal.tenant
+        if principal.on_behalf_of is not None:
+            attributes["tackroom.on_behalf_of"] = principal.on_behalf_of
     with tracer.start_as_current_span(
         f"turn.step {record.state}", kind=SpanKind.INTERNAL, attributes=attributes
     ) as span:
