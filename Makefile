@@ -7,8 +7,11 @@ STAMP := $(VENV)/.installed
 # The sandbox needs bubblewrap; the MCP bridge's tests run reference servers from the npm registry.
 MCP_SERVERS := tests/fixtures/mcp_servers
 NPM_STAMP := $(MCP_SERVERS)/node_modules/.installed
+# The gateway's OIDC tests run a real OpenID provider (panva's oidc-provider) with node.
+OIDC_PROVIDER := tests/fixtures/oidc
+OIDC_NPM_STAMP := $(OIDC_PROVIDER)/node_modules/.installed
 
-setup: $(STAMP) system-deps $(NPM_STAMP)
+setup: $(STAMP) system-deps $(NPM_STAMP) $(OIDC_NPM_STAMP)
 
 # Debian packages the tests need, installed when missing and we may (root, apt-get): bubblewrap
 # for the sandbox, chromium for the console's browser tests (Playwright drives it).
@@ -27,6 +30,10 @@ system-deps:
 $(NPM_STAMP): $(MCP_SERVERS)/package-lock.json
 	cd $(MCP_SERVERS) && npm ci --no-audit --no-fund --loglevel=error
 	touch $(NPM_STAMP)
+
+$(OIDC_NPM_STAMP): $(OIDC_PROVIDER)/package-lock.json
+	cd $(OIDC_PROVIDER) && npm ci --no-audit --no-fund --loglevel=error
+	touch $(OIDC_NPM_STAMP)
 
 $(STAMP): pyproject.toml
 	test -x $(PY) || python3 -m venv $(VENV)

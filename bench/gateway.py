@@ -16,6 +16,9 @@ One JSON document with the machine (``loadavg_1m`` before and after) and, per fi
 - ``idle_clients``: ``--clients`` SSE streams open on one gateway in a process of its own
   (embedded engine, sessions, gateway), idle; its RSS before and after, per client (target
   ≤ 64 KiB).
+- ``auth``: what authenticating a request adds over the unauthenticated path, per credential
+  (the shared token, an API key, an OIDC JWT; warm and cold caches): ``bench/auth.py`` (target
+  ≤ 0.3 ms for an API key and a JWT, as a user's requests meet them: warm).
 
 The client is a few lines of raw HTTP/1.1 on asyncio streams in the bench's own process and
 event loop (the first two figures), so what is measured is the gateway's work, not an HTTP
@@ -39,6 +42,7 @@ from pathlib import Path
 from typing import Any
 
 from _common import machine
+from auth import auth_overhead
 
 from tackroom.contracts.events import EVENTS
 from tackroom.contracts.messages import UserMessage
@@ -51,7 +55,13 @@ from tackroom.runtime.registry import load_worker
 
 SCHEMA_VERSION = 1
 TOKEN = "bench-token-0123456789abcdef"
-TARGETS = {"first_token_added_ms": 2.0, "per_event_added_us": 50.0, "idle_client_kib": 64.0}
+TARGETS = {
+    "first_token_added_ms": 2.0,
+    "per_event_added_us": 50.0,
+    "idle_client_kib": 64.0,
+    "api_key_added_ms": 0.3,
+    "oidc_added_ms": 0.3,
+}
 _STALL = 30.0
 """Seconds one sample may take before the benchmark gives up (something is broken)."""
 _ANSWER = " ".join(f"word{i}" for i in range(20))
@@ -325,6 +335,7 @@ async def main() -> None:
     parser.add_argument("--events", type=int, default=5000)
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--clients", type=int, default=200)
+    parser.add_argument("--auth-samples", type=int, default=2000)
     parser.add_argument("--settle", type=float, default=1.0, help="seconds before each RSS reading")
     parser.add_argument("--child", type=Path, help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -334,9 +345,10 @@ async def main() -> None:
     before = machine()
     with tempfile.TemporaryDirectory(prefix="tr-gw-") as directory:
         root = Path(directory)
-        for name in ("first", "events", "idle"):
+        for name in ("first", "events", "idle", "auth"):
             (root / name).mkdir()
         figures = {
+            "auth": await auth_overhead(root / "auth", args.auth_samples),
             "first_token": await first_token(root / "first", args.samples),
             "per_event": await per_event(root / "events", args.events, args.rounds),
             "idle_clients": await idle_clients(root / "idle", args.clients, settle=args.settle),
@@ -345,6 +357,8 @@ async def main() -> None:
         "first_token_added_ms": figures["first_token"]["added_ms"],
         "per_event_added_us": figures["per_event"]["added_us"],
         "idle_client_kib": figures["idle_clients"]["per_client_kib"],
+        "api_key_added_ms": figures["auth"]["api_key"]["added_ms"],
+        "oidc_added_ms": figures["auth"]["oidc"]["added_ms"],
     }
     report = {
         "schema_version": SCHEMA_VERSION,

@@ -14,7 +14,8 @@ otel          ``opentelemetry-sdk``, the OTLP/HTTP exporter    exporting traces 
 cedar         ``cedarpy``                                      the ``policy-cedar`` worker
 mcp           ``mcp``                                          the ``mcp`` bridge worker
 http          ``httpx2``                                       the ``http`` worker (``http::fetch``)
-gateway       ``starlette``, ``uvicorn``, ``sse-starlette``    the ``gateway`` worker (HTTP, SSE)
+gateway       ``starlette``, ``uvicorn``, ``sse-starlette``,   the ``gateway`` worker (HTTP, SSE,
+              ``joserfc``                                      OIDC bearer tokens)
 postgres      ``psycopg`` (binary)                             the ``memory-postgres`` worker
 testing       ``pytest``, ``pytest-asyncio``,                  running the worker contract suites
               ``opentelemetry-sdk``                            (``tackroom.testing.contracts``)
@@ -47,6 +48,7 @@ EXTRA_OF_MODULE: dict[str, str] = {
     "starlette": "gateway",
     "uvicorn": "gateway",
     "sse_starlette": "gateway",
+    "joserfc": "gateway",
     "psycopg": "postgres",
     "pytest": "testing",
     "pytest_asyncio": "testing",

@@ -36,6 +36,8 @@ COMMAND_MODULES: dict[str, str] = {
     "cassette": "replay",
     "tasks": "tasks",
     "audit": "audit",
+    "nats": "nats",
+    "keys": "keys",
 }
 """Which ``tackroom.cli`` module defines each command. Only the one being run is imported, so
 ``tackroom run`` does not pay for the approvals or budget commands' imports."""

@@ -16,13 +16,14 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints
 
 from tackroom.contracts.budget import Budget, UsageResponse
-from tackroom.contracts.principal import Principal
+from tackroom.contracts.principal import AuthMethod, Principal
 from tackroom.contracts.sessions import ID_PATTERN, PathMessage, SessionInfo
 from tackroom.contracts.turn import TASK_PATTERN, Mode
 
 __all__ = [
     "RUN_ID_PATTERN",
     "AbortBody",
+    "AuthConfig",
     "BudgetView",
     "BudgetsPage",
     "CompactBody",
@@ -32,12 +33,15 @@ __all__ = [
     "ForkBody",
     "Health",
     "MessageBody",
+    "OidcSignIn",
     "PinBody",
     "Readiness",
     "RunBody",
     "RunResponse",
     "SessionDetail",
     "SessionPage",
+    "SignInMethod",
+    "WhoAmI",
 ]
 
 RUN_ID_PATTERN = r"^[A-Za-z0-9_.:@-]{1,120}$"
@@ -186,7 +190,10 @@ class DecisionBody(_Body):
         default=False, description="allow: also allow this function for the rest of the session"
     )
     approver: str | None = Field(
-        default=None, min_length=1, max_length=200, description="default: 'gateway'"
+        default=None,
+        min_length=1,
+        max_length=200,
+        description="default: the caller; naming another needs the impersonate role",
     )
 
 
@@ -212,3 +219,40 @@ class Readiness(_Reply):
     ready: bool
     reason: str | None = None
     error: ErrorBody | None = None
+
+
+# -- sign-in ---------------------------------------------------------------------------------
+
+SignInMethod = Literal["api_key", "oidc", "token", "hook"]
+"""A credential a gateway accepts: per-user API keys, OIDC access tokens, the one shared token,
+a user's own authenticator (``auth.authenticator``)."""
+
+
+class OidcSignIn(_Reply):
+    """What a browser needs to sign in with the identity provider (authorization code + PKCE):
+    public values only."""
+
+    issuer: str = Field(description="discovery: {issuer}/.well-known/openid-configuration")
+    client_id: str | None = Field(
+        description="the public PKCE client of the console; null: no browser sign-in"
+    )
+    scopes: list[str]
+    audience: str = Field(description="sent as the `resource` parameter (RFC 8707)")
+
+
+class AuthConfig(_Reply):
+    """``GET /v1/auth/config`` (no credential needed): how a client may sign in here."""
+
+    methods: list[SignInMethod] = Field(description="the credentials accepted, in the order asked")
+    oidc: OidcSignIn | None = Field(default=None, description="null: OIDC is not configured")
+
+
+class WhoAmI(_Reply):
+    """``GET /v1/me``: the principal the caller's credential established."""
+
+    tenant: str
+    user: str
+    roles: list[str]
+    method: AuthMethod
+    on_behalf_of: str | None = None
+    actions: list[str] = Field(description="what the caller's roles grant on this gateway")

@@ -16,6 +16,7 @@ from pydantic import BaseModel, ConfigDict, Field, StringConstraints
 
 from tackroom.contracts.bus import Function, Scope
 from tackroom.contracts.messages import AgentMessage, AssistantMessage
+from tackroom.contracts.principal import Principal
 from tackroom.contracts.provider import ToolSpec
 
 __all__ = [
@@ -168,6 +169,9 @@ class AfterModelCall(_Model):
     provider: str
     model: str
     message: AssistantMessage
+    principal: Principal | None = Field(
+        default=None, description="who the run acts for (read-only: what usage is charged to)"
+    )
 
 
 # -- hook-fanout::* --------------------------------------------------------------------------

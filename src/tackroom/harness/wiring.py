@@ -14,6 +14,7 @@ from typing import Any
 
 from tackroom.contracts.approvals import REQUEST as APPROVAL_REQUEST
 from tackroom.contracts.context import ContextSettings
+from tackroom.contracts.hooks import PUBLISH_COLLECT
 from tackroom.contracts.policy import CHECK_PERMISSIONS
 from tackroom.contracts.turn import ModelRef, parse_model_chain
 from tackroom.harness.errors import UsageError
@@ -150,12 +151,15 @@ def agent_workers(
     more_providers: Sequence[str] = (),
 ) -> list[str]:
     """The boot list of an agent run: the config's agent workers, its own workers, the provider's
-    worker, the trace store when spans go to the bus; ``sessions`` replaces the ``sessions``
-    worker (``Harness.use_memory``)."""
+    worker, the trace store when spans go to the bus, the quota worker (and the hooks it charges
+    tokens through) when ``worker_config.quota`` sets limits; ``sessions`` replaces the
+    ``sessions`` worker (``Harness.use_memory``)."""
     names = [*config.agent.workers, *config.workers]
     mcp = config.worker_config.get("mcp")
     if isinstance(mcp, Mapping) and mcp.get("servers"):
         names.append("mcp")
+    if config.worker_config.get("quota") is not None:
+        names.extend(("hooks", "quota"))  # limits set: the quota worker charges model calls
     if provider_worker_name:
         names.append(provider_worker_name)
     names.extend(provider_worker_for(p, config.worker_config) for p in more_providers)
@@ -247,6 +251,8 @@ def _gate_on(
             if orchestrator.get(key) is not None:
                 compactor.setdefault(key, orchestrator[key])
         sections["compactor"] = compactor
+    if "quota" in workers:
+        orchestrator.setdefault("hooks_function", PUBLISH_COLLECT.id)
     if "policy" in workers or "policy-cedar" in workers:
         orchestrator.setdefault("policy_function", CHECK_PERMISSIONS.id)
     if "approvals" in workers:

@@ -44,6 +44,7 @@ BUILTIN_WORKERS: dict[str, str] = {
     "approvals": "tackroom.workers.approvals.worker:WORKER",
     "hooks": "tackroom.workers.hooks.worker:WORKER",
     "budget": "tackroom.workers.budget.worker:WORKER",
+    "quota": "tackroom.workers.quota.worker:WORKER",
     "gateway": "tackroom.workers.gateway.worker:WORKER",
     "redactor": "tackroom.workers.redactor.worker:WORKER",
     "http": "tackroom.workers.http.worker:WORKER",

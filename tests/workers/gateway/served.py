@@ -13,6 +13,7 @@ from typing import Any
 import httpx2 as httpx
 
 from tackroom.engine import Engine, open_engine
+from tackroom.engine.tracing import build_tracer_provider
 from tackroom.harness.wiring import agent_host_config, gateway_host_config, with_home
 from tackroom.runtime.config import AgentSettings, HarnessConfig
 from tackroom.runtime.host import Host
@@ -51,9 +52,11 @@ def gateway_config(
     script: Sequence[Mapping[str, Any]],
     gateway: Mapping[str, Any] | None = None,
     agent: Mapping[str, Any] | None = None,
+    sections: Mapping[str, Any] | None = None,
 ) -> HarnessConfig:
     """What ``tackroom serve`` boots for ``agent.model: scripted:demo`` with ``script`` (and
-    ``agent`` settings over those), and a gateway on a free port with :data:`TOKEN`."""
+    ``agent`` settings over those, and more worker config ``sections``), and a gateway on a free
+    port with :data:`TOKEN`."""
     settings = {"model": "scripted:demo", "tools": ["fs::*", "calc::*"], **(agent or {})}
     base = HarnessConfig.defaults().model_copy(
         update={
@@ -61,6 +64,7 @@ def gateway_config(
             "worker_config": {
                 "gateway": {"port": 0, "token": TOKEN, **(gateway or {})},
                 "orchestrator": {"coalesce_chars": 1},
+                **(sections or {}),
             },
         }
     )
@@ -84,7 +88,15 @@ async def serving(
     if provider is not None:  # its own worker takes no config section
         sections = {k: v for k, v in config.worker_config.items() if k != "scripted"}
         config = config.model_copy(update={"worker_config": sections})
-    host = Host(engine=open_engine(config.engine), workers=workers, config=config)
+    provider = build_tracer_provider(config.tracing.to_tracing_config())  # None: not traced
+    host = Host(
+        engine=open_engine(
+            config.engine, tracer_provider=provider, trace_spans=config.tracing.spans
+        ),
+        workers=workers,
+        config=config,
+        tracer_provider=provider,
+    )
     async with host:
         [line] = [a for a in host.announcements if a.startswith("console: ")]
         yield Served(host, line.removeprefix("console: ").partition("#")[0].rstrip("/"))

@@ -7,12 +7,15 @@ from __future__ import annotations
 import asyncio
 import json
 import signal
+import time
 from collections.abc import AsyncIterator
 from contextlib import AsyncExitStack, asynccontextmanager
 from pathlib import Path
 
 import httpx2 as httpx
 
+from tackroom.contracts.identity import API_KEYS, mint_key
+from tackroom.engine import open_engine
 from tackroom.testing.cli import tackroom_argv
 from tackroom.testing.nats import nats_test_url
 
@@ -105,3 +108,48 @@ async def test_two_gateways_serve_one_sessions_stream_and_approvals(tmp_path: Pa
         assert seen_a[-1].data["data"]["state"] == "stopped"
         states = [await c.get("/v1/sessions/both/state") for c in (a, b)]
         assert [s.json()["state"] for s in states] == ["stopped", "stopped"]
+
+
+async def test_a_users_rate_limit_holds_over_two_gateway_replicas(tmp_path: Path) -> None:
+    """The quota worker keeps its counts in the engine: two runs through one gateway spend a
+    user's ``requests_per_minute: 2``, a third through the other is a 429 with Retry-After, and
+    another user of the same tenant is not held back."""
+    url = nats_test_url(tmp_path, heartbeat=0.5)
+    full = _write_config(tmp_path / "serve.yaml", tmp_path)
+    config = json.loads(full.read_text())
+    config["worker_config"]["quota"] = {"default": {"user": {"requests_per_minute": 2}}}
+    full.write_text(json.dumps(config))
+    alone = _write_config(tmp_path / "gateway.yaml", tmp_path)
+    engine = open_engine(url)
+    await engine.start()
+    keys = {}
+    try:
+        for user in ("alice", "anna"):
+            minted = mint_key(tenant="acme", user=user, roles=("member",), now=time.time())
+            await API_KEYS.set(engine, minted.record.key_id, minted.record)
+            keys[user] = {"Authorization": f"Bearer {minted.text}"}
+    finally:
+        await engine.close()
+    async with AsyncExitStack() as stack:
+        first = await stack.enter_async_context(
+            gateway_process("serve", "--engine", url, "--config", str(full), cwd=tmp_path)
+        )
+        second = await stack.enter_async_context(
+            gateway_process(
+                "worker", "run", "gateway", "--engine", url, "--config", str(alone), cwd=tmp_path
+            )
+        )
+        a = await stack.enter_async_context(httpx.AsyncClient(base_url=first))
+        b = await stack.enter_async_context(httpx.AsyncClient(base_url=second))
+        for n in (1, 2):
+            started = await a.post("/v1/runs", json={"prompt": "hi"}, headers=keys["alice"])
+            assert started.status_code == 202, (n, started.text)
+        refused = await b.post("/v1/runs", json={"prompt": "hi"}, headers=keys["alice"])
+        assert refused.status_code == 429, refused.text
+        assert int(refused.headers["Retry-After"]) >= 1
+        error = refused.json()["error"]
+        assert error["code"] == "quota_exceeded"
+        assert error["details"]["kind"] == "requests_per_minute"
+        assert "acme/alice" in error["message"]
+        other = await b.post("/v1/runs", json={"prompt": "hi"}, headers=keys["anna"])
+        assert other.status_code == 202, other.text

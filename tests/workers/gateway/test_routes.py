@@ -172,7 +172,7 @@ async def test_approvals_listed_decided_always_and_not_twice(served: Served) -> 
         _error(deny_always, 422, "invalid_request")
         allowed = await client.post(url, json={"decision": "allow", "always": True})
         assert allowed.status_code == 200, allowed.text
-        assert (allowed.json()["decision"], allowed.json()["approver"]) == ("allow", "gateway")
+        assert (allowed.json()["decision"], allowed.json()["approver"]) == ("allow", "owner")
         _error(await client.post(url, json={"decision": "deny"}), 409, "already_decided")
         _error(await client.post("/v1/approvals/a1/nope", json={"decision": "allow"}), 404,
                "not_pending")  # fmt: skip
@@ -217,3 +217,14 @@ async def test_bad_requests_get_typed_4xx_never_a_traceback(served: Served) -> N
         _error(await client.get("/v1/traces/not-hex"), 422, "invalid_request")
         cursor = {"Last-Event-ID": "-1"}
         _error(await client.get("/v1/sessions/x/events", headers=cursor), 422, "invalid_request")
+
+
+async def test_a_session_id_that_cannot_name_a_workspace_is_refused(served: Served) -> None:
+    async with served.client() as client:
+        for bad in (".", "..", "x" * 200 + ":"):
+            reply = await client.post("/v1/runs", json={"prompt": "go", "session_id": bad})
+            assert reply.status_code == 422, (bad, reply.text)
+        fork = await client.post(
+            "/v1/sessions/nope/fork", json={"entry_id": "e", "new_session_id": ".."}
+        )
+        assert fork.status_code == 422, fork.text

@@ -21,6 +21,7 @@ from tackroom.contracts.hooks import (
     PublishResult,
 )
 from tackroom.contracts.messages import AssistantMessage, Usage
+from tackroom.contracts.principal import Principal
 from tackroom.contracts.provider import ProviderRequest
 from tackroom.kit.hooks.publish import HookSubscriptions
 from tackroom.runtime.typed import describe_validation_error
@@ -46,6 +47,7 @@ class CallIds:
     turn: int
     provider: str
     model: str
+    principal: Principal | None = None
 
 
 class ModelCallHooks:
@@ -108,6 +110,7 @@ class ModelCallHooks:
             provider=ids.provider,
             model=ids.model,
             message=message,
+            principal=ids.principal,
         )
         result = await self._hooks.publish(AFTER_MODEL_CALL, payload.model_dump(mode="json"))
         if result is None:

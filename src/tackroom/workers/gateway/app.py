@@ -1,9 +1,10 @@
 """The gateway's ASGI app: the ``/v1`` routes, the OpenAPI document, the console's static page,
-and the layers around them (errors, CORS when configured, the token)."""
+and the layers around them (errors, CORS when configured, who is calling)."""
 
 from __future__ import annotations
 
 import functools
+from collections.abc import Sequence
 from importlib import metadata
 from pathlib import Path
 from typing import Any
@@ -17,9 +18,9 @@ from starlette.responses import FileResponse, HTMLResponse, JSONResponse, Respon
 from starlette.routing import BaseRoute, Mount, Route
 from starlette.staticfiles import StaticFiles
 
-from tackroom.workers.gateway import approvals, catalog, curate, runs, sessions, traces
-from tackroom.workers.gateway.auth import RequireToken
+from tackroom.workers.gateway import approvals, catalog, curate, runs, sessions, signin, traces
 from tackroom.workers.gateway.errors import ApiError, CatchAll, api_error, http_exception
+from tackroom.workers.gateway.identity import Authenticate, Authenticator
 from tackroom.workers.gateway.openapi import document
 from tackroom.workers.gateway.operations import Operation
 from tackroom.workers.gateway.service import Gateway
@@ -38,6 +39,7 @@ OPERATIONS: tuple[Operation, ...] = (
     *approvals.OPERATIONS,
     *catalog.OPERATIONS,
     *traces.OPERATIONS,
+    *signin.OPERATIONS,
 )
 
 _PLACEHOLDER = """<!doctype html><meta charset="utf-8"><title>tackroom</title>
@@ -66,7 +68,7 @@ async def _console(request: Request) -> Response:
     return HTMLResponse(_PLACEHOLDER)
 
 
-def build_app(gateway: Gateway, *, token: str) -> Starlette:
+def build_app(gateway: Gateway, *, authenticators: Sequence[Authenticator]) -> Starlette:
     routes: list[BaseRoute] = [
         Route(op.path, op.endpoint, methods=[op.method]) for op in OPERATIONS
     ]
@@ -86,7 +88,7 @@ def build_app(gateway: Gateway, *, token: str) -> Starlette:
                 max_age=600,
             )
         )
-    middleware.append(Middleware(RequireToken, token=token, public=public))
+    middleware.append(Middleware(Authenticate, authenticators=authenticators, public=public))
     app = Starlette(
         routes=routes,
         middleware=middleware,

@@ -8,15 +8,15 @@ from starlette.responses import Response
 
 from tackroom.contracts import approvals
 from tackroom.contracts.gateway import DecisionBody
+from tackroom.contracts.principal import Principal
+from tackroom.workers.gateway.access import caller, named_session, owned, session_in_path
 from tackroom.workers.gateway.errors import ApiError
 from tackroom.workers.gateway.inputs import json_body, path_id, query
 from tackroom.workers.gateway.operations import Operation, PathParam, Query
-from tackroom.workers.gateway.runs import SESSION_PARAM
+from tackroom.workers.gateway.runs import IMPERSONATE, SESSION_PARAM
 from tackroom.workers.gateway.service import gateway_of, reply
 
 __all__ = ["OPERATIONS"]
-
-APPROVER = "gateway"
 
 
 class PendingQuery(Query):
@@ -26,19 +26,27 @@ class PendingQuery(Query):
 
 
 async def list_pending(request: Request) -> Response:
+    """The caller's tenant's waiting calls."""
     gateway = gateway_of(request)
+    principal = caller(request, "read")
     params = query(request, PendingQuery)
+    named = params.session_id
     pending = await gateway.call(
-        approvals.LIST_PENDING, approvals.ListPendingRequest(session_id=params.session_id)
+        approvals.LIST_PENDING,
+        approvals.ListPendingRequest(
+            session_id=None if named is None else named_session(principal, named)
+        ),
     )
-    return reply(pending)
+    mine = [call for call in pending.pending if owned(principal, call.session_id)]
+    return reply(pending.model_copy(update={"pending": mine}))
 
 
 async def decide(request: Request) -> Response:
     """``always`` (with ``allow``) allows the call's function for the rest of the session first,
     so the run, once woken, does not stop again at the next call of it."""
     gateway = gateway_of(request)
-    session_id = path_id(request, "sid")
+    principal = caller(request, "approve")
+    session_id = session_in_path(request, principal)
     call_id = path_id(request, "call_id")
     body = await json_body(request, DecisionBody, limit=gateway.config.max_body_bytes)
     if body.always and body.decision != "allow":
@@ -67,10 +75,26 @@ async def decide(request: Request) -> Response:
             function_call_id=call_id,
             decision=body.decision,
             reason=body.reason,
-            approver=body.approver or APPROVER,
+            principal=_approver(principal, body.approver),
         ),
     )
-    return reply(record)
+    return reply(record, status=202 if record.status == "pending" else 200)
+
+
+def _approver(principal: Principal, named: str | None) -> Principal:
+    """The approver is who the credential says; deciding as another (recorded as acting on its
+    behalf) needs ``impersonate``."""
+    if named is None or named == principal.id:
+        return principal
+    if not principal.holds(IMPERSONATE):
+        raise ApiError(
+            403,
+            "forbidden",
+            f"body.approver: {principal.id!r} may not decide as {named!r} (that needs the"
+            f" {IMPERSONATE!r} role); leave it out to decide as yourself",
+            details={"field": "body.approver"},
+        )
+    return principal.model_copy(update={"id": named, "on_behalf_of": principal.id})
 
 
 OPERATIONS = (

@@ -1,4 +1,5 @@
-"""The gateway's bearer token: where it comes from, who may read it, and the check on every route.
+"""The gateway's shared bearer token: where it comes from and who may read it (the check itself is
+one of the gateway's authenticators, :class:`~tackroom.workers.gateway.identity.SharedToken`).
 
 The token is the config's ``token``, else the content of ``token_path``; the first gateway to
 start without one generates it there (32 random bytes, URL-safe) as a fresh ``0600`` file, linked
@@ -9,7 +10,6 @@ can read is refused, not used. The token is never logged; ``tackroom serve`` pri
 from __future__ import annotations
 
 import contextlib
-import hmac
 import ipaddress
 import os
 import secrets
@@ -17,13 +17,8 @@ import stat
 import tempfile
 from pathlib import Path
 
-from starlette.types import ASGIApp, Receive, Scope, Send
-
-from tackroom.workers.gateway.errors import ApiError, error_response
-
 __all__ = [
     "MIN_TOKEN_CHARS",
-    "RequireToken",
     "TokenProblem",
     "default_token_path",
     "is_loopback",
@@ -121,36 +116,3 @@ def _private_directory(directory: Path) -> None:
 
 def _why(exc: OSError) -> str:
     return exc.strerror or type(exc).__name__
-
-
-class RequireToken:
-    """401 for any ``/v1`` request (but ``public`` paths) without ``Authorization: Bearer
-    <token>``; compared in constant time. The console's pages are outside ``/v1``."""
-
-    def __init__(self, app: ASGIApp, *, token: str, public: frozenset[str]) -> None:
-        self.app = app
-        self._expected = f"bearer {token}".encode()
-        self._public = public
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] == "http" and self._guarded(scope["path"]) and not self._holds(scope):
-            error = ApiError(
-                401,
-                "unauthorized",
-                "this route needs the gateway's token: Authorization: Bearer <token>",
-            )
-            response = error_response(error, headers={"WWW-Authenticate": "Bearer"})
-            await response(scope, receive, send)
-            return
-        await self.app(scope, receive, send)
-
-    def _guarded(self, path: str) -> bool:
-        return (path == "/v1" or path.startswith("/v1/")) and path not in self._public
-
-    def _holds(self, scope: Scope) -> bool:
-        for name, value in scope["headers"]:
-            if name == b"authorization":
-                scheme, _, rest = value.partition(b" ")
-                given = scheme.lower() + b" " + rest.strip()
-                return hmac.compare_digest(given, self._expected)
-        return False

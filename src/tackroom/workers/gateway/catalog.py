@@ -9,6 +9,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from tackroom.contracts import budget
+from tackroom.contracts.budget_scopes import user_of_scope
 from tackroom.contracts.engine import (
     FUNCTIONS_LIST,
     WORKERS_LIST,
@@ -17,8 +18,11 @@ from tackroom.contracts.engine import (
     WorkerList,
 )
 from tackroom.contracts.gateway import BudgetsPage, BudgetView, ErrorBody, Health, Readiness
+from tackroom.contracts.principal import DEFAULT_TENANT
+from tackroom.contracts.tenancy import tenant_of
 from tackroom.contracts.turn import RUN_START
 from tackroom.engine.errors import EngineError
+from tackroom.workers.gateway.access import caller
 from tackroom.workers.gateway.errors import ApiError
 from tackroom.workers.gateway.operations import Operation
 from tackroom.workers.gateway.service import gateway_of, reply
@@ -29,12 +33,15 @@ _READY_TIMEOUT = 2.0
 
 
 async def list_budgets(request: Request) -> Response:
-    """Every budget with its current period's usage (``null`` if it could not be read, e.g. the
-    budget was deleted meanwhile)."""
+    """The caller's tenant's budgets with their current period's usage (``null`` if it could not
+    be read, e.g. the budget was deleted meanwhile)."""
     gateway = gateway_of(request)
+    principal = caller(request, "budget_admin")
     listed = await gateway.call(budget.LIST, budget.ListRequest())
     views = []
     for item in listed.budgets:
+        if _tenant_of(item) != principal.tenant:
+            continue
         try:
             usage = await gateway.call(
                 budget.USAGE, budget.UsageRequest(budget_id=item.id, periods=1)
@@ -47,14 +54,28 @@ async def list_budgets(request: Request) -> Response:
     return reply(BudgetsPage(budgets=views))
 
 
+def _tenant_of(item: budget.Budget) -> str:
+    """The tenant a budget is of: the one it is limited to, or its scope's (a tenant's, a user's,
+    a session's); a budget of no tenant (a workspace's, an agent's) is the default tenant's."""
+    if item.tenant is not None:
+        return item.tenant
+    owner = user_of_scope(item.scope)
+    if owner is not None:
+        return owner[0]
+    kind, _, scoped = item.scope.partition("/")
+    return tenant_of(scoped) if kind == "session" else DEFAULT_TENANT
+
+
 async def list_functions(request: Request) -> Response:
     gateway = gateway_of(request)
+    caller(request, "read")
     functions = await gateway.call(FUNCTIONS_LIST, EmptyRequest())
     return reply(functions)
 
 
 async def list_workers(request: Request) -> Response:
     gateway = gateway_of(request)
+    caller(request, "read")
     workers = await gateway.call(WORKERS_LIST, EmptyRequest())
     return reply(workers)
 

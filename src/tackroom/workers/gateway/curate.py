@@ -9,6 +9,7 @@ from tackroom.contracts import sessions as tree
 from tackroom.contracts.context import COMPACT, CompactResponse, ContextSettings
 from tackroom.contracts.gateway import CompactBody, PinBody
 from tackroom.kit.compacting import COMPACT_TIMEOUT, manual_request, session_model
+from tackroom.workers.gateway.access import caller, session_in_path
 from tackroom.workers.gateway.errors import ApiError
 from tackroom.workers.gateway.inputs import json_body, path_id
 from tackroom.workers.gateway.operations import Operation, PathParam
@@ -22,7 +23,7 @@ ENTRY_PARAM = PathParam("eid", "an entry id of the session", tree.ID_PATTERN)
 
 async def pin_entry(request: Request) -> Response:
     gateway = gateway_of(request)
-    session_id = path_id(request, "sid")
+    session_id = session_in_path(request, caller(request, "pin"))
     body = await json_body(request, PinBody, limit=gateway.config.max_body_bytes)
     pinned = await gateway.call(
         tree.PIN, tree.PinRequest(session_id=session_id, entry_id=body.entry_id, text=body.text)
@@ -32,7 +33,7 @@ async def pin_entry(request: Request) -> Response:
 
 async def unpin_entry(request: Request) -> Response:
     gateway = gateway_of(request)
-    session_id = path_id(request, "sid")
+    session_id = session_in_path(request, caller(request, "pin"))
     entry_id = path_id(request, "eid")
     unpinned = await gateway.call(
         tree.UNPIN, tree.UnpinRequest(session_id=session_id, entry_id=entry_id)
@@ -45,7 +46,8 @@ async def compact_session(request: Request) -> Response:
     else the gateway's default; the target is that model's budget (see
     :mod:`tackroom.kit.compacting`)."""
     gateway = gateway_of(request)
-    session_id = path_id(request, "sid")
+    principal = caller(request, "compact")
+    session_id = session_in_path(request, principal)
     body = await json_body(request, CompactBody, limit=gateway.config.max_body_bytes)
     path = await gateway.call(tree.MESSAGES, tree.MessagesRequest(session_id=session_id))
     defaults = gateway.config.defaults
@@ -68,7 +70,7 @@ async def compact_session(request: Request) -> Response:
         model=model,
         settings=settings,
         path=path,
-        principal=defaults.principal,
+        principal=principal,
     )
     done = await gateway.call(COMPACT, compact, timeout=COMPACT_TIMEOUT)
     return reply(done)

@@ -59,6 +59,8 @@ _STATUS_OF_CODE: dict[str, int] = {
     "contention": 409,
     "budget_exists": 409,
     "budget_exceeded": 409,
+    "approver_not_allowed": 403,
+    "quota_exceeded": 429,
 }
 """Codes the workers answer with, and the status each gets over HTTP."""
 
@@ -69,13 +71,20 @@ class ApiError(Exception):
     """A failure with its HTTP status, code and one-line message (raised by routes)."""
 
     def __init__(
-        self, status: int, code: str, message: str, *, details: dict[str, Any] | None = None
+        self,
+        status: int,
+        code: str,
+        message: str,
+        *,
+        details: dict[str, Any] | None = None,
+        headers: Mapping[str, str] | None = None,
     ) -> None:
         super().__init__(message)
         self.status = status
         self.code = code
         self.message = message
         self.details = details
+        self.headers = headers
 
 
 def invalid(exc: ValidationError, *, where: str = "") -> ApiError:
@@ -127,7 +136,7 @@ def error_response(error: ApiError, *, headers: Mapping[str, str] | None = None)
 
 async def api_error(request: Request, exc: Exception) -> Response:
     assert isinstance(exc, ApiError)
-    return error_response(exc)
+    return error_response(exc, headers=exc.headers)
 
 
 async def http_exception(request: Request, exc: Exception) -> Response:

@@ -24,11 +24,13 @@ _REASONS = {
     202: "Accepted",
     204: "No Content",
     400: "The body is not a JSON object",
-    401: "No token, or a wrong one",
-    404: "Unknown id",
+    401: "No credential, or one refused (unknown, expired, revoked, not verified)",
+    403: "The caller's roles do not grant this action",
+    404: "Unknown id (another tenant's is unknown too)",
     409: "Conflicts with the current state",
     413: "The body is over the size limit",
     422: "A value does not validate",
+    429: "A rate limit or concurrency cap of the tenant or user (see Retry-After)",
     503: "The engine or a worker is unavailable, or a limit is reached",
 }
 
@@ -163,7 +165,7 @@ def _responses(
             "description": _REASONS[op.status],
             "content": {"application/json": {"schema": schema}},
         }
-    codes = set(op.errors) | ({401} if not op.public else set())
+    codes = set(op.errors) | ({401, 403} if not op.public else set())
     if op.body is not None:
         codes |= {400, 413, 422}
     if op.path_params:

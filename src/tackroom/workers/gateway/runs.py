@@ -13,6 +13,10 @@ from starlette.responses import Response
 
 from tackroom.contracts.gateway import AbortBody, MessageBody, RunBody, RunResponse
 from tackroom.contracts.messages import UserMessage
+from tackroom.contracts.principal import Principal
+from tackroom.contracts.quota import ADMIT as QUOTA_ADMIT
+from tackroom.contracts.quota import QUOTA_EXCEEDED_ERROR, AdmitRequest, ReleaseRequest
+from tackroom.contracts.quota import RELEASE as QUOTA_RELEASE
 from tackroom.contracts.sessions import INBOX_PUSH, InboxPushRequest, InboxPushResponse
 from tackroom.contracts.turn import (
     RUN_ABORT,
@@ -26,15 +30,17 @@ from tackroom.contracts.turn import (
     parse_model_chain,
 )
 from tackroom.kit.output import answer_format
+from tackroom.workers.gateway.access import caller, new_session, session_in_path
 from tackroom.workers.gateway.errors import ApiError, invalid
-from tackroom.workers.gateway.inputs import json_body, path_id
+from tackroom.workers.gateway.inputs import json_body
 from tackroom.workers.gateway.operations import Operation, PathParam
 from tackroom.workers.gateway.service import Gateway, gateway_of, reply
 
-__all__ = ["OPERATIONS", "SESSION_PARAM"]
+__all__ = ["IMPERSONATE", "OPERATIONS", "SESSION_PARAM", "run_principal", "run_request"]
 
 SESSION_PARAM = PathParam("sid", "a session id", r"^[!-.0-~]{1,200}$")
 _INBOX_OF = {"steer": "steering", "follow_up": "followup"}
+IMPERSONATE = "impersonate"
 
 
 def _new_id(prefix: str) -> str:
@@ -43,9 +49,17 @@ def _new_id(prefix: str) -> str:
 
 async def start_run(request: Request) -> Response:
     gateway = gateway_of(request)
+    principal = caller(request, "run")
     body = await json_body(request, RunBody, limit=gateway.config.max_body_bytes)
-    start = run_request(gateway, body)
-    answer = await gateway.call(RUN_START, start)
+    start = run_request(gateway, body, principal=run_principal(gateway, principal, body.principal))
+    await _admit(gateway, start)
+    try:
+        answer = await gateway.call(RUN_START, start)
+    except Exception:
+        await _release(gateway, start)  # the slot is not held by a run that did not start
+        raise
+    if not answer.started:
+        await _release(gateway, start)
     if not answer.started and not answer.queued:
         raise ApiError(
             409,
@@ -67,8 +81,54 @@ async def start_run(request: Request) -> Response:
     )
 
 
-def run_request(gateway: Gateway, body: RunBody) -> RunStartRequest:
-    """``run::start``'s request: the body over the gateway's defaults."""
+async def _admit(gateway: Gateway, start: RunStartRequest) -> None:
+    """The quota worker's word on the run (no quota worker: no limits)."""
+    assert start.principal is not None
+    request = AdmitRequest(
+        principal=start.principal, run_id=start.run_id, session_id=start.session_id
+    )
+    answer = await gateway.call_if_served(QUOTA_ADMIT, request)
+    if answer is None or answer.admitted or answer.refusal is None:
+        return
+    refusal = answer.refusal
+    raise ApiError(
+        429,
+        QUOTA_EXCEEDED_ERROR,
+        refusal.message(),
+        details=refusal.model_dump(mode="json"),
+        headers={"Retry-After": refusal.retry_after_header()},
+    )
+
+
+async def _release(gateway: Gateway, start: RunStartRequest) -> None:
+    assert start.principal is not None
+    request = ReleaseRequest(principal=start.principal, run_id=start.run_id)
+    await gateway.call_if_served(QUOTA_RELEASE, request)
+
+
+def run_principal(gateway: Gateway, principal: Principal, named: Principal | None) -> Principal:
+    """Who the run acts for: the caller, or the principal the body names — which only a caller
+    holding ``impersonate`` may, within its own tenant, and recorded as acting on its behalf."""
+    if named is None:
+        fallback = gateway.config.defaults.principal
+        if principal.method == "token" and fallback is not None:
+            return fallback  # the owner's own config names who its runs act for
+        return principal
+    if not principal.holds(IMPERSONATE):
+        raise ApiError(
+            403,
+            "forbidden",
+            f"body.principal: {principal.id!r} may not start a run for another principal (that"
+            f" needs the {IMPERSONATE!r} role); leave it out to act as yourself",
+            details={"field": "body.principal"},
+        )
+    acting = {"tenant": principal.tenant, "method": principal.method, "on_behalf_of": principal.id}
+    return named.model_copy(update=acting)
+
+
+def run_request(gateway: Gateway, body: RunBody, *, principal: Principal) -> RunStartRequest:
+    """``run::start``'s request: the body over the gateway's defaults, in the principal's
+    tenant."""
     defaults = gateway.config.defaults
     model = body.model or defaults.model
     if model is None:
@@ -91,7 +151,7 @@ def run_request(gateway: Gateway, body: RunBody) -> RunStartRequest:
         instructions = f"{instructions}\n\n{asked}" if instructions else asked
     try:
         return RunStartRequest(
-            session_id=body.session_id or _new_id("s"),
+            session_id=new_session(principal, body.session_id or _new_id("s")),
             run_id=body.run_id or _new_id("run"),
             provider=first.provider,
             model=first.model,
@@ -103,7 +163,7 @@ def run_request(gateway: Gateway, body: RunBody) -> RunStartRequest:
             instructions=instructions,
             tools=list(defaults.tools if body.tools is None else body.tools),
             if_busy=body.if_busy,
-            principal=body.principal or defaults.principal,
+            principal=principal,
         )
     except ValidationError as exc:
         raise invalid(exc, where="body") from None
@@ -131,7 +191,7 @@ def _check_schema(schema: dict[str, Any]) -> None:
 
 async def abort_run(request: Request) -> Response:
     gateway = gateway_of(request)
-    session_id = path_id(request, "sid")
+    session_id = session_in_path(request, caller(request, "run"))
     body = await json_body(request, AbortBody, limit=gateway.config.max_body_bytes)
     answer = await gateway.call(
         RUN_ABORT, RunAbortRequest(session_id=session_id, reason=body.reason)
@@ -143,7 +203,7 @@ async def abort_run(request: Request) -> Response:
 
 async def run_state(request: Request) -> Response:
     gateway = gateway_of(request)
-    session_id = path_id(request, "sid")
+    session_id = session_in_path(request, caller(request, "read"))
     view = await gateway.call(TURN_GET_STATE, TurnStateRequest(session_id=session_id))
     if view is None:
         raise _no_run(session_id)
@@ -156,7 +216,7 @@ def _no_run(session_id: str) -> ApiError:
 
 async def push_message(request: Request) -> Response:
     gateway = gateway_of(request)
-    session_id = path_id(request, "sid")
+    session_id = session_in_path(request, caller(request, "run"))
     body = await json_body(request, MessageBody, limit=gateway.config.max_body_bytes)
     pushed = await gateway.call(
         INBOX_PUSH,
@@ -178,7 +238,7 @@ OPERATIONS = (
         body=RunBody,
         response=RunResponse,
         status=202,
-        errors=(400, 409, 413, 422),
+        errors=(400, 403, 409, 413, 422, 429),
     ),
     Operation(
         method="POST",

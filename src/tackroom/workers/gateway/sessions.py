@@ -3,15 +3,19 @@ and the session's event stream."""
 
 from __future__ import annotations
 
+import uuid
+
 from pydantic import Field
 from starlette.requests import Request
 from starlette.responses import Response
 
 from tackroom.contracts import sessions as tree
 from tackroom.contracts.gateway import RUN_ID_PATTERN, ForkBody, SessionDetail, SessionPage
+from tackroom.contracts.principal import Principal
 from tackroom.contracts.turn import TERMINAL_STATES, TURN_GET_STATE, TurnStateRequest
+from tackroom.workers.gateway.access import caller, new_session, owned, session_in_path
 from tackroom.workers.gateway.errors import ApiError
-from tackroom.workers.gateway.inputs import json_body, path_id, query
+from tackroom.workers.gateway.inputs import json_body, query
 from tackroom.workers.gateway.operations import Operation, Query
 from tackroom.workers.gateway.runs import SESSION_PARAM
 from tackroom.workers.gateway.service import gateway_of, reply
@@ -48,20 +52,26 @@ class EventsQuery(Query):
 
 
 async def list_sessions(request: Request) -> Response:
-    """Newest first; with ``q``, the sessions whose id or display name hold it (any case).
+    """The caller's tenant's sessions, newest first; with ``q``, those whose id or display name
+    hold it (any case).
 
-    A search reads pages of ``limit`` sessions and answers with the matches of the first page
+    A listing reads pages of ``limit`` sessions and answers with the matches of the first page
     that has any — never more than ``limit``, each page's cursor exact — or, after
     ``_SEARCH_PAGES`` pages without one, with none and the cursor to go on from."""
     gateway = gateway_of(request)
+    principal = caller(request, "read")
     params = query(request, SessionsQuery)
     needle = (params.q or "").casefold()
     cursor = params.cursor
-    for _ in range(_SEARCH_PAGES if needle else 1):
+    for _ in range(_SEARCH_PAGES):
         page = await gateway.call(
             tree.LIST, tree.ListRequest(limit=params.limit, cursor=cursor, order="desc")
         )
-        found = [info for info in page.sessions if _matches(info, needle)]
+        found = [
+            info
+            for info in page.sessions
+            if owned(principal, info.session_id) and _matches(info, needle)
+        ]
         cursor = page.next_cursor
         if found or cursor is None:
             return reply(SessionPage(sessions=found, next_cursor=cursor))
@@ -77,7 +87,7 @@ def _matches(info: tree.SessionInfo, needle: str) -> bool:
 
 async def show_session(request: Request) -> Response:
     gateway = gateway_of(request)
-    session_id = path_id(request, "sid")
+    session_id = session_in_path(request, caller(request, "read"))
     params = query(request, EntriesQuery)
     info = await gateway.call(tree.GET, tree.GetRequest(session_id=session_id))
     path = await gateway.call(tree.MESSAGES, tree.MessagesRequest(session_id=session_id))
@@ -104,21 +114,23 @@ async def show_session(request: Request) -> Response:
 
 async def session_tree(request: Request) -> Response:
     gateway = gateway_of(request)
-    session_id = path_id(request, "sid")
+    session_id = session_in_path(request, caller(request, "read"))
     found = await gateway.call(tree.TREE, tree.TreeRequest(session_id=session_id))
     return reply(found)
 
 
 async def fork_session(request: Request) -> Response:
     gateway = gateway_of(request)
-    session_id = path_id(request, "sid")
+    principal = caller(request, "fork")
+    session_id = session_in_path(request, principal)
     body = await json_body(request, ForkBody, limit=gateway.config.max_body_bytes)
+    new_id = body.new_session_id or uuid.uuid4().hex
     info = await gateway.call(
         tree.FORK,
         tree.ForkRequest(
             source_session_id=session_id,
             from_entry_id=body.entry_id,
-            session_id=body.new_session_id,
+            session_id=new_session(principal, new_id),
             display_name=body.display_name,
         ),
     )
@@ -129,7 +141,8 @@ async def delete_session(request: Request) -> Response:
     """Refused while a run is in flight (abort it first); the tree only (see the sessions
     worker's ``session-tree::delete``)."""
     gateway = gateway_of(request)
-    session_id = path_id(request, "sid")
+    principal = caller(request, "delete")
+    session_id = session_in_path(request, principal)
     view = await gateway.call_if_served(TURN_GET_STATE, TurnStateRequest(session_id=session_id))
     if view is not None and view.state not in TERMINAL_STATES:
         raise ApiError(
@@ -138,13 +151,19 @@ async def delete_session(request: Request) -> Response:
             f"session {session_id!r} has a run in flight ({view.state}): abort it first",
             details={"run_id": view.run_id},
         )
-    await gateway.call(tree.DELETE, tree.DeleteRequest(session_id=session_id))
+    await gateway.call(
+        tree.DELETE, tree.DeleteRequest(session_id=session_id, requested_by=_who(principal))
+    )
     return reply(None, status=204)
+
+
+def _who(principal: Principal) -> str:
+    return f"{principal.tenant}/{principal.id}"
 
 
 async def session_events(request: Request) -> Response:
     gateway = gateway_of(request)
-    session_id = path_id(request, "sid")
+    session_id = session_in_path(request, caller(request, "stream"))
     params = query(request, EventsQuery)
     header = parse_cursor(request.headers.get("last-event-id"))
     after = header if header is not None else params.after or 0

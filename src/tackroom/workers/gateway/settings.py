@@ -3,16 +3,18 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Literal, get_args
 
 from pydantic import Field, SecretStr, field_validator
 
 from tackroom.contracts.context import ContextSettings
-from tackroom.contracts.principal import Principal
+from tackroom.contracts.principal import DEFAULT_TENANT, TENANT_PATTERN, Principal
 from tackroom.contracts.turn import Mode
 from tackroom.runtime.worker import WorkerConfig
 from tackroom.workers.gateway.auth import MIN_TOKEN_CHARS, default_token_path, usable
+from tackroom.workers.gateway.oidc import OidcSettings
 
-__all__ = ["GatewayConfig", "RunDefaults"]
+__all__ = ["ACTIONS", "Action", "AuthSettings", "GatewayConfig", "RunDefaults"]
 
 _MIB = 1024 * 1024
 
@@ -28,6 +30,65 @@ class RunDefaults(WorkerConfig):
     max_turns: int = Field(default=8, ge=1, le=1000)
     principal: Principal | None = None
     context: ContextSettings | None = None
+
+
+Action = Literal[
+    "read", "stream", "run", "fork", "pin", "compact", "delete", "approve", "budget_admin"
+]
+"""What a route does to what it names: the actions an authorization rule grants."""
+
+ACTIONS: tuple[Action, ...] = get_args(Action)
+
+_MEMBER: list[Action] = ["read", "stream", "run", "fork", "pin", "compact", "delete"]
+
+
+def _default_roles() -> dict[str, list[Action]]:
+    return {
+        "admin": list(ACTIONS),
+        "member": [*_MEMBER, "approve"],
+        "approver": ["read", "stream", "approve"],
+        "viewer": ["read", "stream"],
+    }
+
+
+class AuthSettings(WorkerConfig):
+    """How the gateway tells who is calling, and what each role may do (``docs/security.md``)."""
+
+    shared_token: bool = Field(
+        default=True,
+        description="accept the gateway's one shared token (one-person local use; turn off for a"
+        " team)",
+    )
+    shared_token_user: str = Field(default="owner", min_length=1, max_length=200)
+    shared_token_tenant: str = Field(default=DEFAULT_TENANT, pattern=TENANT_PATTERN)
+    shared_token_roles: list[str] = Field(
+        default_factory=lambda: ["admin", "impersonate"],
+        description="the shared token's holder owns the gateway: every action, and naming the"
+        " principal a run acts for",
+    )
+    api_keys: bool = Field(default=True, description="accept per-user keys (tackroom keys create)")
+    api_key_cache_seconds: float = Field(
+        default=5.0, ge=0, le=300, description="a revoked key works at most this long after"
+    )
+    oidc: OidcSettings | None = Field(
+        default=None, description="accept OIDC access tokens (JWT) from this issuer"
+    )
+    authenticator: str | None = Field(
+        default=None,
+        description="module:attribute of your own authenticator, asked before the others",
+    )
+    roles: dict[str, list[Action]] = Field(
+        default_factory=_default_roles,
+        description="what each role may do; a principal holding none of these roles may do"
+        " default_actions",
+    )
+    default_actions: list[Action] = Field(default_factory=lambda: list(_MEMBER))
+
+    def actions_of(self, principal: Principal) -> frozenset[str]:
+        known = [self.roles[role] for role in principal.roles if role in self.roles]
+        if not known:
+            return frozenset(self.default_actions)
+        return frozenset(action for actions in known for action in actions)
 
 
 class GatewayConfig(WorkerConfig):
@@ -62,6 +123,7 @@ class GatewayConfig(WorkerConfig):
         default=2, ge=0, description="how long a stop waits for requests in flight"
     )
     defaults: RunDefaults = Field(default_factory=RunDefaults)
+    auth: AuthSettings = Field(default_factory=AuthSettings)
 
     @field_validator("token")
     @classmethod

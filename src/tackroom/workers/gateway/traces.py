@@ -7,6 +7,8 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from tackroom.contracts import traces
+from tackroom.contracts.principal import DEFAULT_TENANT, Principal
+from tackroom.workers.gateway.access import caller, named_session, owned
 from tackroom.workers.gateway.errors import ApiError
 from tackroom.workers.gateway.inputs import query
 from tackroom.workers.gateway.operations import Operation, PathParam, Query
@@ -24,17 +26,27 @@ class TracesQuery(Query):
 
 
 async def list_traces(request: Request) -> Response:
+    """The caller's tenant's traces: those of its sessions."""
     gateway = gateway_of(request)
+    principal = caller(request, "read")
     params = query(request, TracesQuery)
+    named = params.session_id
     found = await gateway.call(
         traces.LIST,
-        traces.ListRequest(session_id=params.session_id, run_id=params.run_id, limit=params.limit),
+        traces.ListRequest(
+            session_id=None if named is None else named_session(principal, named),
+            run_id=params.run_id,
+            limit=params.limit,
+        ),
     )
-    return reply(found)
+    mine = [t for t in found.traces if _visible(principal, t.session_id)]
+    groups = [g for g in found.sessions if _visible(principal, g.session_id)]
+    return reply(found.model_copy(update={"traces": mine, "sessions": groups}))
 
 
 async def get_trace(request: Request) -> Response:
     gateway = gateway_of(request)
+    principal = caller(request, "read")
     trace_id: str = request.path_params["trace_id"]
     if not _is_trace_id(trace_id):
         raise ApiError(
@@ -44,7 +56,22 @@ async def get_trace(request: Request) -> Response:
             details={"field": "path.trace_id"},
         )
     detail = await gateway.call(traces.GET, traces.GetRequest(trace_id=trace_id))
+    if not _visible(principal, detail.session_id):
+        raise ApiError(
+            404,
+            traces.NOT_FOUND,
+            f"no trace {trace_id} in the store (never stored, or past retention)",
+            details={"function_id": traces.GET.id},
+        )
     return reply(detail)
+
+
+def _visible(principal: Principal, session_id: str | None) -> bool:
+    """A session's traces are its tenant's; the traces of no session (cron, the harness's own
+    work) are the default tenant's admins'."""
+    if session_id is None:
+        return principal.tenant == DEFAULT_TENANT and principal.holds("admin")
+    return owned(principal, session_id)
 
 
 def _is_trace_id(value: str) -> bool:

@@ -19,14 +19,31 @@ from __future__ import annotations
 
 import logging
 
+from tackroom.contracts.principal import Principal
+from tackroom.engine.protocol import Engine
 from tackroom.runtime.worker import WorkerContext, WorkerSpec
 from tackroom.workers.gateway.app import build_app
 from tackroom.workers.gateway.auth import TokenProblem, is_loopback, load_or_create_token
+from tackroom.workers.gateway.identity import (
+    ApiKeys,
+    Authenticator,
+    OidcBearer,
+    SharedToken,
+    load_authenticator,
+)
+from tackroom.workers.gateway.oidc import OidcAuthenticator
 from tackroom.workers.gateway.server import HttpServer
 from tackroom.workers.gateway.service import Gateway
 from tackroom.workers.gateway.settings import GatewayConfig
 
-__all__ = ["WORKER", "GatewayConfig", "console_url", "ports_to_try", "resolve_token"]
+__all__ = [
+    "WORKER",
+    "GatewayConfig",
+    "authenticators",
+    "console_url",
+    "ports_to_try",
+    "resolve_token",
+]
 
 _log = logging.getLogger("tackroom.gateway")
 
@@ -59,20 +76,51 @@ def console_url(host: str, port: int) -> str:
     return f"http://{shown}:{port}/"
 
 
+def authenticators(engine: Engine, config: GatewayConfig) -> tuple[list[Authenticator], str]:
+    """The gateway's authenticators, asked in this order, and the shared token ("" when off)."""
+    auth = config.auth
+    chain: list[Authenticator] = []
+    if auth.authenticator is not None:
+        try:
+            chain.append(load_authenticator(auth.authenticator, engine=engine))
+        except ValueError as exc:
+            raise TokenProblem(str(exc)) from None
+    if auth.api_keys:
+        chain.append(ApiKeys(engine, cache_seconds=auth.api_key_cache_seconds))
+    if auth.oidc is not None:
+        chain.append(OidcBearer(OidcAuthenticator(auth.oidc)))
+    token = ""
+    if auth.shared_token:
+        token, _ = resolve_token(config)
+        owner = Principal(
+            id=auth.shared_token_user,
+            roles=tuple(auth.shared_token_roles),
+            tenant=auth.shared_token_tenant,
+            method="token",
+        )
+        chain.append(SharedToken(token=token, principal=owner))
+    if not chain:
+        raise TokenProblem(
+            "the gateway accepts no credential: turn on worker_config.gateway.auth.api_keys,"
+            " auth.oidc or auth.shared_token"
+        )
+    return chain, token
+
+
 async def _start(ctx: WorkerContext[GatewayConfig]) -> None:
     config = ctx.config
-    token, created = resolve_token(config)
+    chain, token = authenticators(ctx.engine, config)
     gateway = Gateway(ctx.engine, config)
     server = HttpServer(
-        build_app(gateway, token=token),
+        build_app(gateway, authenticators=chain),
         host=config.host,
         ports=ports_to_try(config),
         shutdown_seconds=config.shutdown_seconds,
     )
     ctx.spawn(server.serve(before_stop=gateway.streams.close_all), name="gateway-http")
     url = console_url(config.host, server.port)
-    _log.info("gateway listening on %s (token %s)", url, "generated" if created else "loaded")
-    ctx.announce(f"console: {url}#token={token}")
+    _log.info("gateway listening on %s", url)
+    ctx.announce(f"console: {url}#token={token}" if token else f"console: {url}")
 
 
 WORKER = WorkerSpec(

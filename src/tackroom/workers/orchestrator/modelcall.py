@@ -155,7 +155,14 @@ class ModelCall:
         if message.stop_reason == "aborted" or not self._hooks.listening(AFTER_MODEL_CALL):
             return message
         return await self._hooks.after(
-            CallIds(record.session_id, record.run_id, turn, message.provider, message.model),
+            CallIds(
+                record.session_id,
+                record.run_id,
+                turn,
+                message.provider,
+                message.model,
+                principal=record.principal,
+            ),
             message,
         )
 
