@@ -1,11 +1,12 @@
-"""The policy contract suite against the ``policy`` worker (YAML rules)."""
+"""The policy contract suites against the ``policy`` worker (YAML rules): tool calls
+(``policy::check_permissions``) and resource access (``policy::authorize``)."""
 
 from __future__ import annotations
 
 from pathlib import Path
 from typing import Any
 
-from tackroom.testing.contracts import PolicyContract
+from tackroom.testing.contracts import AccessContract, PolicyContract
 
 RULES = """\
 schema_version: 1
@@ -43,3 +44,54 @@ class TestPolicyWorker(PolicyContract):
         path = directory / "permissions.yaml"
         path.write_text(RULES, encoding="utf-8")
         return {"rules_path": str(path), "default_decision": "needs_approval"}
+
+
+ACCESS = """\
+schema_version: 1
+rules: []
+access:
+  - id: staff
+    roles: [staff]
+    actions: [read, stream, run]
+    resources: [session, trace]
+    decision: allow
+  - id: auditors
+    roles: [auditor]
+    actions: [read]
+    decision: allow
+  - id: catalog
+    roles: "*"
+    actions: [read]
+    resources: [catalog]
+    decision: allow
+  - id: frozen
+    roles: [frozen]
+    actions: "*"
+    decision: deny
+    reason: account frozen
+  - id: no-interns-on-budgets
+    roles: [intern]
+    actions: [read]
+    resources: [budget]
+    decision: deny
+"""
+
+
+class TestPolicyWorkerAccess(AccessContract):
+    worker_name = "policy"
+
+    def configure_shipped(self, directory: Path) -> dict[str, Any]:
+        # A file without an access: section: the built-in access rules apply.
+        path = directory / "shipped.yaml"
+        path.write_text(RULES, encoding="utf-8")
+        return {"rules_path": str(path), "reload_interval": 0}
+
+    def configure(self, directory: Path) -> dict[str, Any]:
+        path = directory / "access.yaml"
+        path.write_text(ACCESS, encoding="utf-8")
+        return {"rules_path": str(path), "reload_interval": 0}
+
+    def break_access(self, directory: Path) -> int:
+        bad = ACCESS.replace("actions: [read, stream, run]", "actions: [read, stream, runn]")
+        (directory / "access.yaml").write_text(bad, encoding="utf-8")
+        return 6

@@ -8,20 +8,28 @@ any rule of its own, with ``rule_id: "builtin:protected"``. The contract suite i
 A ``needs_approval`` answer may name who may approve (``approvers``, an
 :class:`~tackroom.contracts.approvers.ApproverRules`): the gate keeps it with the parked call and
 the approvals worker enforces it. An answer without it is read as before (anyone may approve).
+
+Policy workers also serve ``policy::authorize`` (:data:`AUTHORIZE`): may a principal do a
+:data:`ResourceAction` (``read``, ``run``, ``approve``…) to a resource (:class:`ResourceRef`: a
+session, an approval, a budget, a trace, the catalog)? The answer is ``allow`` or ``deny``; an
+action on another tenant's resource is denied before any rule (``builtin:tenant``), and an action
+no rule allows is denied (``builtin:default``): fail closed.
 """
 
 from __future__ import annotations
 
 import re
 from functools import cache
-from typing import Any, Literal
+from typing import Any, Literal, get_args
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from tackroom.contracts.approvers import ApproverRules
 from tackroom.contracts.bus import Function
+from tackroom.contracts.principal import TENANT_PATTERN, Principal
 
 __all__ = [
+    "AUTHORIZE",
     "CHECK_PERMISSIONS",
     "DEFAULT_RULE_ID",
     "POLICY_FILE_INVALID",
@@ -29,7 +37,13 @@ __all__ = [
     "POLICY_STATUS",
     "PROTECTED_FUNCTIONS",
     "PROTECTED_RULE_ID",
+    "RESOURCE_ACTIONS",
+    "RESOURCE_KINDS",
+    "TENANT_RULE_ID",
     "UNPROTECTED_READS",
+    "AccessDecision",
+    "AuthorizeRequest",
+    "AuthorizeResponse",
     "CheckRequest",
     "CheckResponse",
     "Decision",
@@ -37,9 +51,15 @@ __all__ = [
     "LoadProblem",
     "MatchedConstraint",
     "PolicyStatus",
+    "ResourceAction",
+    "ResourceKind",
+    "ResourceRef",
+    "access_default_verdict",
+    "access_denied_reason",
     "function_glob",
     "protected_by",
     "protected_verdict",
+    "tenant_verdict",
 ]
 
 POLICY_FILE_INVALID = "policy_file_invalid"
@@ -214,6 +234,10 @@ class PolicyStatus(_Model):
     """Seconds between checks of the file; 0: no hot reload."""
     last_error: LoadProblem | None = None
     """The last rejected file, until a good one (or the file's removal) replaces it."""
+    access: PolicyStatus | None = Field(default=None, exclude_if=lambda value: value is None)
+    """The access rules of ``policy::authorize`` (their own file's, or the same file's with
+    ``rule_count`` of access rules and ``source: builtin`` when the file has none); absent from
+    a worker that does not say."""
 
 
 CHECK_PERMISSIONS: Function[CheckRequest, CheckResponse] = Function(
@@ -239,3 +263,101 @@ POLICY_RELOAD: Function[EmptyRequest, PolicyStatus] = Function(
 )
 """``{}`` → :class:`PolicyStatus` after reading the rules file now; a bad file fails with
 ``policy_file_invalid`` and the rules in force stay."""
+
+
+# -- who may do what to a resource: policy::authorize ---------------------------------------------
+
+ResourceAction = Literal[
+    "read", "stream", "run", "fork", "pin", "compact", "delete", "approve", "budget_admin"
+]
+"""What a caller does to a resource (a gateway route names one): the actions access rules grant."""
+RESOURCE_ACTIONS: tuple[ResourceAction, ...] = get_args(ResourceAction)
+
+ResourceKind = Literal["session", "approval", "budget", "trace", "catalog"]
+"""The kinds of resource an action is on."""
+RESOURCE_KINDS: tuple[ResourceKind, ...] = get_args(ResourceKind)
+
+AccessDecision = Literal["allow", "deny"]
+
+TENANT_RULE_ID = "builtin:tenant"
+"""The rule that denies a principal acting on another tenant's resource, before any rule."""
+
+
+class ResourceRef(_Model):
+    """What an action is on: a kind, the one resource's id (``None``: the kind as a whole, e.g. a
+    list), and the tenant it belongs to."""
+
+    kind: ResourceKind
+    id: str | None = Field(
+        default=None,
+        min_length=1,
+        max_length=1024,
+        description="the resource's id as stored (a session's with its tenant); none: a list",
+    )
+    tenant: str = Field(pattern=TENANT_PATTERN, description="the tenant the resource belongs to")
+
+
+class AuthorizeRequest(_Model):
+    """May ``principal`` do ``action`` to ``resource``?"""
+
+    schema_version: Literal[1] = 1
+    principal: Principal
+    action: ResourceAction
+    resource: ResourceRef
+
+
+class AuthorizeResponse(_Model):
+    schema_version: Literal[1] = 1
+    decision: AccessDecision
+    rule_id: str | None = None
+    """The deciding rule; ``builtin:tenant`` across tenants, ``builtin:default`` when none."""
+    reason: str | None = None
+    """One line for a person: ``viewer may not run here: ask for a role that grants it``."""
+
+
+def _who(roles: tuple[str, ...] | list[str]) -> str:
+    names = list(dict.fromkeys(roles))
+    if not names:
+        return "a principal with no role"
+    if len(names) == 1:
+        return names[0]
+    return f"{', '.join(names[:-1])} and {names[-1]}"
+
+
+def access_denied_reason(roles: tuple[str, ...] | list[str], action: ResourceAction) -> str:
+    """The reason of a denial no rule gave: ``viewer may not run here: ask for a role that
+    grants it``."""
+    return f"{_who(roles)} may not {action.replace('_', ' ')} here: ask for a role that grants it"
+
+
+def access_default_verdict(request: AuthorizeRequest) -> AuthorizeResponse:
+    """No rule allowed the action: denied (fail closed), ``builtin:default``."""
+    return AuthorizeResponse(
+        decision="deny",
+        rule_id=DEFAULT_RULE_ID,
+        reason=access_denied_reason(request.principal.roles, request.action),
+    )
+
+
+def tenant_verdict(request: AuthorizeRequest) -> AuthorizeResponse | None:
+    """The denial every policy worker gives an action on another tenant's resource first (before
+    any rule, whatever it says), or ``None`` when principal and resource share a tenant."""
+    if request.principal.tenant == request.resource.tenant:
+        return None
+    return AuthorizeResponse(
+        decision="deny",
+        rule_id=TENANT_RULE_ID,
+        reason=f"a principal of tenant {request.principal.tenant!r} may not act on another"
+        f" tenant's {request.resource.kind}",
+    )
+
+
+AUTHORIZE: Function[AuthorizeRequest, AuthorizeResponse] = Function(
+    "policy::authorize",
+    AuthorizeRequest,
+    AuthorizeResponse,
+    description="May this principal do this action to this resource? allow | deny, with the rule.",
+    hop=True,
+)
+"""``{principal, action, resource}`` → allow | deny. Another tenant's resource is denied first
+(``builtin:tenant``); no rule allowing the action denies it (``builtin:default``)."""

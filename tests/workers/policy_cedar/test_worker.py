@@ -98,6 +98,6 @@ async def test_both_workers_serve_the_same_function_ids(
     monkeypatch.chdir(tmp_path)
     async with serve(name, reload_interval=0) as bus:
         ids = {info.function_id for info in await bus.list_functions() if info.worker == name}
-        assert ids == {CHECK, "policy::status", "policy::reload"}
+        assert ids == {CHECK, "policy::authorize", "policy::status", "policy::reload"}
         assert await decide(bus, "fs::read") == "allow"
         assert await decide(bus, "policy::reload") == "deny"

@@ -22,12 +22,13 @@ import_extra("pytest", needed_by="the contract suites (tackroom.testing.contract
 import pytest  # noqa: E402
 
 _SUITES = (
-    "base approvers approvals budget catalog compactor credentials directory hooks http memory"
-    " policy provider sandbox sessions traces"
+    "access base approvers approvals budget catalog compactor credentials directory hooks http"
+    " memory policy provider sandbox sessions traces"
 )
 # Before the suites are imported: their plain asserts get pytest's explanations.
 pytest.register_assert_rewrite(*(f"{__name__}.{suite}" for suite in _SUITES.split()))
 
+from tackroom.testing.contracts.access import AccessContract  # noqa: E402
 from tackroom.testing.contracts.approvals import ApprovalsContract  # noqa: E402
 from tackroom.testing.contracts.base import (  # noqa: E402
     CONTRACT_TIMEOUT,
@@ -50,6 +51,7 @@ from tackroom.testing.contracts.traces import TracesContract  # noqa: E402
 
 __all__ = [
     "CONTRACT_TIMEOUT",
+    "AccessContract",
     "ApprovalsContract",
     "BudgetContract",
     "CatalogContract",

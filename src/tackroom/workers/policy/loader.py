@@ -1,5 +1,9 @@
 """``permissions.yaml`` → :class:`~tackroom.workers.policy.rules.Ruleset`, or a line and a reason.
 
+The ``access:`` section (who may do what to sessions, approvals, budgets…) is read by
+:mod:`tackroom.workers.policy.accessfile`; a file without one gets the built-in section of
+``defaults.yaml``.
+
 The file is validated whole: the first problem rejects it with :class:`PolicyFileError`
 (``path:line: field: reason``), and nothing of it is used. Scalars are read the YAML 1.2 way:
 only ``true``/``false`` are booleans (``no``, ``on``, ``y`` stay strings), ``010`` is ten, and
@@ -12,6 +16,7 @@ from __future__ import annotations
 import difflib
 import math
 import re
+from functools import cache
 from importlib import resources
 from typing import Any, NoReturn
 
@@ -22,6 +27,8 @@ from tackroom.contracts.approvers import MAX_QUORUM, ApproverRules
 from tackroom.kit.rulesfile import PolicyFileError
 from tackroom.runtime.typed import describe_validation_error
 from tackroom.runtime.yamlfile import StrictLoader, problem_of, shown_key
+from tackroom.workers.policy.access import AccessRules
+from tackroom.workers.policy.accessfile import parse_access
 from tackroom.workers.policy.rules import (
     DECISIONS,
     OPERATORS,
@@ -36,14 +43,15 @@ from tackroom.workers.policy.rules import (
     under,
 )
 
-__all__ = ["BUILTIN_NAME", "SCHEMA_VERSION", "builtin_text", "parse_rules"]
+__all__ = ["BUILTIN_NAME", "SCHEMA_VERSION", "builtin_access", "builtin_text", "parse_rules"]
 
 SCHEMA_VERSION = 1
 BUILTIN_NAME = "<builtin permissions.yaml>"
 
 _STR = "tag:yaml.org,2002:str"
 _MERGE = "tag:yaml.org,2002:merge"
-_TOP_KEYS = ("schema_version", "rules")
+_TOP_KEYS = ("schema_version", "rules", "access")
+_REQUIRED_TOP_KEYS = ("schema_version", "rules")
 _RULE_KEYS = ("id", "function", "decision", "reason", "args", "approvers")
 _APPROVER_KEYS = ("roles", "four_eyes", "quorum")
 _REQUIRED_RULE_KEYS = ("id", "function", "decision")
@@ -52,6 +60,13 @@ _REQUIRED_RULE_KEYS = ("id", "function", "decision")
 def builtin_text() -> str:
     """The rules in force when there is no rules file (shipped as ``defaults.yaml``)."""
     return (resources.files(__package__) / "defaults.yaml").read_text(encoding="utf-8")
+
+
+@cache
+def builtin_access() -> AccessRules:
+    """The access rules of a file without an ``access:`` section: ``defaults.yaml``'s."""
+    shipped = parse_rules(builtin_text(), BUILTIN_NAME).access
+    return AccessRules(shipped.rules, builtin=True)
 
 
 # -- a YAML 1.2 core-schema loader ---------------------------------------------------------------
@@ -201,7 +216,7 @@ class _Walker:
         for key, key_node, _ in items:
             if key not in _TOP_KEYS:
                 self.fail(key_node, key, "unknown key" + _suggest(key, _TOP_KEYS))
-        for key in _TOP_KEYS:
+        for key in _REQUIRED_TOP_KEYS:
             if key not in found:
                 self.fail(root, None, f"missing {key!r}")
         version_node = found["schema_version"][1]
@@ -227,7 +242,9 @@ class _Walker:
                 )
             ids[rule.id] = _line(rule_node)
             rules.append(rule)
-        return Ruleset(tuple(rules))
+        if "access" not in found:
+            return Ruleset(tuple(rules), builtin_access())
+        return Ruleset(tuple(rules), parse_access(self, found["access"][1]))
 
     def rule(self, node: yaml.Node, field: str) -> Rule:
         items = self.mapping(node, field, "a rule: a mapping with id, function and decision")

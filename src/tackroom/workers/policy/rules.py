@@ -35,6 +35,7 @@ from tackroom.contracts.policy import (
     function_glob,
     protected_verdict,
 )
+from tackroom.workers.policy.access import AccessRules
 
 __all__ = [
     "DECISIONS",
@@ -97,6 +98,8 @@ class Rule:
 @dataclass(frozen=True, slots=True)
 class Ruleset:
     rules: tuple[Rule, ...] = ()
+    access: AccessRules = field(default_factory=AccessRules, compare=False)
+    """The ``access:`` section (``policy::authorize``); none: every action denied."""
 
 
 def evaluate(

@@ -14,6 +14,10 @@ built-in defaults (``defaults.yaml``) when it does not (and again if it is remov
 A file that does not parse stops the worker from starting; once running, a bad edit is rejected
 whole, the rules in force stay, and ``policy::status`` shows the line and the reason.
 
+The same file's ``access:`` section decides ``policy::authorize`` — may a principal read, run,
+approve… a session, an approval, a budget? (:mod:`tackroom.workers.policy.access`); a file
+without one gets the built-in section of ``defaults.yaml``, the gateway's historical role table.
+
 Why ``needs_approval`` by default: ``allow`` would run every tool nobody thought about, and
 ``deny`` would make a harness without a rules file useless; asking a human is the safe middle,
 and one catch-all rule (``function: "*"``) changes it.
@@ -27,10 +31,13 @@ from pathlib import Path
 from pydantic import Field
 
 from tackroom.contracts.policy import (
+    AUTHORIZE,
     CHECK_PERMISSIONS,
     POLICY_FILE_INVALID,
     POLICY_RELOAD,
     POLICY_STATUS,
+    AuthorizeRequest,
+    AuthorizeResponse,
     CheckRequest,
     CheckResponse,
     Decision,
@@ -82,17 +89,37 @@ async def _start(ctx: WorkerContext[PolicyConfig]) -> None:
             source.rules, request.function_id, request.args, default=config.default_decision
         )
 
+    async def authorize(request: AuthorizeRequest) -> AuthorizeResponse:
+        return source.rules.access.decide(request)
+
+    def described() -> PolicyStatus:
+        status = source.status()
+        access = source.rules.access
+        builtin = status.source == "builtin" or access.builtin
+        return status.model_copy(
+            update={
+                "access": status.model_copy(
+                    update={
+                        "source": "builtin" if builtin else "file",
+                        "rule_count": len(access.rules),
+                        "default_decision": "deny",
+                    }
+                )
+            }
+        )
+
     async def status(request: EmptyRequest) -> PolicyStatus:
-        return source.status()
+        return described()
 
     async def reload(request: EmptyRequest) -> PolicyStatus:
         try:
             await source.reload()
         except PolicyFileError as exc:
             raise FunctionError(POLICY_FILE_INVALID, f"{exc} (the rules in force stay)") from None
-        return source.status()
+        return described()
 
     await ctx.serve(CHECK_PERMISSIONS, check)
+    await ctx.serve(AUTHORIZE, authorize)
     await ctx.serve(POLICY_STATUS, status)
     await ctx.serve(POLICY_RELOAD, reload)
     if config.reload_interval > 0:
@@ -101,7 +128,8 @@ async def _start(ctx: WorkerContext[PolicyConfig]) -> None:
 
 WORKER = WorkerSpec(
     name="policy",
-    description=f"{CHECK_PERMISSIONS.id} from permissions.yaml rules (first match wins).",
+    description=f"{CHECK_PERMISSIONS.id} from permissions.yaml rules (first match wins);"
+    f" {AUTHORIZE.id} from its access: section.",
     config_model=PolicyConfig,
     start=_start,
 )

@@ -37,7 +37,7 @@ from tackroom.contracts.policy import (
     protected_verdict,
 )
 from tackroom.kit.rulesfile import PolicyFileError
-from tackroom.workers.policy_cedar.approvers import approvers_of
+from tackroom.workers.policy_cedar.approvers import PREFIX, approvers_of
 from tackroom.workers.policy_cedar.mapping import (
     ACTION_CALL,
     ACTIONS,
@@ -108,10 +108,13 @@ def _line_near(text: str, anchor: str, needle: str) -> int | None:
 
 
 def _uids(node: Any) -> Iterable[dict[str, Any]]:
-    """Every entity uid (``{type, id}``) written in a policy's JSON form."""
+    """Every entity uid (``{type, id}``) written in a policy's JSON form, and every type an
+    ``is`` test names (as ``{type}``)."""
     if isinstance(node, dict):
         if set(node) == {"type", "id"} and all(isinstance(v, str) for v in node.values()):
             yield node
+        if isinstance(node.get("entity_type"), str):
+            yield {"type": node["entity_type"]}
         for value in node.values():
             yield from _uids(value)
     elif isinstance(node, list):
@@ -119,13 +122,23 @@ def _uids(node: Any) -> Iterable[dict[str, Any]]:
             yield from _uids(item)
 
 
-def parse_policies(text: str, path: str, *, schema: cedarpy.Schema | None = None) -> CedarPolicies:
+def parse_policies(
+    text: str,
+    path: str,
+    *,
+    schema: cedarpy.Schema | None = None,
+    entity_types: tuple[str, ...] = ENTITY_TYPES,
+    actions: tuple[str, ...] = ACTIONS,
+    approvers: bool = True,
+) -> CedarPolicies:
     """Parse a Cedar policy file; raise PolicyFileError (with a line when one is known).
 
     Besides Cedar's own parse errors, a file is rejected when it has templates (slots are
     never linked here), two policies share an ``@id``, it names an entity type or action
     this worker never sends (a typo such as ``Action::"cal"`` would silently never match), its
     approver annotations are wrong, or — with a ``schema`` — it does not validate against it.
+    ``entity_types`` and ``actions`` are those of tool calls unless given (the access file's);
+    ``approvers=False`` refuses approver annotations.
     """
     try:
         policy_set = cedarpy.PolicySet.from_str(text)
@@ -152,18 +165,22 @@ def parse_policies(text: str, path: str, *, schema: cedarpy.Schema | None = None
             line = _line_of(text, f'@id("{rule_id}")')
             raise PolicyFileError(path, "ids starting with 'builtin:' are reserved", line=line)
         for uid in _uids(policy):
-            if uid["type"] not in ENTITY_TYPES:
-                known = ", ".join(ENTITY_TYPES)
+            if uid["type"] not in entity_types:
+                known = ", ".join(entity_types)
                 line = _line_of(text, uid["type"])
                 reason = f"unknown entity type {uid['type']!r} (known: {known})"
                 raise PolicyFileError(path, reason, line=line)
-            if uid["type"] == "Action" and uid["id"] not in ACTIONS:
-                known = ", ".join(f'Action::"{a}"' for a in ACTIONS)
+            if uid["type"] == "Action" and "id" in uid and uid["id"] not in actions:
+                known = ", ".join(f'Action::"{a}"' for a in actions)
                 line = _line_of(text, f'"{uid["id"]}"')
                 reason = f'unknown action Action::"{uid["id"]}" (known: {known})'
                 raise PolicyFileError(path, reason, line=line)
         try:
-            approvers = approvers_of(policy)
+            if not approvers:
+                for key in annotations:
+                    if key.startswith(PREFIX):
+                        raise ValueError(f"@{key}: approvers belong in the tool-call policy file")
+            named = approvers_of(policy)
         except ValueError as exc:
             where = _line_near(text, f'@id("{rule_id}")', str(exc).split(":", 1)[0])
             raise PolicyFileError(path, f"policy {rule_id!r}: {exc}", line=where) from None
@@ -172,7 +189,7 @@ def parse_policies(text: str, path: str, *, schema: cedarpy.Schema | None = None
             effect="forbid" if policy.get("effect") == "forbid" else "permit",
             rule_id=rule_id,
             reason=annotations.get("reason") or None,
-            approvers=approvers,
+            approvers=named,
         )
     if schema is not None:
         _validate(text, path, schema, policies)

@@ -1,8 +1,8 @@
-"""The ``policy-cedar`` worker: ``policy::check_permissions`` decided by Cedar policies.
+"""The ``policy-cedar`` worker: ``policy::check_permissions`` and ``policy::authorize`` in Cedar.
 
-It registers the same function ids as ``policy`` (check, status, reload), so either one can be
-booted: the contract suite runs against both. Policies are Cedar (``cedarpy``); the request
-mapping is in :mod:`tackroom.workers.policy_cedar.mapping`, the decision order in
+It registers the same function ids as ``policy`` (check, authorize, status, reload), so either
+one can be booted: the contract suites run against both. Policies are Cedar (``cedarpy``); the
+request mapping is in :mod:`tackroom.workers.policy_cedar.mapping`, the decision order in
 :mod:`tackroom.workers.policy_cedar.policies`.
 
 ```yaml
@@ -11,13 +11,19 @@ worker_config:
     policies_path: policies.cedar     # default; relative to the working directory
     default_decision: needs_approval  # when no policy applies
     reload_interval: 1.0              # seconds between checks of the file; 0: no hot reload
-    validate_schema: false            # true: the file must validate against schema.cedarschema
+    validate_schema: false            # true: the files must validate against schema.cedarschema
+    access_policies_path: access.cedar  # default; who may do what to sessions, budgets…
 ```
 
 Without ``policies_path`` the worker reads ``./policies.cedar`` when it exists and uses the
 built-in ``defaults.cedar`` when it does not; a ``policies_path`` that is set must exist. A file
 that does not parse stops the start; once running, a bad edit is rejected whole and the policies
 in force stay (``policy::status`` shows why).
+
+``policy::authorize`` (may a principal read, run, approve… a session, an approval, a budget?)
+is decided by a second file, ``access_policies_path``, loaded and watched the same way, with the
+built-in ``defaults_access.cedar`` when it is unset and ``./access.cedar`` does not exist
+(:mod:`tackroom.workers.policy_cedar.access`); ``policy::status`` reports it as ``access``.
 """
 
 from __future__ import annotations
@@ -30,10 +36,13 @@ import cedarpy
 from pydantic import Field
 
 from tackroom.contracts.policy import (
+    AUTHORIZE,
     CHECK_PERMISSIONS,
     POLICY_FILE_INVALID,
     POLICY_RELOAD,
     POLICY_STATUS,
+    AuthorizeRequest,
+    AuthorizeResponse,
     CheckRequest,
     CheckResponse,
     Decision,
@@ -44,23 +53,34 @@ from tackroom.engine.errors import FunctionError
 from tackroom.kit.audit import record_policy_load
 from tackroom.kit.rulesfile import PolicyFileError, RulesSource
 from tackroom.runtime.worker import WorkerConfig, WorkerContext, WorkerSpec
+from tackroom.workers.policy_cedar.access import AccessAnswers, parse_access
 from tackroom.workers.policy_cedar.policies import CedarPolicies, decide, parse_policies
 
 __all__ = [
+    "BUILTIN_ACCESS_NAME",
     "BUILTIN_NAME",
+    "DEFAULT_ACCESS_PATH",
     "DEFAULT_POLICIES_PATH",
     "WORKER",
     "CedarPolicyConfig",
+    "builtin_access_text",
     "builtin_text",
     "schema_text",
 ]
 
 DEFAULT_POLICIES_PATH = Path("policies.cedar")
 BUILTIN_NAME = "<builtin policies.cedar>"
+DEFAULT_ACCESS_PATH = Path("access.cedar")
+BUILTIN_ACCESS_NAME = "<builtin access.cedar>"
 
 
 def builtin_text() -> str:
     return (resources.files(__package__) / "defaults.cedar").read_text(encoding="utf-8")
+
+
+def builtin_access_text() -> str:
+    """The access policies in force when there is no access file (``defaults_access.cedar``)."""
+    return (resources.files(__package__) / "defaults_access.cedar").read_text(encoding="utf-8")
 
 
 def schema_text() -> str:
@@ -82,44 +102,77 @@ class CedarPolicyConfig(WorkerConfig):
         default=False,
         description="reject a policy file that does not validate against schema.cedarschema",
     )
+    access_policies_path: Path | None = Field(
+        default=None,
+        description="the Cedar access policies of policy::authorize (relative: to the working"
+        " directory); unset: ./access.cedar if it exists, else the built-in defaults",
+    )
 
 
 async def _start(ctx: WorkerContext[CedarPolicyConfig]) -> None:
     config = ctx.config
+    schema = cedarpy.Schema.from_str(schema_text()) if config.validate_schema else None
+    on_load = functools.partial(record_policy_load, ctx.engine, actor=ctx.name)
     source: RulesSource[CedarPolicies] = RulesSource(
         path=config.policies_path or DEFAULT_POLICIES_PATH,
         required=config.policies_path is not None,
         language="cedar",
-        parse=functools.partial(
-            parse_policies,
-            schema=cedarpy.Schema.from_str(schema_text()) if config.validate_schema else None,
-        ),
+        parse=functools.partial(parse_policies, schema=schema),
         count=lambda policies: len(policies.policies),
         builtin_text=builtin_text(),
         builtin_name=BUILTIN_NAME,
         default_decision=config.default_decision,
         reload_interval=config.reload_interval,
-        on_load=functools.partial(record_policy_load, ctx.engine, actor=ctx.name),
+        on_load=on_load,
+    )
+    access: RulesSource[CedarPolicies] = RulesSource(
+        path=config.access_policies_path or DEFAULT_ACCESS_PATH,
+        required=config.access_policies_path is not None,
+        language="cedar",
+        parse=functools.partial(parse_access, schema=schema),
+        count=lambda policies: len(policies.policies),
+        builtin_text=builtin_access_text(),
+        builtin_name=BUILTIN_ACCESS_NAME,
+        default_decision="deny",
+        reload_interval=config.reload_interval,
+        on_load=on_load,
     )
     await source.load()
+    await access.load()
+    answers = AccessAnswers()
 
     async def check(request: CheckRequest) -> CheckResponse:
         return decide(source.rules, request, default=config.default_decision)
 
+    async def authorize(request: AuthorizeRequest) -> AuthorizeResponse:
+        return answers.decide(access.rules, request)
+
+    def described() -> PolicyStatus:
+        return source.status().model_copy(update={"access": access.status()})
+
     async def status(request: EmptyRequest) -> PolicyStatus:
-        return source.status()
+        return described()
 
     async def reload(request: EmptyRequest) -> PolicyStatus:
-        try:
-            await source.reload()
-        except PolicyFileError as exc:
+        problems: list[PolicyFileError] = []
+        for each in (source, access):
+            try:
+                await each.reload()
+            except PolicyFileError as exc:
+                problems.append(exc)
+        if problems:
             raise FunctionError(
-                POLICY_FILE_INVALID, f"{exc} (the policies in force stay)"
+                POLICY_FILE_INVALID, f"{problems[0]} (the policies in force stay)"
             ) from None
-        return source.status()
+        return described()
 
     await ctx.serve(
         CHECK_PERMISSIONS, check, description="May a model's call run? Decided by Cedar policies."
+    )
+    await ctx.serve(
+        AUTHORIZE,
+        authorize,
+        description="May this principal do this action to this resource? Cedar access policies.",
     )
     await ctx.serve(
         POLICY_STATUS,
@@ -133,11 +186,12 @@ async def _start(ctx: WorkerContext[CedarPolicyConfig]) -> None:
     )
     if config.reload_interval > 0:
         ctx.spawn(source.watch(), name="policy-cedar: watch policy file")
+        ctx.spawn(access.watch(), name="policy-cedar: watch access policy file")
 
 
 WORKER = WorkerSpec(
     name="policy-cedar",
-    description=f"{CHECK_PERMISSIONS.id} from Cedar policies (cedarpy).",
+    description=f"{CHECK_PERMISSIONS.id} and {AUTHORIZE.id} from Cedar policies (cedarpy).",
     config_model=CedarPolicyConfig,
     start=_start,
 )
