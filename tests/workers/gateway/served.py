@@ -88,14 +88,12 @@ async def serving(
     if provider is not None:  # its own worker takes no config section
         sections = {k: v for k, v in config.worker_config.items() if k != "scripted"}
         config = config.model_copy(update={"worker_config": sections})
-    provider = build_tracer_provider(config.tracing.to_tracing_config())  # None: not traced
+    tracer = build_tracer_provider(config.tracing.to_tracing_config())  # None: not traced
     host = Host(
-        engine=open_engine(
-            config.engine, tracer_provider=provider, trace_spans=config.tracing.spans
-        ),
+        engine=open_engine(config.engine, tracer_provider=tracer, trace_spans=config.tracing.spans),
         workers=workers,
         config=config,
-        tracer_provider=provider,
+        tracer_provider=tracer,
     )
     async with host:
         [line] = [a for a in host.announcements if a.startswith("console: ")]

@@ -1,15 +1,24 @@
 """What the caller may do, and which sessions are theirs: every route asks here first.
 
-A route names its action (``read``, ``run``, ``approve``…); the caller's roles grant actions
-(``auth.roles``), and an action not granted is a 403. A session id in a path or body is the
-caller's tenant's (:func:`tackroom.contracts.tenancy.qualify`): another tenant's session is
-never reached, and answers exactly as a missing one does.
+A route names its action (``read``, ``run``, ``approve``…) on a kind of resource; the policy
+worker decides (``policy::authorize``: the ``access:`` rules of the policy file, or Cedar), and
+a denial is a 403 that says why. No policy worker answering is a 503, never an allow. A session
+id in a path or body is the caller's tenant's (:func:`tackroom.contracts.tenancy.qualify`):
+another tenant's session is never reached, and answers exactly as a missing one does.
 """
 
 from __future__ import annotations
 
 from starlette.requests import Request
 
+from tackroom.contracts.policy import (
+    AUTHORIZE,
+    AuthorizeRequest,
+    AuthorizeResponse,
+    ResourceAction,
+    ResourceKind,
+    ResourceRef,
+)
 from tackroom.contracts.principal import Principal
 from tackroom.contracts.tenancy import owns, qualify
 from tackroom.engine.errors import FunctionError
@@ -18,27 +27,70 @@ from tackroom.workers.gateway.errors import ApiError
 from tackroom.workers.gateway.identity import principal_of
 from tackroom.workers.gateway.inputs import path_id
 from tackroom.workers.gateway.service import gateway_of
-from tackroom.workers.gateway.settings import Action
 
-__all__ = ["allowed", "caller", "named_session", "new_session", "owned", "session_in_path"]
+__all__ = [
+    "authorize",
+    "may",
+    "may_on_session",
+    "named_session",
+    "new_session",
+    "owned",
+]
+
+_DECISION_TIMEOUT = 5.0
 
 
-def caller(request: Request, action: Action) -> Principal:
-    """The principal, once its roles are found to grant ``action``."""
-    principal = principal_of(request)
-    if not allowed(request, principal, action):
+async def may(
+    request: Request,
+    action: ResourceAction,
+    kind: ResourceKind,
+    resource_id: str | None = None,
+    *,
+    principal: Principal | None = None,
+) -> Principal:
+    """The caller, once the policy allows it ``action`` on the resource (else a 403)."""
+    principal = principal or principal_of(request)
+    answer = await authorize(request, principal, action, kind, resource_id)
+    if answer.decision != "allow":
         raise ApiError(
             403,
             "forbidden",
-            f"{principal.id!r} may not {action.replace('_', ' ')} here: ask for a role that"
-            " grants it",
-            details={"action": action},
+            answer.reason or f"{principal.id!r} may not {action.replace('_', ' ')} here",
+            details={"action": action, "rule_id": answer.rule_id},
         )
     return principal
 
 
-def allowed(request: Request, principal: Principal, action: Action) -> bool:
-    return action in gateway_of(request).config.auth.actions_of(principal)
+async def may_on_session(
+    request: Request, action: ResourceAction, name: str = "sid"
+) -> tuple[Principal, str]:
+    """The caller and the stored id of the session the path names, once ``action`` is allowed."""
+    principal = principal_of(request)
+    session_id = named_session(principal, path_id(request, name))
+    await may(request, action, "session", session_id, principal=principal)
+    return principal, session_id
+
+
+async def authorize(
+    request: Request,
+    principal: Principal,
+    action: ResourceAction,
+    kind: ResourceKind,
+    resource_id: str | None,
+) -> AuthorizeResponse:
+    """The policy's answer; fails closed (503) when no policy worker answers."""
+    gateway = gateway_of(request)
+    resource = ResourceRef(kind=kind, id=resource_id, tenant=principal.tenant)
+    question = AuthorizeRequest(principal=principal, action=action, resource=resource)
+    try:
+        return await gateway.call(AUTHORIZE, question, timeout=_DECISION_TIMEOUT)
+    except ApiError as exc:
+        raise ApiError(
+            503,
+            "policy_unavailable",
+            f"no decision from {AUTHORIZE.id} ({exc.message}): boot the policy or policy-cedar"
+            " worker; nothing is allowed without it",
+        ) from None
 
 
 def named_session(principal: Principal, session_id: str) -> str:
@@ -61,10 +113,6 @@ def new_session(principal: Principal, session_id: str) -> str:
             details={"field": "session_id"},
         ) from None
     return stored
-
-
-def session_in_path(request: Request, principal: Principal, name: str = "sid") -> str:
-    return qualify(principal.tenant, path_id(request, name))
 
 
 def owned(principal: Principal, session_id: str) -> bool:

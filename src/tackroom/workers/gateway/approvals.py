@@ -9,8 +9,9 @@ from starlette.responses import Response
 from tackroom.contracts import approvals
 from tackroom.contracts.gateway import DecisionBody
 from tackroom.contracts.principal import Principal
-from tackroom.workers.gateway.access import caller, named_session, owned, session_in_path
+from tackroom.workers.gateway.access import may, named_session, owned
 from tackroom.workers.gateway.errors import ApiError
+from tackroom.workers.gateway.identity import principal_of
 from tackroom.workers.gateway.inputs import json_body, path_id, query
 from tackroom.workers.gateway.operations import Operation, PathParam, Query
 from tackroom.workers.gateway.runs import IMPERSONATE, SESSION_PARAM
@@ -28,7 +29,7 @@ class PendingQuery(Query):
 async def list_pending(request: Request) -> Response:
     """The caller's tenant's waiting calls."""
     gateway = gateway_of(request)
-    principal = caller(request, "read")
+    principal = await may(request, "read", "approval")
     params = query(request, PendingQuery)
     named = params.session_id
     pending = await gateway.call(
@@ -45,8 +46,9 @@ async def decide(request: Request) -> Response:
     """``always`` (with ``allow``) allows the call's function for the rest of the session first,
     so the run, once woken, does not stop again at the next call of it."""
     gateway = gateway_of(request)
-    principal = caller(request, "approve")
-    session_id = session_in_path(request, principal)
+    principal = principal_of(request)
+    session_id = named_session(principal, path_id(request, "sid"))
+    await may(request, "approve", "approval", session_id, principal=principal)
     call_id = path_id(request, "call_id")
     body = await json_body(request, DecisionBody, limit=gateway.config.max_body_bytes)
     if body.always and body.decision != "allow":

@@ -22,7 +22,7 @@ from tackroom.contracts.principal import DEFAULT_TENANT
 from tackroom.contracts.tenancy import tenant_of
 from tackroom.contracts.turn import RUN_START
 from tackroom.engine.errors import EngineError
-from tackroom.workers.gateway.access import caller
+from tackroom.workers.gateway.access import may
 from tackroom.workers.gateway.errors import ApiError
 from tackroom.workers.gateway.operations import Operation
 from tackroom.workers.gateway.service import gateway_of, reply
@@ -36,7 +36,7 @@ async def list_budgets(request: Request) -> Response:
     """The caller's tenant's budgets with their current period's usage (``null`` if it could not
     be read, e.g. the budget was deleted meanwhile)."""
     gateway = gateway_of(request)
-    principal = caller(request, "budget_admin")
+    principal = await may(request, "budget_admin", "budget")
     listed = await gateway.call(budget.LIST, budget.ListRequest())
     views = []
     for item in listed.budgets:
@@ -68,14 +68,14 @@ def _tenant_of(item: budget.Budget) -> str:
 
 async def list_functions(request: Request) -> Response:
     gateway = gateway_of(request)
-    caller(request, "read")
+    await may(request, "read", "catalog")
     functions = await gateway.call(FUNCTIONS_LIST, EmptyRequest())
     return reply(functions)
 
 
 async def list_workers(request: Request) -> Response:
     gateway = gateway_of(request)
-    caller(request, "read")
+    await may(request, "read", "catalog")
     workers = await gateway.call(WORKERS_LIST, EmptyRequest())
     return reply(workers)
 

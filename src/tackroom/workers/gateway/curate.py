@@ -9,7 +9,7 @@ from tackroom.contracts import sessions as tree
 from tackroom.contracts.context import COMPACT, CompactResponse, ContextSettings
 from tackroom.contracts.gateway import CompactBody, PinBody
 from tackroom.kit.compacting import COMPACT_TIMEOUT, manual_request, session_model
-from tackroom.workers.gateway.access import caller, session_in_path
+from tackroom.workers.gateway.access import may_on_session
 from tackroom.workers.gateway.errors import ApiError
 from tackroom.workers.gateway.inputs import json_body, path_id
 from tackroom.workers.gateway.operations import Operation, PathParam
@@ -23,7 +23,7 @@ ENTRY_PARAM = PathParam("eid", "an entry id of the session", tree.ID_PATTERN)
 
 async def pin_entry(request: Request) -> Response:
     gateway = gateway_of(request)
-    session_id = session_in_path(request, caller(request, "pin"))
+    _, session_id = await may_on_session(request, "pin")
     body = await json_body(request, PinBody, limit=gateway.config.max_body_bytes)
     pinned = await gateway.call(
         tree.PIN, tree.PinRequest(session_id=session_id, entry_id=body.entry_id, text=body.text)
@@ -33,7 +33,7 @@ async def pin_entry(request: Request) -> Response:
 
 async def unpin_entry(request: Request) -> Response:
     gateway = gateway_of(request)
-    session_id = session_in_path(request, caller(request, "pin"))
+    _, session_id = await may_on_session(request, "pin")
     entry_id = path_id(request, "eid")
     unpinned = await gateway.call(
         tree.UNPIN, tree.UnpinRequest(session_id=session_id, entry_id=entry_id)
@@ -46,8 +46,7 @@ async def compact_session(request: Request) -> Response:
     else the gateway's default; the target is that model's budget (see
     :mod:`tackroom.kit.compacting`)."""
     gateway = gateway_of(request)
-    principal = caller(request, "compact")
-    session_id = session_in_path(request, principal)
+    principal, session_id = await may_on_session(request, "compact")
     body = await json_body(request, CompactBody, limit=gateway.config.max_body_bytes)
     path = await gateway.call(tree.MESSAGES, tree.MessagesRequest(session_id=session_id))
     defaults = gateway.config.defaults

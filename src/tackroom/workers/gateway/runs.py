@@ -30,8 +30,9 @@ from tackroom.contracts.turn import (
     parse_model_chain,
 )
 from tackroom.kit.output import answer_format
-from tackroom.workers.gateway.access import caller, new_session, session_in_path
+from tackroom.workers.gateway.access import may, may_on_session, new_session
 from tackroom.workers.gateway.errors import ApiError, invalid
+from tackroom.workers.gateway.identity import principal_of
 from tackroom.workers.gateway.inputs import json_body
 from tackroom.workers.gateway.operations import Operation, PathParam
 from tackroom.workers.gateway.service import Gateway, gateway_of, reply
@@ -49,9 +50,10 @@ def _new_id(prefix: str) -> str:
 
 async def start_run(request: Request) -> Response:
     gateway = gateway_of(request)
-    principal = caller(request, "run")
+    principal = principal_of(request)
     body = await json_body(request, RunBody, limit=gateway.config.max_body_bytes)
     start = run_request(gateway, body, principal=run_principal(gateway, principal, body.principal))
+    await may(request, "run", "session", start.session_id, principal=principal)
     await _admit(gateway, start)
     try:
         answer = await gateway.call(RUN_START, start)
@@ -191,7 +193,7 @@ def _check_schema(schema: dict[str, Any]) -> None:
 
 async def abort_run(request: Request) -> Response:
     gateway = gateway_of(request)
-    session_id = session_in_path(request, caller(request, "run"))
+    _, session_id = await may_on_session(request, "run")
     body = await json_body(request, AbortBody, limit=gateway.config.max_body_bytes)
     answer = await gateway.call(
         RUN_ABORT, RunAbortRequest(session_id=session_id, reason=body.reason)
@@ -203,7 +205,7 @@ async def abort_run(request: Request) -> Response:
 
 async def run_state(request: Request) -> Response:
     gateway = gateway_of(request)
-    session_id = session_in_path(request, caller(request, "read"))
+    _, session_id = await may_on_session(request, "read")
     view = await gateway.call(TURN_GET_STATE, TurnStateRequest(session_id=session_id))
     if view is None:
         raise _no_run(session_id)
@@ -216,7 +218,7 @@ def _no_run(session_id: str) -> ApiError:
 
 async def push_message(request: Request) -> Response:
     gateway = gateway_of(request)
-    session_id = session_in_path(request, caller(request, "run"))
+    _, session_id = await may_on_session(request, "run")
     body = await json_body(request, MessageBody, limit=gateway.config.max_body_bytes)
     pushed = await gateway.call(
         INBOX_PUSH,

@@ -13,7 +13,7 @@ from tackroom.contracts import sessions as tree
 from tackroom.contracts.gateway import RUN_ID_PATTERN, ForkBody, SessionDetail, SessionPage
 from tackroom.contracts.principal import Principal
 from tackroom.contracts.turn import TERMINAL_STATES, TURN_GET_STATE, TurnStateRequest
-from tackroom.workers.gateway.access import caller, new_session, owned, session_in_path
+from tackroom.workers.gateway.access import may, may_on_session, new_session, owned
 from tackroom.workers.gateway.errors import ApiError
 from tackroom.workers.gateway.inputs import json_body, query
 from tackroom.workers.gateway.operations import Operation, Query
@@ -59,7 +59,7 @@ async def list_sessions(request: Request) -> Response:
     that has any — never more than ``limit``, each page's cursor exact — or, after
     ``_SEARCH_PAGES`` pages without one, with none and the cursor to go on from."""
     gateway = gateway_of(request)
-    principal = caller(request, "read")
+    principal = await may(request, "read", "session")
     params = query(request, SessionsQuery)
     needle = (params.q or "").casefold()
     cursor = params.cursor
@@ -87,7 +87,7 @@ def _matches(info: tree.SessionInfo, needle: str) -> bool:
 
 async def show_session(request: Request) -> Response:
     gateway = gateway_of(request)
-    session_id = session_in_path(request, caller(request, "read"))
+    _, session_id = await may_on_session(request, "read")
     params = query(request, EntriesQuery)
     info = await gateway.call(tree.GET, tree.GetRequest(session_id=session_id))
     path = await gateway.call(tree.MESSAGES, tree.MessagesRequest(session_id=session_id))
@@ -114,15 +114,14 @@ async def show_session(request: Request) -> Response:
 
 async def session_tree(request: Request) -> Response:
     gateway = gateway_of(request)
-    session_id = session_in_path(request, caller(request, "read"))
+    _, session_id = await may_on_session(request, "read")
     found = await gateway.call(tree.TREE, tree.TreeRequest(session_id=session_id))
     return reply(found)
 
 
 async def fork_session(request: Request) -> Response:
     gateway = gateway_of(request)
-    principal = caller(request, "fork")
-    session_id = session_in_path(request, principal)
+    principal, session_id = await may_on_session(request, "fork")
     body = await json_body(request, ForkBody, limit=gateway.config.max_body_bytes)
     new_id = body.new_session_id or uuid.uuid4().hex
     info = await gateway.call(
@@ -141,8 +140,7 @@ async def delete_session(request: Request) -> Response:
     """Refused while a run is in flight (abort it first); the tree only (see the sessions
     worker's ``session-tree::delete``)."""
     gateway = gateway_of(request)
-    principal = caller(request, "delete")
-    session_id = session_in_path(request, principal)
+    principal, session_id = await may_on_session(request, "delete")
     view = await gateway.call_if_served(TURN_GET_STATE, TurnStateRequest(session_id=session_id))
     if view is not None and view.state not in TERMINAL_STATES:
         raise ApiError(
@@ -163,7 +161,7 @@ def _who(principal: Principal) -> str:
 
 async def session_events(request: Request) -> Response:
     gateway = gateway_of(request)
-    session_id = session_in_path(request, caller(request, "stream"))
+    _, session_id = await may_on_session(request, "stream")
     params = query(request, EventsQuery)
     header = parse_cursor(request.headers.get("last-event-id"))
     after = header if header is not None else params.after or 0

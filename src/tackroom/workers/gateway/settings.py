@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Literal, get_args
 
 from pydantic import Field, SecretStr, field_validator
 
@@ -14,7 +13,7 @@ from tackroom.runtime.worker import WorkerConfig
 from tackroom.workers.gateway.auth import MIN_TOKEN_CHARS, default_token_path, usable
 from tackroom.workers.gateway.oidc import OidcSettings
 
-__all__ = ["ACTIONS", "Action", "AuthSettings", "GatewayConfig", "RunDefaults"]
+__all__ = ["AuthSettings", "GatewayConfig", "RunDefaults"]
 
 _MIB = 1024 * 1024
 
@@ -32,27 +31,9 @@ class RunDefaults(WorkerConfig):
     context: ContextSettings | None = None
 
 
-Action = Literal[
-    "read", "stream", "run", "fork", "pin", "compact", "delete", "approve", "budget_admin"
-]
-"""What a route does to what it names: the actions an authorization rule grants."""
-
-ACTIONS: tuple[Action, ...] = get_args(Action)
-
-_MEMBER: list[Action] = ["read", "stream", "run", "fork", "pin", "compact", "delete"]
-
-
-def _default_roles() -> dict[str, list[Action]]:
-    return {
-        "admin": list(ACTIONS),
-        "member": [*_MEMBER, "approve"],
-        "approver": ["read", "stream", "approve"],
-        "viewer": ["read", "stream"],
-    }
-
-
 class AuthSettings(WorkerConfig):
-    """How the gateway tells who is calling, and what each role may do (``docs/security.md``)."""
+    """How the gateway tells who is calling (``docs/security.md``); what each may do is the
+    policy's to say (``policy::authorize``)."""
 
     shared_token: bool = Field(
         default=True,
@@ -77,18 +58,6 @@ class AuthSettings(WorkerConfig):
         default=None,
         description="module:attribute of your own authenticator, asked before the others",
     )
-    roles: dict[str, list[Action]] = Field(
-        default_factory=_default_roles,
-        description="what each role may do; a principal holding none of these roles may do"
-        " default_actions",
-    )
-    default_actions: list[Action] = Field(default_factory=lambda: list(_MEMBER))
-
-    def actions_of(self, principal: Principal) -> frozenset[str]:
-        known = [self.roles[role] for role in principal.roles if role in self.roles]
-        if not known:
-            return frozenset(self.default_actions)
-        return frozenset(action for actions in known for action in actions)
 
 
 class GatewayConfig(WorkerConfig):

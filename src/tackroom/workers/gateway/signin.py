@@ -8,14 +8,18 @@ console's client id (a public client: it has no secret), the scopes and the audi
 
 from __future__ import annotations
 
+import asyncio
+
 from starlette.requests import Request
 from starlette.responses import Response
 
 from tackroom.contracts.gateway import AuthConfig, OidcSignIn, SignInMethod, WhoAmI
+from tackroom.contracts.policy import RESOURCE_ACTIONS, AuthorizeResponse
+from tackroom.workers.gateway.access import authorize
 from tackroom.workers.gateway.identity import principal_of
 from tackroom.workers.gateway.operations import Operation
 from tackroom.workers.gateway.service import gateway_of, reply
-from tackroom.workers.gateway.settings import ACTIONS, AuthSettings
+from tackroom.workers.gateway.settings import AuthSettings
 
 __all__ = ["OPERATIONS", "auth_config"]
 
@@ -46,9 +50,13 @@ async def get_auth_config(request: Request) -> Response:
 
 
 async def get_me(request: Request) -> Response:
-    """Any credential the gateway accepts may ask who it stands for: no action is needed."""
+    """Any credential the gateway accepts may ask who it stands for: no action is needed. Its
+    ``actions`` are those the policy grants on its tenant's sessions."""
     principal = principal_of(request)
-    granted = gateway_of(request).config.auth.actions_of(principal)
+    answers = await asyncio.gather(
+        *(authorize(request, principal, action, "session", None) for action in RESOURCE_ACTIONS)
+    )
+    granted = [a for a, answer in zip(RESOURCE_ACTIONS, answers, strict=True) if _yes(answer)]
     return reply(
         WhoAmI(
             tenant=principal.tenant,
@@ -56,10 +64,14 @@ async def get_me(request: Request) -> Response:
             roles=list(principal.roles),
             method=principal.method,
             on_behalf_of=principal.on_behalf_of,
-            actions=[action for action in ACTIONS if action in granted],
+            actions=granted,
         ),
         headers={"Cache-Control": "no-store"},
     )
+
+
+def _yes(answer: AuthorizeResponse) -> bool:
+    return answer.decision == "allow"
 
 
 OPERATIONS = (

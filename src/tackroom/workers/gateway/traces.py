@@ -8,7 +8,7 @@ from starlette.responses import Response
 
 from tackroom.contracts import traces
 from tackroom.contracts.principal import DEFAULT_TENANT, Principal
-from tackroom.workers.gateway.access import caller, named_session, owned
+from tackroom.workers.gateway.access import may, named_session, owned
 from tackroom.workers.gateway.errors import ApiError
 from tackroom.workers.gateway.inputs import query
 from tackroom.workers.gateway.operations import Operation, PathParam, Query
@@ -28,7 +28,7 @@ class TracesQuery(Query):
 async def list_traces(request: Request) -> Response:
     """The caller's tenant's traces: those of its sessions."""
     gateway = gateway_of(request)
-    principal = caller(request, "read")
+    principal = await may(request, "read", "trace")
     params = query(request, TracesQuery)
     named = params.session_id
     found = await gateway.call(
@@ -46,7 +46,7 @@ async def list_traces(request: Request) -> Response:
 
 async def get_trace(request: Request) -> Response:
     gateway = gateway_of(request)
-    principal = caller(request, "read")
+    principal = await may(request, "read", "trace")
     trace_id: str = request.path_params["trace_id"]
     if not _is_trace_id(trace_id):
         raise ApiError(
