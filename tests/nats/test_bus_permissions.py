@@ -27,8 +27,7 @@ from tackroom.cli.main import main
 from tackroom.contracts import approvals as ap
 from tackroom.contracts.engine import STATE_GET
 from tackroom.engine import open_engine
-from tackroom.engine.errors import EngineUnavailable, UnsupportedEngineURL
-from tackroom.engine.nats.link import PermissionDenied
+from tackroom.engine.errors import EngineUnavailable, PermissionDenied, UnsupportedEngineURL
 from tackroom.engine.nats.naming import Names, parse_nats_url
 from tackroom.engine.nats.permissions import (
     BusUser,

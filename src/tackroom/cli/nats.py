@@ -32,10 +32,17 @@ def add_parsers(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -
         "--user",
         dest="users",
         action="append",
-        required=True,
+        default=[],
         metavar="NAME:ROLE[:TOOL[,TOOL...]]",
         help="a user: ROLE harness (the trusted workers) or tool (serves tool::TOOL only;"
         " TOOL defaults to NAME); repeat for more users",
+    )
+    config.add_argument(
+        "--grants",
+        type=Path,
+        metavar="TACKROOM_YAML",
+        help="also a tool user for each worker of this config's worker_grants (the table the"
+        " embedded bus confines them by)",
     )
     config.add_argument("--namespace", default="tackroom", help="default: %(default)s")
     config.add_argument(
@@ -63,9 +70,18 @@ def _config(args: argparse.Namespace) -> int:
         if problem is None:
             raise
         raise problem from exc
+    specs = list(args.users)
+    if args.grants is not None:
+        from tackroom.runtime.config import load_config
+
+        grants = load_config(args.grants).worker_grants
+        specs += [f"{name}:tool:{','.join(grant.tools)}" for name, grant in sorted(grants.items())]
+    if not specs:
+        print("tackroom: error: name a user (--user NAME:ROLE) or --grants FILE", file=sys.stderr)
+        return 2
     try:
         users = []
-        for spec in args.users:
+        for spec in specs:
             name, role, tools = perms.parse_user_spec(spec)
             password = perms.new_password()
             users.append(perms.BusUser(name=name, role=role, password=password, tools=tools))

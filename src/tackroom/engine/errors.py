@@ -24,6 +24,7 @@ __all__ = [
     "InvalidUpdate",
     "InvocationError",
     "InvocationTimeout",
+    "PermissionDenied",
     "RevisionConflict",
     "UnsafeDirectory",
     "UnsupportedEngineURL",
@@ -80,6 +81,13 @@ class InvocationTimeout(EngineError):
 
     def to_wire(self) -> dict[str, Any]:
         return {**super().to_wire(), "function_id": self.function_id, "timeout": self.timeout}
+
+
+class PermissionDenied(EngineError):
+    """The bus refused an operation to this worker: its grant (``worker_grants`` embedded) or its
+    user's authorization on the NATS server does not allow it."""
+
+    code = "permission_denied"
 
 
 class FunctionError(EngineError):
@@ -274,6 +282,7 @@ def error_from_wire(wire: dict[str, Any]) -> EngineError:
             EngineLocked,
             EngineStorageError,
             EngineUnavailable,
+            PermissionDenied,
             UnsafeDirectory,
         )
     }

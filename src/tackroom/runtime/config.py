@@ -29,6 +29,7 @@ from tackroom.contracts.context import ContextSettings
 from tackroom.contracts.principal import Principal
 from tackroom.engine.factory import parse_embedded_url
 from tackroom.engine.tracing import SpanMode, TracingConfig
+from tackroom.runtime.confine import WorkerGrant
 from tackroom.runtime.errors import ConfigError
 from tackroom.runtime.worker import WorkerSpec
 from tackroom.runtime.yamlfile import YamlProblem, load_yaml, shown_key
@@ -183,6 +184,9 @@ class HarnessConfig(_Section):
     agents: list[AgentDefinition] = Field(default_factory=list)
     """Agents the run's agent may call (``agent::<name>``) or hand over to (``handoff::<name>``);
     the ``agents`` worker serves them (docs/agents.md)."""
+    worker_grants: dict[str, WorkerGrant] = Field(default_factory=dict)
+    """Workers confined on the embedded bus to serving their own tools
+    (:mod:`tackroom.runtime.confine`; on NATS: ``tackroom nats config``), by worker name."""
 
     _path: Path | None = PrivateAttr(default=None)
     _node: yaml.Node | None = PrivateAttr(default=None)

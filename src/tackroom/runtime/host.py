@@ -23,6 +23,7 @@ from tackroom.runtime.config import HarnessConfig
 from tackroom.runtime.endpoint import LocalEndpoint
 from tackroom.runtime.errors import ConfigError, WorkerCrashed, WorkerStartError
 from tackroom.runtime.registry import available_workers, is_builtin, load_worker
+from tackroom.runtime.confine import ConfinedEngine
 from tackroom.runtime.worker import WorkerContext, WorkerSpec
 
 if TYPE_CHECKING:
@@ -56,6 +57,7 @@ class Host:
         self.engine = engine
         self.endpoint = endpoint
         self._plan = [(spec, config.worker_settings(spec)) for spec in workers]
+        self._grants = dict(config.worker_grants)
         self._cleanup = contextlib.AsyncExitStack()
         self._tracer_provider = tracer_provider
         if tracer_provider is not None and owns_tracer_provider:
@@ -147,8 +149,11 @@ class Host:
                 stack.push_async_callback(shipper.detach, self.engine)
             contexts: list[WorkerContext[Any]] = []
             for spec, settings in self._plan:
+                grant = self._grants.get(spec.name)
                 ctx = WorkerContext[Any](
-                    engine=self.engine,
+                    engine=self.engine
+                    if grant is None
+                    else ConfinedEngine(self.engine, worker=spec.name, grant=grant),
                     name=spec.name,
                     config=settings,
                     on_task_error=functools.partial(self._task_failed, spec.name),

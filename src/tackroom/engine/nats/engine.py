@@ -15,7 +15,7 @@ import nats.errors
 import nats.js.errors
 from nats.js import api
 
-from tackroom.engine.errors import EngineClosed, EngineUnavailable
+from tackroom.engine.errors import EngineClosed, EngineUnavailable, PermissionDenied
 from tackroom.engine.functions import FunctionRegistry, LocalRegistration, new_registration
 from tackroom.engine.nats.calls import FunctionCalls
 from tackroom.engine.nats.catalog import Catalog
@@ -25,7 +25,7 @@ from tackroom.engine.nats.channels import (
     NatsChannelWriter,
 )
 from tackroom.engine.nats.delivery import Dispatcher
-from tackroom.engine.nats.link import Link, PermissionDenied, WrongLastSequence, unavailable
+from tackroom.engine.nats.link import Link, WrongLastSequence, unavailable
 from tackroom.engine.nats.live import LiveFrames
 from tackroom.engine.nats.naming import Names, NatsOptions, parse_nats_url
 from tackroom.engine.nats.queues import QueueBroker

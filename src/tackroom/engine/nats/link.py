@@ -26,7 +26,7 @@ from nats.aio.msg import Msg
 from nats.js import JetStreamContext, api
 
 import nats
-from tackroom.engine.errors import EngineClosed, EngineError, EngineUnavailable
+from tackroom.engine.errors import EngineClosed, EngineError, EngineUnavailable, PermissionDenied
 from tackroom.engine.nats.naming import NatsOptions
 
 __all__ = [
@@ -51,12 +51,6 @@ class NoResponders(EngineError):
     """Nobody subscribes to the subject a request went to."""
 
     code = "no_responders"
-
-
-class PermissionDenied(EngineError):
-    """The server refused a publish for this connection's user (its authorization)."""
-
-    code = "permission_denied"
 
 
 class JetStreamError(EngineError):
