@@ -2,14 +2,17 @@
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 from typing import Any
 
 import httpx2 as httpx
 
 from tackroom.contracts.approvals import GET_SETTINGS, SettingsRequest
+from tackroom.contracts.audit import FACTS, FACTS_GROUP
 from tackroom.contracts.budget import CREATE as BUDGET_CREATE
 from tackroom.contracts.budget import CreateRequest as BudgetCreate
+from tackroom.contracts.identity import API_KEYS, mint_key
 from tackroom.contracts.messages import UserMessage
 from tackroom.contracts.sessions import APPEND, AppendRequest
 from tackroom.testing import wait_until
@@ -228,3 +231,17 @@ async def test_a_session_id_that_cannot_name_a_workspace_is_refused(served: Serv
             "/v1/sessions/nope/fork", json={"entry_id": "e", "new_session_id": ".."}
         )
         assert fork.status_code == 422, fork.text
+
+
+async def test_a_refused_action_is_a_403_that_says_why_and_an_audit_fact(served: Served) -> None:
+    minted = mint_key(tenant="acme", user="carol", roles=("viewer",), now=time.time())
+    await API_KEYS.set(served.engine, minted.record.key_id, minted.record)
+    async with served.client(token=minted.text) as carol:
+        reply = await carol.post("/v1/runs", json={"prompt": "go", "session_id": "v1"})
+    message = _error(reply, 403, "forbidden")
+    assert "run" in message
+    records = await served.engine.read(FACTS.name, FACTS_GROUP)
+    [denied] = [r.data for r in records if r.data.get("kind") == "access_denied"]
+    assert denied["principal"]["id"] == "carol"
+    assert denied["fact"]["action"] == "run"
+    assert denied["session_id"] == "acme:v1"

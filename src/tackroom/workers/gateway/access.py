@@ -1,16 +1,21 @@
 """What the caller may do, and which sessions are theirs: every route asks here first.
 
 A route names its action (``read``, ``run``, ``approve``…) on a kind of resource; the policy
-worker decides (``policy::authorize``: the ``access:`` rules of the policy file, or Cedar), and
-a denial is a 403 that says why. No policy worker answering is a 503, never an allow. A session
-id in a path or body is the caller's tenant's (:func:`tackroom.contracts.tenancy.qualify`):
-another tenant's session is never reached, and answers exactly as a missing one does.
+worker decides (``policy::authorize``: the ``access:`` rules of the policy file, or Cedar); a
+denial is a 403 that says why, and an audit fact (``access_denied``). No policy worker answering
+is a 503, never an allow. A session id in a path or body is the caller's tenant's
+(:func:`tackroom.contracts.tenancy.qualify`): another tenant's session is never reached, and
+answers exactly as a missing one does.
 """
 
 from __future__ import annotations
 
+import time
+import uuid
+
 from starlette.requests import Request
 
+from tackroom.contracts.audit import AuditFact
 from tackroom.contracts.policy import (
     AUTHORIZE,
     AuthorizeRequest,
@@ -22,6 +27,7 @@ from tackroom.contracts.policy import (
 from tackroom.contracts.principal import Principal
 from tackroom.contracts.tenancy import owns, qualify
 from tackroom.engine.errors import FunctionError
+from tackroom.kit.audit import record_fact
 from tackroom.kit.workspace import check_session_name
 from tackroom.workers.gateway.errors import ApiError
 from tackroom.workers.gateway.identity import principal_of
@@ -52,6 +58,9 @@ async def may(
     principal = principal or principal_of(request)
     answer = await authorize(request, principal, action, kind, resource_id)
     if answer.decision != "allow":
+        await record_fact(
+            gateway_of(request).engine, _denial(principal, action, kind, resource_id, answer)
+        )
         raise ApiError(
             403,
             "forbidden",
@@ -91,6 +100,25 @@ async def authorize(
             f"no decision from {AUTHORIZE.id} ({exc.message}): boot the policy or policy-cedar"
             " worker; nothing is allowed without it",
         ) from None
+
+
+def _denial(
+    principal: Principal,
+    action: ResourceAction,
+    kind: ResourceKind,
+    resource_id: str | None,
+    answer: AuthorizeResponse,
+) -> AuditFact:
+    """The audit fact of a refused request (an allowed one is not recorded: every read would
+    be)."""
+    return AuditFact(
+        fact_id=f"access_denied:{uuid.uuid4().hex}",
+        kind="access_denied",
+        principal=principal,
+        session_id=resource_id if kind == "session" else None,
+        at=time.time(),
+        fact={"action": action, "resource": kind, "id": resource_id, "rule_id": answer.rule_id},
+    )
 
 
 def named_session(principal: Principal, session_id: str) -> str:
