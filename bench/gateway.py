@@ -185,7 +185,7 @@ async def _direct_first_token(engine: Engine, session_id: str) -> float:
 
 
 async def first_token(home: Path, samples: int) -> dict[str, Any]:
-    workers = ["engine", "sessions", "orchestrator", "scripted", "gateway"]
+    workers = ["engine", "sessions", "policy", "orchestrator", "scripted", "gateway"]
     gateway: list[float] = []
     direct: list[float] = []
     async with hosted(home, workers) as (host, port):
@@ -216,7 +216,7 @@ async def per_event(home: Path, events: int, rounds: int) -> dict[str, Any]:
     }
     through: list[float] = []
     bare: list[float] = []
-    async with hosted(home, ["engine", "sessions", "gateway"]) as (host, port):
+    async with hosted(home, ["engine", "sessions", "policy", "gateway"]) as (host, port):
         await CREATE.call(host.engine, CreateRequest(session_id="e"))
         for _ in range(events):
             await host.engine.append(EVENTS.name, "e", frame)
@@ -268,7 +268,7 @@ async def _read_directly(engine: Engine, events: int) -> float:
 async def _child(home: Path) -> None:
     """``--child``: engine, sessions and a gateway; one session; the port on stdout; until
     stdin closes."""
-    async with hosted(home, ["engine", "sessions", "gateway"]) as (host, port):
+    async with hosted(home, ["engine", "sessions", "policy", "gateway"]) as (host, port):
         await CREATE.call(host.engine, CreateRequest(session_id="idle"))
         print(port, flush=True)
         await asyncio.get_running_loop().run_in_executor(None, sys.stdin.read)
