@@ -4,6 +4,7 @@ each refusal one line; the tools it serves answer as any. On both backends."""
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
@@ -28,7 +29,7 @@ async def _weather(ctx: WorkerContext[WorkerConfig]) -> None:
 
     await ctx.register_function("tool::weather", forecast, description="A forecast.")
     engine = ctx.engine
-    attempts = {
+    attempts: dict[str, Callable[[], Awaitable[Any]]] = {
         "trigger": lambda: engine.trigger("approval::resolve", {}),
         "get_state": lambda: engine.get_state("approvals", "s/c"),
         "set_state": lambda: engine.set_state("api-keys", "k", {}),

@@ -42,8 +42,8 @@ from tackroom.contracts.memory import (
     SearchRequest,
     SearchResponse,
 )
-from tackroom.contracts.tools import CallContext
 from tackroom.contracts.tenancy import qualify
+from tackroom.contracts.tools import CallContext
 from tackroom.engine.errors import FunctionError
 from tackroom.runtime.tools import serve_tool
 from tackroom.runtime.worker import WorkerConfig, WorkerContext

@@ -20,10 +20,10 @@ from tackroom.engine.factory import open_engine
 from tackroom.engine.protocol import Engine
 from tackroom.engine.tracing import build_tracer_provider, span_bus
 from tackroom.runtime.config import HarnessConfig
+from tackroom.runtime.confine import ConfinedEngine
 from tackroom.runtime.endpoint import LocalEndpoint
 from tackroom.runtime.errors import ConfigError, WorkerCrashed, WorkerStartError
 from tackroom.runtime.registry import available_workers, is_builtin, load_worker
-from tackroom.runtime.confine import ConfinedEngine
 from tackroom.runtime.worker import WorkerContext, WorkerSpec
 
 if TYPE_CHECKING:
