@@ -38,6 +38,7 @@ COMMAND_MODULES: dict[str, str] = {
     "audit": "audit",
     "nats": "nats",
     "keys": "keys",
+    "schema": "schema",
 }
 """Which ``tackroom.cli`` module defines each command. Only the one being run is imported, so
 ``tackroom run`` does not pay for the approvals or budget commands' imports."""
