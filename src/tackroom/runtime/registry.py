@@ -48,6 +48,7 @@ BUILTIN_WORKERS: dict[str, str] = {
     "gateway": "tackroom.workers.gateway.worker:WORKER",
     "redactor": "tackroom.workers.redactor.worker:WORKER",
     "http": "tackroom.workers.http.worker:WORKER",
+    "http-functions": "tackroom.workers.http_functions.worker:WORKER",
     "mcp": "tackroom.workers.mcp.worker:WORKER",
     "sandbox": "tackroom.workers.sandbox.worker:WORKER",
     "shell": "tackroom.workers.shell.worker:WORKER",

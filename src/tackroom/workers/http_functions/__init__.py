@@ -1,0 +1,1 @@
+"""The ``http-functions`` worker: functions served by HTTP endpoints in any language."""
