@@ -59,6 +59,7 @@ def add_parsers(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -
         "--since", type=parse_since, help="records from then on: ISO 8601, epoch seconds, or 7d/12h"
     )
     export.add_argument("--session", help="only the records of this session")
+    export.add_argument("--tenant", help="only this tenant's records (its principals', sessions')")
     export.add_argument("--out", type=Path, help="write to FILE (default: stdout)")
     _common(export)
     export.set_defaults(run=lambda args: asyncio.run(_export(args)))
@@ -111,7 +112,9 @@ async def _export(args: argparse.Namespace) -> int:
     out: IO[str] = sys.stdout if args.out is None else args.out.open("w", encoding="utf-8")
     try:
         async with bus(load_config(args.config), _WORKERS, shared_bus_workers=()) as caller:
-            count = await _write_export(out, caller, since=since, session_id=args.session)
+            count = await _write_export(
+                out, caller, since=since, session_id=args.session, tenant=args.tenant
+            )
     except FunctionNotFound:
         print(f"tackroom: error: {_NO_AUDIT}", file=sys.stderr)
         return 1
@@ -124,11 +127,20 @@ async def _export(args: argparse.Namespace) -> int:
 
 
 async def _write_export(
-    out: IO[str], caller: Caller, *, since: float | None, session_id: str | None
+    out: IO[str],
+    caller: Caller,
+    *,
+    since: float | None,
+    session_id: str | None,
+    tenant: str | None = None,
 ) -> int:
-    request = ExportRequest(since=since, session_id=session_id)
+    request = ExportRequest(since=since, session_id=session_id, tenant=tenant)
     page = await EXPORT.call(caller, request)
-    filtered = {"since": since, "session_id": session_id} if since or session_id else None
+    filtered: dict[str, Any] | None = None
+    if since or session_id or tenant:
+        filtered = {"since": since, "session_id": session_id}
+        if tenant:
+            filtered["tenant"] = tenant
     header: dict[str, Any] = {
         EXPORT_HEADER_KEY: 1,
         "anchor": page.anchor.model_dump(mode="json"),

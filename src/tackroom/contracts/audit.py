@@ -152,6 +152,10 @@ class ExportRequest(_Model):
     after_seq: int = Field(default=0, ge=0, description="records after this seq (paging)")
     since: float | None = Field(default=None, description="records at or after this epoch s")
     session_id: str | None = None
+    tenant: str | None = Field(
+        default=None,
+        description="only this tenant's records: its principals' facts, and its sessions'",
+    )
     limit: int = Field(default=1000, ge=1, le=10_000)
 
 

@@ -181,3 +181,22 @@ async def test_policy_loads_and_reloads_are_audited(tmp_path: Path) -> None:
     assert loads[1]["fact"]["digest"] == reloaded.digest
     assert loads[1]["fact"]["path"] == str(rules)
     assert loads[1]["actor"] == "policy"
+
+
+async def test_an_export_for_a_tenant_holds_its_records_only(tmp_path: Path) -> None:
+    """A record is its principal's tenant's, else its session's: ``tenant=`` keeps those."""
+    acme = Principal(id="alice", tenant="acme")
+    facts = [
+        AuditFact(fact_id="t:1", kind="session_deleted", session_id="acme:s1"),
+        AuditFact(fact_id="t:2", kind="access_denied", principal=acme),
+        AuditFact(fact_id="t:3", kind="session_deleted", session_id="beta:s1"),
+        AuditFact(fact_id="t:4", kind="session_deleted", session_id="plain"),
+    ]
+    async with Harness("scripted:demo", home=tmp_path, script=[{"text": "hi"}]) as harness:
+        for fact in facts:
+            await APPEND.call(harness.engine, AppendRequest(fact=fact))
+        mine = await records(harness.engine, tenant="acme")
+        default = await records(harness.engine, tenant="default")
+    assert [r["fact_id"] for r in mine] == ["t:1", "t:2"]
+    assert "t:4" in [r["fact_id"] for r in default]
+    assert not {"t:1", "t:2", "t:3"} & {r["fact_id"] for r in default}

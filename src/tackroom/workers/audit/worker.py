@@ -26,7 +26,7 @@ import dataclasses
 import logging
 from collections.abc import Callable
 from pathlib import Path
-from typing import TypeVar
+from typing import Any, TypeVar
 
 from pydantic import Field
 
@@ -50,6 +50,8 @@ from tackroom.contracts.audit import (
     VerifyReport,
     VerifyRequest,
 )
+from tackroom.contracts.principal import DEFAULT_TENANT
+from tackroom.contracts.tenancy import tenant_of
 from tackroom.engine.errors import FunctionError
 from tackroom.engine.protocol import Engine
 from tackroom.runtime.worker import WorkerConfig, WorkerContext, WorkerSpec
@@ -148,12 +150,15 @@ class _Audit:
             )
         )
         more = len(records) == request.limit
+        last = records[-1]["seq"] if more else None
+        if request.tenant is not None:  # the page's cursor stays the unfiltered one
+            records = [r for r in records if record_tenant(r) == request.tenant]
         return ExportPage(
             anchor=anchor,
             head_seq=head[0],
             head_hash=head[1],
             records=records,
-            next_after=records[-1]["seq"] if more else None,
+            next_after=last,
         )
 
     async def verify(self, request: VerifyRequest) -> VerifyReport:
@@ -208,6 +213,15 @@ class _Audit:
                 except FunctionError as exc:
                     _log.warning("audit: archiving failed: %s", exc)
             await asyncio.sleep(self.config.archive_interval_hours * 3600.0)
+
+
+def record_tenant(record: dict[str, Any]) -> str:
+    """The tenant a record is of: its principal's, else its session's, else the default."""
+    principal = record.get("principal")
+    if isinstance(principal, dict) and isinstance(principal.get("tenant"), str):
+        return str(principal["tenant"])
+    session_id = record.get("session_id")
+    return tenant_of(session_id) if isinstance(session_id, str) else DEFAULT_TENANT
 
 
 def _archived_fact(moved: int, target: Path) -> AuditFact:
