@@ -10,8 +10,11 @@ NPM_STAMP := $(MCP_SERVERS)/node_modules/.installed
 # The gateway's OIDC tests run a real OpenID provider (panva's oidc-provider) with node.
 OIDC_PROVIDER := tests/fixtures/oidc
 OIDC_NPM_STAMP := $(OIDC_PROVIDER)/node_modules/.installed
+# The TypeScript worker SDK; tests/sdk run its built example workers with node.
+TS_SDK := sdk/typescript
+TS_SDK_STAMP := $(TS_SDK)/dist/.built
 
-setup: $(STAMP) system-deps $(NPM_STAMP) $(OIDC_NPM_STAMP)
+setup: $(STAMP) system-deps $(NPM_STAMP) $(OIDC_NPM_STAMP) $(TS_SDK_STAMP)
 
 # Debian packages the tests need, installed when missing and we may (root, apt-get): bubblewrap
 # for the sandbox, chromium for the console's browser tests (Playwright drives it).
@@ -34,6 +37,10 @@ $(NPM_STAMP): $(MCP_SERVERS)/package-lock.json
 $(OIDC_NPM_STAMP): $(OIDC_PROVIDER)/package-lock.json
 	cd $(OIDC_PROVIDER) && npm ci --no-audit --no-fund --loglevel=error
 	touch $(OIDC_NPM_STAMP)
+
+$(TS_SDK_STAMP): $(TS_SDK)/package-lock.json $(TS_SDK)/tsconfig.json $(wildcard $(TS_SDK)/*/*.ts)
+	cd $(TS_SDK) && npm ci --no-audit --no-fund --loglevel=error && npm run build --silent
+	touch $(TS_SDK_STAMP)
 
 $(STAMP): pyproject.toml
 	test -x $(PY) || python3 -m venv $(VENV)
