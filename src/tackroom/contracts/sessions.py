@@ -15,6 +15,7 @@ from pydantic import BaseModel, ConfigDict, Field, StringConstraints
 from tackroom.contracts.bus import Function
 from tackroom.contracts.forgetting import SESSION_DELETED, SessionDeleted
 from tackroom.contracts.messages import AgentMessage
+from tackroom.contracts.principal import Principal
 
 __all__ = [
     "APPEND",
@@ -146,6 +147,9 @@ class SessionEntry(_Model):
     type: EntryType
     message: AgentMessage
     timestamp: float = Field(description="when the worker stored it (seconds since the epoch)")
+    principal: Principal | None = Field(
+        default=None, description="who the run that wrote it acted for (none: a local write)"
+    )
 
 
 class Origin(_Model):
@@ -213,6 +217,7 @@ class AppendRequest(_Model):
         default=None, description="absent: chain to the active leaf; an older entry: branch"
     )
     message: AgentMessage
+    principal: Principal | None = Field(default=None, description="stored with the entry")
 
 
 class AppendResult(_Model):
@@ -229,6 +234,7 @@ class AppendBatchRequest(_Model):
     session_id: SessionId
     parent_id: EntryId | None = None
     entries: list[BatchItem] = Field(min_length=1, max_length=MAX_BATCH)
+    principal: Principal | None = Field(default=None, description="stored with each entry")
 
 
 class AppendBatchResponse(_Model):

@@ -304,3 +304,20 @@ def test_another_tenants_trace_answers_as_a_missing_one(world: World) -> None:
         missing = bob.get(f"/v1/traces/{ghost}")
         assert real.status_code == 404, real.text
         assert _shape(real, trace_id) == _shape(missing, ghost)
+
+
+def test_every_entry_a_run_writes_names_its_principal(world: World) -> None:
+    with world.client("alice") as alice:
+        tree = alice.get("/v1/sessions/shared/tree").json()
+    entries = [entry for root in tree["roots"] for entry in _entries(root)]
+    assert entries
+    for entry in entries:
+        assert (entry["principal"]["tenant"], entry["principal"]["id"]) == ("acme", "alice")
+        assert entry["principal"]["method"] == "api_key"
+
+
+def _entries(node: dict[str, Any]) -> list[dict[str, Any]]:
+    found: list[dict[str, Any]] = list(node["entries"])
+    for child in node["children"]:
+        found += _entries(child)
+    return found

@@ -461,7 +461,7 @@ class Driver:
         for item in record.outbox:
             if isinstance(item, OutboxAppend):
                 entries = [(entry.entry_id, entry.message) for entry in item.entries]
-                await self._sessions.append(record.session_id, entries)
+                await self._sessions.append(record.session_id, entries, principal=record.principal)
                 continue
             if item.frame.get("event_id") in present:
                 continue

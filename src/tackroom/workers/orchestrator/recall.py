@@ -67,7 +67,7 @@ async def recall(
         content=[TextBlock(text="From long-term memory (may be relevant):\n" + "\n".join(lines))],
         details={"ids": [hit.item.id for hit in reply.hits[: len(lines)]], "query": query[:200]},
     )
-    await sessions.append(record.session_id, [(entry_id, note)])
+    await sessions.append(record.session_id, [(entry_id, note)], principal=record.principal)
     return len(lines)
 
 

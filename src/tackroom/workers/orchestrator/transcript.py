@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from tackroom.contracts.messages import AgentMessage
+from tackroom.contracts.principal import Principal
 from tackroom.contracts.sessions import (
     APPEND_BATCH,
     ENSURE,
@@ -63,8 +64,15 @@ class SessionsClient:
     async def ensure(self, session_id: str) -> None:
         await ENSURE.send(self._engine, EnsureRequest(session_id=session_id), timeout=self._timeout)
 
-    async def append(self, session_id: str, entries: list[tuple[str, AgentMessage]]) -> None:
-        """Append in order; each entry id is idempotent, so a re-run step duplicates nothing."""
+    async def append(
+        self,
+        session_id: str,
+        entries: list[tuple[str, AgentMessage]],
+        *,
+        principal: Principal | None = None,
+    ) -> None:
+        """Append in order, each entry stored with who the run acts for; each entry id is
+        idempotent, so a re-run step duplicates nothing."""
         if not entries:
             return
         request = AppendBatchRequest(
@@ -72,6 +80,7 @@ class SessionsClient:
             entries=[
                 BatchItem(entry_id=entry_id, message=message) for entry_id, message in entries
             ],
+            principal=principal,
         )
         reply = await APPEND_BATCH.call(self._engine, request, timeout=self._timeout)
         self._extend(session_id, reply.results)

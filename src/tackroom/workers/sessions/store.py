@@ -16,6 +16,7 @@ from typing import cast
 
 from tackroom.contracts.context import COMPACTION_TYPE
 from tackroom.contracts.messages import AgentMessage, CustomMessage
+from tackroom.contracts.principal import Principal
 from tackroom.contracts.sessions import (
     CONTENTION_ERROR,
     ENTRY_NOT_FOUND_ERROR,
@@ -251,6 +252,7 @@ class SessionStore:
         *,
         parent_id: str | None = None,
         entry_type: EntryType | None = None,
+        principal: Principal | None = None,
     ) -> list[AppendResult]:
         """Append ``items`` as a chain under ``parent_id`` (default: the active leaf).
 
@@ -284,6 +286,7 @@ class SessionStore:
                         type=entry_type or _type_of(message),
                         message=message,
                         timestamp=now,
+                        principal=principal,
                     )
                     seq += 1
                     fresh.append(entry)

@@ -51,6 +51,7 @@ async def _start(ctx: WorkerContext[SessionsConfig]) -> None:
             request.session_id,
             [(request.entry_id, request.message)],
             parent_id=request.parent_id,
+            principal=request.principal,
         )
         return result
 
@@ -59,6 +60,7 @@ async def _start(ctx: WorkerContext[SessionsConfig]) -> None:
             request.session_id,
             [(item.entry_id, item.message) for item in request.entries],
             parent_id=request.parent_id,
+            principal=request.principal,
         )
         return c.AppendBatchResponse(results=results)
 
