@@ -50,16 +50,14 @@ from tackroom.contracts.quota import (
 from tackroom.contracts.turn import TURN_GET_STATE, TurnStateRequest
 from tackroom.engine.errors import EngineError
 from tackroom.engine.protocol import Engine
+from tackroom.kit.cas import DELETE, UNCHANGED, mutate
 from tackroom.kit.quota_base import (
-    DELETE,
-    UNCHANGED,
     QuotaContention,
     QuotaDefaults,
     QuotaExceeded,
     QuotaLimits,
     QuotaSettings,
     Subject,
-    mutate,
     subjects,
 )
 

@@ -4,37 +4,30 @@ write of the counts goes through."""
 
 from __future__ import annotations
 
-import asyncio
-import random
 import re
-from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from tackroom.contracts.principal import TENANT_PATTERN, Principal
 from tackroom.contracts.quota import (
-    QUOTA_CONTENTION_ERROR,
     QUOTA_EXCEEDED_ERROR,
     QuotaKind,
     QuotaRefusal,
     QuotaSubject,
     subject_key,
 )
-from tackroom.engine.errors import FunctionError, RevisionConflict
-from tackroom.engine.protocol import Engine
+from tackroom.engine.errors import FunctionError
+from tackroom.kit.cas import Contention
 
 __all__ = [
-    "DELETE",
-    "UNCHANGED",
     "QuotaContention",
     "QuotaDefaults",
     "QuotaExceeded",
     "QuotaLimits",
     "QuotaSettings",
     "Subject",
-    "mutate",
     "subjects",
 ]
 
@@ -124,14 +117,8 @@ class QuotaExceeded(FunctionError):
         return self.refusal.retry_after_seconds
 
 
-class QuotaContention(FunctionError):
-    """Every compare-and-set attempt lost a race: nothing was written; safe to retry."""
-
-    def __init__(self, key: str, attempts: int) -> None:
-        super().__init__(
-            QUOTA_CONTENTION_ERROR,
-            f"quota counters {key} kept changing ({attempts} attempts); nothing written: retry",
-        )
+QuotaContention = Contention
+"""Every compare-and-set attempt on the counters lost a race: nothing was written; retry."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -164,45 +151,3 @@ def subjects(settings: QuotaSettings, principal: Principal) -> list[Subject]:
         Subject("user", principal.tenant, principal.id, user),
         Subject("tenant", principal.tenant, None, tenant),
     ]
-
-
-# -- compare-and-set --------------------------------------------------------------------------
-
-
-async def _backoff(attempt: int) -> None:
-    """A short random pause before attempt ``attempt`` (none before the first)."""
-    if attempt:
-        await asyncio.sleep(random.uniform(0, min(0.05, 0.0005 * 2**attempt)))
-
-
-UNCHANGED: Any = object()
-DELETE: Any = object()
-
-
-async def mutate(
-    engine: Engine,
-    scope: str,
-    key: str,
-    change: Callable[[Any], tuple[Any, T]],
-    *,
-    attempts: int,
-) -> T:
-    """Read, ``change(value or None) -> (new value, result)``, write by compare-and-set; again on
-    a lost race, after a short random pause. ``change`` may raise to abort (nothing written)."""
-    for attempt in range(attempts):
-        await _backoff(attempt)
-        entry = await engine.get_state(scope, key)
-        new, result = change(None if entry is None else entry.value)
-        if new is UNCHANGED:
-            return result
-        revision = 0 if entry is None else entry.revision
-        try:
-            if new is DELETE:
-                if not await engine.delete_state(scope, key, expected_revision=revision):
-                    continue
-            else:
-                await engine.set_state(scope, key, new, expected_revision=revision)
-        except RevisionConflict:
-            continue
-        return result
-    raise QuotaContention(f"{scope}/{key}", attempts)

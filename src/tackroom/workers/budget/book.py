@@ -18,16 +18,13 @@ from tackroom.contracts.budget import (
     CreateRequest,
 )
 from tackroom.engine.errors import FunctionError
+from tackroom.kit.cas import DELETE, UNCHANGED, StateBackend, mutate
 from tackroom.workers.budget.records import (
     BUDGETS_SCOPE,
-    DELETE,
     INDEX_SCOPE,
-    UNCHANGED,
     USAGE_SCOPE,
     Budget,
     IndexRecord,
-    StateBackend,
-    mutate,
 )
 
 __all__ = ["BudgetBook"]
@@ -167,4 +164,4 @@ class BudgetBook:
         await self._mutate(INDEX_SCOPE, scope, apply)
 
     async def _mutate(self, scope: str, key: str, change: Callable[[Any], tuple[Any, T]]) -> T:
-        return await mutate(self._backend, scope, key, change, max_attempts=self._max_attempts)
+        return await mutate(self._backend, scope, key, change, attempts=self._max_attempts)

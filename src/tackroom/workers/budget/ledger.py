@@ -35,21 +35,19 @@ from tackroom.contracts.budget import (
 )
 from tackroom.engine.errors import EngineError
 from tackroom.engine.protocol import Engine
+from tackroom.kit.cas import UNCHANGED, StateBackend, mutate
 from tackroom.workers.budget.book import BudgetBook
 from tackroom.workers.budget.records import (
     EPSILON,
     RESERVATIONS_SCOPE,
     SETTLED_KEPT,
-    UNCHANGED,
     USAGE_SCOPE,
     Budget,
     Hold,
     Reservation,
     ReservedOn,
-    StateBackend,
     Usage,
     money,
-    mutate,
 )
 
 __all__ = ["Ledger", "usage_key"]
@@ -311,5 +309,5 @@ class Ledger:
             USAGE_SCOPE,
             usage_key(budget_id, key),
             change,
-            max_attempts=self._max_attempts,
+            attempts=self._max_attempts,
         )

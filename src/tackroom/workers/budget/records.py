@@ -16,28 +16,21 @@ of worker processes share the state safely.
 
 from __future__ import annotations
 
-import asyncio
-import random
-from collections.abc import Callable
-from typing import Any, Protocol, TypeVar
+from typing import Any, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from tackroom.contracts.budget import SCHEMA_VERSION, Budget, Lead, Period, PeriodUsage
 from tackroom.contracts.budget_scopes import chain_of
 from tackroom.contracts.versions import upgrading
-from tackroom.engine.errors import FunctionError, RevisionConflict
-from tackroom.engine.protocol import StateEntry
 
 __all__ = [
     "BUDGETS_SCOPE",
-    "DELETE",
     "EPSILON",
     "INDEX_SCOPE",
     "RESERVATIONS_SCOPE",
     "SCHEMA_VERSION",
     "SETTLED_KEPT",
-    "UNCHANGED",
     "USAGE_SCOPE",
     "Budget",
     "Hold",
@@ -45,10 +38,8 @@ __all__ = [
     "Period",
     "PeriodUsage",
     "Reservation",
-    "StateBackend",
     "Usage",
     "money",
-    "mutate",
 ]
 
 BUDGETS_SCOPE = "budgets"
@@ -142,61 +133,3 @@ class Reservation(_Model):
 class IndexRecord(_Model):
     schema_version: int = SCHEMA_VERSION
     budget_ids: list[str] = Field(default_factory=list)
-
-
-class StateBackend(Protocol):
-    """The engine's state methods the worker uses (an ``Engine`` is one)."""
-
-    async def get_state(self, scope: str, key: str) -> StateEntry | None: ...
-
-    async def set_state(
-        self, scope: str, key: str, value: Any, *, expected_revision: int | None = None
-    ) -> StateEntry: ...
-
-    async def delete_state(
-        self, scope: str, key: str, *, expected_revision: int | None = None
-    ) -> bool: ...
-
-    async def list_state(self, scope: str, *, prefix: str = "") -> list[StateEntry]: ...
-
-
-UNCHANGED: Any = object()
-"""A change that returns this as its new value writes nothing."""
-DELETE: Any = object()
-"""A change that returns this as its new value deletes the key."""
-
-
-async def _backoff(attempt: int) -> None:
-    await asyncio.sleep(random.uniform(0, min(0.05, 0.0005 * 2**attempt)) if attempt else 0)
-
-
-async def mutate(
-    backend: StateBackend,
-    scope: str,
-    key: str,
-    change: Callable[[Any], tuple[Any, T]],
-    *,
-    max_attempts: int,
-) -> T:
-    """Read, ``change(value or None) -> (new value, result)``, write by compare-and-set; repeat
-    on a lost race. ``change`` may raise to abort; it must not have side effects (it may run
-    several times)."""
-    for attempt in range(max_attempts):
-        await _backoff(attempt)
-        entry = await backend.get_state(scope, key)
-        new, result = change(None if entry is None else entry.value)
-        if new is UNCHANGED:
-            return result
-        revision = 0 if entry is None else entry.revision
-        try:
-            if new is DELETE:
-                if entry is not None and not await backend.delete_state(
-                    scope, key, expected_revision=revision
-                ):
-                    continue
-            else:
-                await backend.set_state(scope, key, new, expected_revision=revision)
-        except RevisionConflict:
-            continue
-        return result
-    raise FunctionError("contention", f"{scope}/{key} kept changing; nothing was written")

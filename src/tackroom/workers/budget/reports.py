@@ -6,6 +6,7 @@ from collections.abc import Callable
 
 from tackroom.contracts.budget import Forecast, UsageResponse, period_bounds, period_key
 from tackroom.engine.errors import RevisionConflict
+from tackroom.kit.cas import StateBackend
 from tackroom.workers.budget.ledger import usage_key
 from tackroom.workers.budget.records import (
     RESERVATIONS_SCOPE,
@@ -13,7 +14,6 @@ from tackroom.workers.budget.records import (
     Budget,
     PeriodUsage,
     Reservation,
-    StateBackend,
     Usage,
     money,
 )

@@ -13,10 +13,10 @@ from pydantic import Field
 
 from tackroom.contracts import budget as c
 from tackroom.engine.protocol import Engine
+from tackroom.kit.cas import StateBackend
 from tackroom.runtime.worker import WorkerConfig, WorkerContext, WorkerSpec
 from tackroom.workers.budget.book import BudgetBook
 from tackroom.workers.budget.ledger import Ledger
-from tackroom.workers.budget.records import StateBackend
 from tackroom.workers.budget.reports import Reports
 
 __all__ = ["WORKER", "BudgetConfig", "make_worker"]

@@ -1,0 +1,88 @@
+"""Read, change, write by compare-and-set, again on a lost race: the one loop every worker that
+keeps shared counters or records in the engine's state uses (budgets, quotas)."""
+
+from __future__ import annotations
+
+import asyncio
+import random
+from collections.abc import Callable
+from typing import Any, Protocol, TypeVar
+
+from tackroom.engine.errors import FunctionError, RevisionConflict
+from tackroom.engine.protocol import StateEntry
+
+__all__ = ["CONTENTION_ERROR", "DELETE", "UNCHANGED", "Contention", "StateBackend", "mutate"]
+
+T = TypeVar("T")
+
+CONTENTION_ERROR = "contention"
+
+UNCHANGED: Any = object()
+"""A change that returns this as its new value writes nothing."""
+DELETE: Any = object()
+"""A change that returns this as its new value deletes the key."""
+
+
+class StateBackend(Protocol):
+    """The engine's state methods (an ``Engine`` is one)."""
+
+    async def get_state(self, scope: str, key: str) -> StateEntry | None: ...
+
+    async def set_state(
+        self, scope: str, key: str, value: Any, *, expected_revision: int | None = None
+    ) -> StateEntry: ...
+
+    async def delete_state(
+        self, scope: str, key: str, *, expected_revision: int | None = None
+    ) -> bool: ...
+
+    async def list_state(self, scope: str, *, prefix: str = "") -> list[StateEntry]: ...
+
+
+class Contention(FunctionError):
+    """Every compare-and-set attempt lost a race: nothing was written; safe to retry."""
+
+    def __init__(self, scope: str, key: str, attempts: int) -> None:
+        super().__init__(
+            CONTENTION_ERROR,
+            f"{scope}/{key} kept changing ({attempts} attempts); nothing was written: retry",
+        )
+
+
+async def _backoff(attempt: int) -> None:
+    """A short random pause before attempt ``attempt`` (none before the first)."""
+    if attempt:
+        await asyncio.sleep(random.uniform(0, min(0.05, 0.0005 * 2**attempt)))
+
+
+async def mutate(
+    backend: StateBackend,
+    scope: str,
+    key: str,
+    change: Callable[[Any], tuple[Any, T]],
+    *,
+    attempts: int,
+) -> T:
+    """Read, ``change(value or None) -> (new value, result)``, write by compare-and-set; again on
+    a lost race, after a short random pause. ``change`` may raise to abort (nothing written); it
+    must have no side effects (it may run several times). :class:`Contention` after
+    ``attempts`` lost races."""
+    for attempt in range(attempts):
+        await _backoff(attempt)
+        entry = await backend.get_state(scope, key)
+        new, result = change(None if entry is None else entry.value)
+        if new is UNCHANGED:
+            return result
+        revision = 0 if entry is None else entry.revision
+        try:
+            if new is DELETE:
+                if entry is not None and not await backend.delete_state(
+                    scope, key, expected_revision=revision
+                ):
+                    continue
+            else:
+                await backend.set_state(scope, key, new, expected_revision=revision)
+        except RevisionConflict:
+            continue
+        return result
+    raise Contention(scope, key, attempts)
