@@ -17,6 +17,7 @@ happens on the event loop, so a reader never sees a half-applied reload.
 from __future__ import annotations
 
 import asyncio
+import difflib
 import hashlib
 import logging
 import time
@@ -27,7 +28,7 @@ from typing import Generic, Literal, TypeVar
 
 from tackroom.contracts.policy import Decision, LoadProblem, PolicyStatus
 
-__all__ = ["MAX_RULES_FILE_BYTES", "PolicyFileError", "RulesSource", "read_text"]
+__all__ = ["MAX_RULES_FILE_BYTES", "PolicyFileError", "RulesSource", "read_text", "suggest"]
 
 T = TypeVar("T")
 
@@ -59,6 +60,13 @@ class PolicyFileError(Exception):
         return LoadProblem(
             path=self.path, line=self.line, reason=reason, message=self.message, at=at
         )
+
+
+def suggest(word: str, known: tuple[str, ...]) -> str:
+    """``; did you mean …? (known: …)`` for an unknown ``word`` in a rules file."""
+    close = difflib.get_close_matches(word, known, n=1)
+    hint = f"; did you mean {close[0]!r}?" if close else ""
+    return f"{hint} (known: {', '.join(known)})"
 
 
 def _line_of_offset(data: bytes, offset: int) -> int:

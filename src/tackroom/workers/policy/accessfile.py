@@ -19,12 +19,12 @@ file's name and turns a problem into ``PolicyFileError`` at the node's line.
 
 from __future__ import annotations
 
-import difflib
 from typing import NoReturn, Protocol, TypeVar
 
 import yaml
 
 from tackroom.contracts.policy import RESOURCE_ACTIONS, RESOURCE_KINDS
+from tackroom.kit.rulesfile import suggest
 from tackroom.workers.policy.access import ANY_ROLE, AccessRule, AccessRules
 
 __all__ = ["ACCESS_DECISIONS", "ACCESS_RULE_KEYS", "Nodes", "parse_access"]
@@ -47,15 +47,21 @@ class Nodes(Protocol):
 
     def string(self, node: yaml.Node, field: str) -> str: ...
 
+    def entries(
+        self,
+        node: yaml.Node,
+        field: str,
+        what: str,
+        *,
+        known: tuple[str, ...],
+        required: tuple[str, ...],
+    ) -> dict[str, yaml.Node]: ...
+
+    def rule_id(self, node: yaml.Node, field: str) -> str: ...
+
 
 def _line(node: yaml.Node) -> int:
     return int(node.start_mark.line) + 1
-
-
-def _suggest(word: str, known: tuple[str, ...]) -> str:
-    close = difflib.get_close_matches(word, known, n=1)
-    hint = f"; did you mean {close[0]!r}?" if close else ""
-    return f"{hint} (known: {', '.join(known)})"
 
 
 def parse_access(nodes: Nodes, node: yaml.Node) -> AccessRules:
@@ -80,19 +86,14 @@ def parse_access(nodes: Nodes, node: yaml.Node) -> AccessRules:
 
 
 def _rule(nodes: Nodes, node: yaml.Node, field: str) -> AccessRule:
-    items = nodes.mapping(
-        node, field, "an access rule: a mapping with id, roles, actions and decision"
+    found = nodes.entries(
+        node,
+        field,
+        "an access rule: a mapping with id, roles, actions and decision",
+        known=ACCESS_RULE_KEYS,
+        required=_REQUIRED,
     )
-    found = {key: value_node for key, _, value_node in items}
-    for key, key_node, _ in items:
-        if key not in ACCESS_RULE_KEYS:
-            nodes.fail(key_node, f"{field}.{key}", "unknown key" + _suggest(key, ACCESS_RULE_KEYS))
-    for key in _REQUIRED:
-        if key not in found:
-            nodes.fail(node, field, f"missing {key!r}")
-    rule_id = nodes.string(found["id"], f"{field}.id")
-    if rule_id.startswith("builtin:"):
-        nodes.fail(found["id"], f"{field}.id", "ids starting with 'builtin:' are reserved")
+    rule_id = nodes.rule_id(found["id"], f"{field}.id")
     decision = nodes.string(found["decision"], f"{field}.decision")
     if decision == "needs_approval":
         nodes.fail(
@@ -104,7 +105,7 @@ def _rule(nodes: Nodes, node: yaml.Node, field: str) -> AccessRule:
         nodes.fail(
             found["decision"],
             f"{field}.decision",
-            f"unknown decision {decision!r}" + _suggest(decision, ACCESS_DECISIONS),
+            f"unknown decision {decision!r}" + suggest(decision, ACCESS_DECISIONS),
         )
     roles = _roles(nodes, found["roles"], f"{field}.roles", wildcard=True)
     unless: frozenset[str] = frozenset()
@@ -174,6 +175,6 @@ def _choices(
             return frozenset(known)
         match = next((choice for choice in known if choice == name), None)
         if match is None:
-            nodes.fail(item, field, f"unknown {what} {name!r}" + _suggest(name, known))
+            nodes.fail(item, field, f"unknown {what} {name!r}" + suggest(name, known))
         chosen.add(match)
     return frozenset(chosen)

@@ -13,7 +13,6 @@ surprises would be silent policy bugs. Duplicate keys and merge keys (``<<``) ar
 
 from __future__ import annotations
 
-import difflib
 import math
 import re
 from functools import cache
@@ -24,7 +23,7 @@ import yaml
 from pydantic import ValidationError
 
 from tackroom.contracts.approvers import MAX_QUORUM, ApproverRules
-from tackroom.kit.rulesfile import PolicyFileError
+from tackroom.kit.rulesfile import PolicyFileError, suggest
 from tackroom.runtime.typed import describe_validation_error
 from tackroom.runtime.yamlfile import StrictLoader, problem_of, shown_key
 from tackroom.workers.policy.access import AccessRules
@@ -142,12 +141,6 @@ def _line(node: yaml.Node) -> int:
     return int(node.start_mark.line) + 1
 
 
-def _suggest(word: str, known: tuple[str, ...]) -> str:
-    close = difflib.get_close_matches(word, known, n=1)
-    hint = f"; did you mean {close[0]!r}?" if close else ""
-    return f"{hint} (known: {', '.join(known)})"
-
-
 def _json_problem(value: Any) -> str | None:
     """Why ``value`` is not a JSON value, or ``None``."""
     if value is None or isinstance(value, bool | int | str):
@@ -190,6 +183,32 @@ class _Walker:
             items.append((key, key_node, value_node))
         return items
 
+    def entries(
+        self,
+        node: yaml.Node,
+        field: str,
+        what: str,
+        *,
+        known: tuple[str, ...],
+        required: tuple[str, ...],
+    ) -> dict[str, yaml.Node]:
+        """A rule's mapping by key: every key known, every required one there."""
+        items = self.mapping(node, field, what)
+        for key, key_node, _ in items:
+            if key not in known:
+                self.fail(key_node, f"{field}.{key}", "unknown key" + suggest(key, known))
+        found = {key: value_node for key, _, value_node in items}
+        for key in required:
+            if key not in found:
+                self.fail(node, field, f"missing {key!r}")
+        return found
+
+    def rule_id(self, node: yaml.Node, field: str) -> str:
+        rule_id = self.string(node, field)
+        if rule_id.startswith("builtin:"):
+            self.fail(node, field, "ids starting with 'builtin:' are reserved")
+        return rule_id
+
     def string(self, node: yaml.Node, field: str) -> str:
         if not isinstance(node, yaml.ScalarNode) or node.tag != _STR:
             self.fail(node, field, f"expected a string, got {_kind(node)}")
@@ -215,7 +234,7 @@ class _Walker:
         found = {key: (key_node, value_node) for key, key_node, value_node in items}
         for key, key_node, _ in items:
             if key not in _TOP_KEYS:
-                self.fail(key_node, key, "unknown key" + _suggest(key, _TOP_KEYS))
+                self.fail(key_node, key, "unknown key" + suggest(key, _TOP_KEYS))
         for key in _REQUIRED_TOP_KEYS:
             if key not in found:
                 self.fail(root, None, f"missing {key!r}")
@@ -247,23 +266,20 @@ class _Walker:
         return Ruleset(tuple(rules), parse_access(self, found["access"][1]))
 
     def rule(self, node: yaml.Node, field: str) -> Rule:
-        items = self.mapping(node, field, "a rule: a mapping with id, function and decision")
-        found = {key: value_node for key, _, value_node in items}
-        for key, key_node, _ in items:
-            if key not in _RULE_KEYS:
-                self.fail(key_node, f"{field}.{key}", "unknown key" + _suggest(key, _RULE_KEYS))
-        for key in _REQUIRED_RULE_KEYS:
-            if key not in found:
-                self.fail(node, field, f"missing {key!r}")
-        rule_id = self.string(found["id"], f"{field}.id")
-        if rule_id.startswith("builtin:"):
-            self.fail(found["id"], f"{field}.id", "ids starting with 'builtin:' are reserved")
+        found = self.entries(
+            node,
+            field,
+            "a rule: a mapping with id, function and decision",
+            known=_RULE_KEYS,
+            required=_REQUIRED_RULE_KEYS,
+        )
+        rule_id = self.rule_id(found["id"], f"{field}.id")
         decision = self.string(found["decision"], f"{field}.decision")
         if decision not in DECISIONS:
             self.fail(
                 found["decision"],
                 f"{field}.decision",
-                f"unknown decision {decision!r}" + _suggest(decision, DECISIONS),
+                f"unknown decision {decision!r}" + suggest(decision, DECISIONS),
             )
         reason = self.string(found["reason"], f"{field}.reason") if "reason" in found else None
         constraints = self.args(found["args"], f"{field}.args") if "args" in found else ()
@@ -295,7 +311,7 @@ class _Walker:
         for key, key_node, value_node in items:
             where = f"{field}.{key}"
             if key not in _APPROVER_KEYS:
-                self.fail(key_node, where, "unknown key" + _suggest(key, _APPROVER_KEYS))
+                self.fail(key_node, where, "unknown key" + suggest(key, _APPROVER_KEYS))
             if key == "roles":
                 nodes = value_node.value if isinstance(value_node, yaml.SequenceNode) else None
                 if not nodes:
@@ -344,7 +360,7 @@ class _Walker:
         self, arg: str, op: str, op_node: yaml.Node, operand: yaml.Node, field: str
     ) -> Constraint:
         if op not in OPERATORS:
-            self.fail(op_node, field, f"unknown constraint {op!r}" + _suggest(op, OPERATORS))
+            self.fail(op_node, field, f"unknown constraint {op!r}" + suggest(op, OPERATORS))
         try:
             if op == "equals":
                 return equals(arg, self.value(operand, field))
