@@ -269,6 +269,10 @@ def test_an_api_key_pasted_on_an_oidc_console(tab: Page, oidc_console: OidcConso
     expect(tab.get_by_test_id("whoami-method")).to_contain_text("API key")
     expect(tab.get_by_test_id("sessions")).to_be_visible()
     expect(tab.get_by_test_id("session-row")).to_have_count(0)  # alice's are acme's
+    # alice's session by its full id: for bob it does not exist
+    tab.goto(f"{oidc_console.url}/#/sessions/acme:alice-notes")
+    expect(tab.get_by_test_id("transcript")).to_contain_text("no session")
+    expect(tab.get_by_test_id("entry")).to_have_count(0)
 
 
 def test_a_sign_in_answer_this_tab_did_not_ask_for_is_refused(
