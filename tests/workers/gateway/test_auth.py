@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
+from typing import Any
 
+from tackroom.testing import wait_until
 from tackroom.workers.gateway.app import OPERATIONS
 
 from .served import TOKEN, Served, gateway_config, serving
@@ -68,3 +70,45 @@ async def test_cors_is_off_unless_origins_are_configured(served: Served, tmp_pat
     assert allowed.headers["access-control-allow-origin"] == origin
     assert simple.headers["access-control-allow-origin"] == origin
     assert "access-control-allow-origin" not in other.headers
+
+
+async def test_a_users_own_authenticator_is_asked_first(tmp_path: Path) -> None:
+    auth = {"authenticator": "tests.workers.gateway.custom_auth:ProxyHeader"}
+    config = gateway_config(
+        tmp_path,
+        f"embedded:{tmp_path / 'engine.db'}",
+        script=[{"text": "hi"}],
+        gateway={"auth": auth},
+    )
+    async with serving(config) as served, served.client(token=None) as client:
+        me = await client.get("/v1/me", headers={"X-Team-User": "acme/dora"})
+        assert me.status_code == 200, me.text
+        assert (me.json()["tenant"], me.json()["user"], me.json()["method"]) == (
+            "acme",
+            "dora",
+            "hook",
+        )
+        refused = await client.get("/v1/me", headers={"X-Team-User": "nobody"})
+        assert refused.status_code == 401
+        assert refused.json()["error"]["message"] == "X-Team-User must be tenant/user"
+        assert (await client.get("/v1/me")).status_code == 401  # no header: the next ones decide
+
+
+async def test_the_owner_may_start_a_run_for_another_principal_and_is_named_for_it(
+    served: Served,
+) -> None:
+    async with served.client() as owner:  # the shared token holds impersonate
+        started = await owner.post(
+            "/v1/runs",
+            json={"prompt": "go", "session_id": "imp", "principal": {"id": "bob", "roles": []}},
+        )
+        assert started.status_code == 202, started.text
+        tree: dict[str, Any] = {}
+
+        async def written() -> bool:
+            tree.update((await owner.get("/v1/sessions/imp/tree")).json())
+            return bool(tree.get("roots") and tree["roots"][0]["entries"])
+
+        await wait_until(written, message="the run's first entry")
+    [first, *_] = tree["roots"][0]["entries"]
+    assert (first["principal"]["id"], first["principal"]["on_behalf_of"]) == ("bob", "owner")

@@ -138,7 +138,8 @@ def load_authenticator(spec: str, **options: Any) -> Authenticator:
         target: Any = getattr(importlib.import_module(module_name), attribute)
     except (ImportError, AttributeError) as exc:
         raise ValueError(f"auth.authenticator {spec!r} cannot be loaded: {exc}") from None
-    found = target if hasattr(target, "authenticate") else target(**options)
+    made = isinstance(target, type) or not hasattr(target, "authenticate")
+    found = target(**options) if made else target
     if not callable(getattr(found, "authenticate", None)):
         raise ValueError(f"auth.authenticator {spec!r} has no authenticate method")
     return found  # type: ignore[no-any-return]
