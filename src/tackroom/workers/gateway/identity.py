@@ -17,13 +17,14 @@ import importlib
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any, Protocol, cast
 
 from starlette.requests import Request
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from tackroom.contracts.identity import API_KEYS, ApiKeyRecord, key_id_of, secret_matches
 from tackroom.contracts.principal import Principal
+from tackroom.engine.errors import EngineError
 from tackroom.engine.protocol import Engine
 from tackroom.workers.gateway.errors import ApiError, error_response
 from tackroom.workers.gateway.identity_errors import CredentialRefused
@@ -142,7 +143,7 @@ def load_authenticator(spec: str, **options: Any) -> Authenticator:
     found = target(**options) if made else target
     if not callable(getattr(found, "authenticate", None)):
         raise ValueError(f"auth.authenticator {spec!r} has no authenticate method")
-    return found  # type: ignore[no-any-return]
+    return cast(Authenticator, found)
 
 
 def principal_of(request: Request) -> Principal:
@@ -173,6 +174,12 @@ class Authenticate:
             principal = await self._identify(credential)
         except CredentialRefused as exc:
             await _refuse(str(exc), scope, receive, send)
+            return
+        except EngineError as exc:  # the keys could not be read: say so, refuse nothing wrongly
+            unavailable = ApiError(
+                503, "unavailable", f"the engine is unavailable: {' '.join(exc.message.split())}"
+            )
+            await error_response(unavailable)(scope, receive, send)
             return
         if principal is None:
             await _refuse(
