@@ -216,8 +216,11 @@ async def _announced(harness: Harness, session: str, *, timeout: float) -> None:
 async def turn(harness: Harness, *, first: bool, after: int) -> None:
     """Follow the run like a client (from ``after``) until its end is committed. A resumed
     client whose cursor already holds ``agent_end`` would wait for nothing: once the end is
-    committed, what the stream has not yet served is read from the engine instead."""
-    if first:
+    committed, what the stream has not yet served is read from the engine instead. A resumed
+    client that finds no run starts it (the harness before it died before starting it)."""
+    if first or await harness.get_state(SESSION) is None:
+        # (a harness killed before its run::start committed left no run: start it again, as
+        # its user would — the run id makes the start idempotent)
         reply = await harness.submit(PROMPT, session=SESSION, run_id=RUN_ID)
         if not reply.started:
             raise RuntimeError(f"run::start refused: {reply.reason}")
