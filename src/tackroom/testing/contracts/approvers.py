@@ -64,10 +64,9 @@ class ApproverRulesContract(WorkerContract):
         *,
         sid: str = S1,
     ) -> dict[str, Any]:
-        payload: dict[str, Any] = {"session_id": sid, "function_call_id": cid, "decision": decision}
-        if who is not None:
-            payload["principal"] = who
-        reply: dict[str, Any] = await self.call(bus, "approval::resolve", payload)
+        reply: dict[str, Any] = await self.call(
+            bus, "approval::resolve", _resolution(cid, decision, who, sid=sid)
+        )
         return reply
 
     async def refused_as(
@@ -79,9 +78,7 @@ class ApproverRulesContract(WorkerContract):
         *,
         sid: str = S1,
     ) -> tuple[str, str]:
-        payload: dict[str, Any] = {"session_id": sid, "function_call_id": cid, "decision": decision}
-        if who is not None:
-            payload["principal"] = who
+        payload = _resolution(cid, decision, who, sid=sid)
         error = await self.failure(bus, "approval::resolve", payload)
         return error.remote_code, error.message
 
@@ -212,3 +209,11 @@ class ApproverRulesContract(WorkerContract):
         mine = principal("bob", tenant="acme")
         record = await self.decide_as(bus, "t2", "allow", mine, sid=S2)
         assert record["approver"] == "bob"
+
+
+def _resolution(cid: str, decision: str, who: dict[str, Any] | None, *, sid: str) -> dict[str, Any]:
+    """``approval::resolve``'s payload, as ``who`` (none: a caller naming no principal)."""
+    payload: dict[str, Any] = {"session_id": sid, "function_call_id": cid, "decision": decision}
+    if who is not None:
+        payload["principal"] = who
+    return payload
