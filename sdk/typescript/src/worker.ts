@@ -56,6 +56,8 @@ export interface ConnectOptions {
   provision?: boolean;
   /** The worker name the catalog shows for this process's functions (default `typescript`). */
   worker?: string;
+  /** The worker's own version, announced in the catalog with every function (default: none). */
+  version?: string;
   /** Seconds between catalog refreshes (default: the URL's `heartbeat`, else 5, as Python). */
   heartbeatSeconds?: number;
   connectTimeoutMs?: number;
@@ -71,6 +73,10 @@ export interface FunctionOptions {
   worker?: string;
   /** Plumbing: its invocations open no span of their own (Python `hop=True`). */
   hop?: boolean;
+  /** The `schema_version` of the tackroom contract this function keeps (`tackroom schema
+   * export` writes it in `index.json`); announced in the catalog so `tackroom workers` and a
+   * caller can see which contract version is served. */
+  contractVersion?: number;
 }
 
 export interface TriggerOptions {
@@ -115,7 +121,15 @@ export interface Registration {
 
 interface Served {
   handler: Handler<never, unknown>;
-  info: { function_id: string; worker: string; description: string; request_schema: JsonSchema | null; response_schema: JsonSchema | null };
+  info: {
+    function_id: string;
+    worker: string;
+    description: string;
+    request_schema: JsonSchema | null;
+    response_schema: JsonSchema | null;
+    version: string;
+    contract_version: number | null;
+  };
   hop: boolean;
   sub: Subscription;
 }
@@ -174,6 +188,7 @@ export async function connect(options: ConnectOptions): Promise<Worker> {
         : await openExisting(js, jsm, names);
     const worker = new Worker(nc, js, jsm, names, buckets, {
       worker: options.worker ?? "typescript",
+      version: options.version ?? "",
       heartbeat,
       ...(options.onSpan ? { onSpan: options.onSpan } : {}),
     });
@@ -200,7 +215,12 @@ export class Worker {
     readonly jsm: JetStreamManager,
     readonly names: Names,
     private readonly buckets: Buckets,
-    private readonly settings: { worker: string; heartbeat: number; onSpan?: (span: FinishedSpan) => void },
+    private readonly settings: {
+      worker: string;
+      version: string;
+      heartbeat: number;
+      onSpan?: (span: FinishedSpan) => void;
+    },
   ) {}
 
   async start(): Promise<void> {
@@ -263,6 +283,8 @@ export class Worker {
         description: options.description ?? "",
         request_schema: options.requestSchema ?? null,
         response_schema: options.responseSchema ?? null,
+        version: this.settings.version,
+        contract_version: options.contractVersion ?? null,
       },
     });
     await this.nc.flush(); // the server knows the subscription before the catalog names it

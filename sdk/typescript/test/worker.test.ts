@@ -66,13 +66,15 @@ describe("names", () => {
 describe("functions", () => {
   test("a function served by one worker answers another, and is in the catalog", async () => {
     const ns = namespace();
-    const serving = await worker(ns, { worker: "ts-test" });
+    const serving = await worker(ns, { worker: "ts-test", version: "1.2.3" });
     const calling = await worker(ns);
     const schema = { type: "object", properties: { n: { type: "integer" } } };
     const registration = await serving.registerFunction<{ n: number }>("math::double", ({ n }) => n * 2, {
       description: "Double n.",
       requestSchema: schema,
+      contractVersion: 2,
     });
+    await serving.registerFunction("math::zero", () => 0);
     assert.equal(await calling.trigger("math::double", { n: 21 }), 42);
 
     const kv = await new Kvm(calling.js).open(`${ns}_catalog`);
@@ -81,12 +83,36 @@ describe("functions", () => {
     assert.equal(entry.pid, process.pid);
     assert.equal(entry.heartbeat, 1);
     assert.deepEqual(entry.functions, [
-      { function_id: "math::double", worker: "ts-test", description: "Double n.", request_schema: schema, response_schema: null },
+      {
+        function_id: "math::double",
+        worker: "ts-test",
+        description: "Double n.",
+        request_schema: schema,
+        response_schema: null,
+        version: "1.2.3",
+        contract_version: 2,
+      },
+      {
+        function_id: "math::zero",
+        worker: "ts-test",
+        description: "",
+        request_schema: null,
+        response_schema: null,
+        version: "1.2.3",
+        contract_version: null, // keeps no tackroom contract
+      },
     ]);
+    const unversioned = await worker(ns);
+    await unversioned.registerFunction("math::one", () => 1);
+    const plain = (await kv.get(unversioned.instance))!.json<{ functions: Array<Record<string, unknown>> }>();
+    assert.deepEqual([plain.functions[0]?.version, plain.functions[0]?.contract_version], ["", null]);
 
     await registration.unregister();
     await assert.rejects(calling.trigger("math::double", { n: 1 }), FunctionNotFoundError);
-    assert.deepEqual((await kv.get(serving.instance))!.json<{ functions: unknown[] }>().functions, []);
+    assert.deepEqual(
+      (await kv.get(serving.instance))!.json<{ functions: Array<{ function_id: string }> }>().functions.map((f) => f.function_id),
+      ["math::zero"],
+    );
     await serving.close();
     const gone = await kv.get(serving.instance);
     assert.ok(gone === null || gone.operation !== "PUT", "a closed worker withdraws its catalog entry");

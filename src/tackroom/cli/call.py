@@ -1,4 +1,4 @@
-"""``tackroom call`` and ``tackroom functions``: reach a running harness.
+"""``tackroom call``, ``tackroom functions`` and ``tackroom workers``: reach a running harness.
 
 On an embedded engine through the local endpoint of its ``tackroom serve``; on a shared engine
 (``--engine nats://…``, or a config whose ``engine:`` is one) straight over the bus.
@@ -8,13 +8,14 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import dataclasses
 import json
 import math
 import sys
 from pathlib import Path
 from typing import Any
 
-from tackroom.contracts.engine import FUNCTIONS_LIST, EmptyRequest
+from tackroom.contracts.engine import FUNCTIONS_LIST, WORKERS_LIST, EmptyRequest
 from tackroom.engine.errors import InvalidPayload
 from tackroom.engine.factory import open_engine
 from tackroom.engine.jsonvalue import parse_json
@@ -39,6 +40,13 @@ def add_parsers(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -
     functions.add_argument("--json", action="store_true", help="print the raw catalog as JSON")
     _endpoint_options(functions)
     functions.set_defaults(run=_run_functions)
+
+    workers = commands.add_parser(
+        "workers", help="list the live workers: name, version, host, process, functions"
+    )
+    workers.add_argument("--json", action="store_true", help="print the raw list as JSON")
+    _endpoint_options(workers)
+    workers.set_defaults(run=_run_workers)
 
 
 def _seconds(text: str) -> float:
@@ -111,4 +119,40 @@ def _run_functions(args: argparse.Namespace) -> int:
     width_worker = max((len(row[1]) for row in rows), default=0)
     for function_id, worker, description in rows:
         print(f"{function_id:<{width_id}}  {worker:<{width_worker}}  {description}".rstrip())
+    return 0
+
+
+async def _workers(client: LocalClient | str) -> Any:
+    """The live workers: read straight from a shared engine's catalog (no ``engine`` worker
+    needed), else through the serve's endpoint."""
+    if not isinstance(client, str):
+        return await _trigger(client, WORKERS_LIST.id, EmptyRequest().model_dump(mode="json"))
+    engine = open_engine(client)
+    await engine.start()
+    try:
+        infos = await engine.list_workers()
+    finally:
+        await engine.close()
+    return {"workers": [dataclasses.asdict(info) for info in infos]}
+
+
+def _run_workers(args: argparse.Namespace) -> int:
+    listing = WORKERS_LIST.parse_response(asyncio.run(_workers(_client(args))))
+    if args.json:
+        print(json.dumps(WORKERS_LIST.dump_response(listing), indent=2, ensure_ascii=False))
+        return 0
+    rows = [("WORKER", "VERSION", "HOST", "PID", "FUNCTIONS")] + [
+        (
+            entry.name,
+            entry.version or "-",
+            entry.host,
+            str(entry.pid),
+            ", ".join(entry.functions),
+        )
+        for entry in sorted(listing.workers, key=lambda e: (e.name, e.host, e.pid))
+    ]
+    widths = [max(len(row[column]) for row in rows) for column in range(4)]
+    for row in rows:
+        cells = [cell.ljust(width) for cell, width in zip(row[:4], widths, strict=True)]
+        print("  ".join([*cells, row[4]]).rstrip())
     return 0

@@ -22,6 +22,7 @@ COMMAND_MODULES: dict[str, str] = {
     "worker": "serve",
     "call": "call",
     "functions": "call",
+    "workers": "call",
     "demo": "demo",
     "run": "run",
     "sessions": "sessions",

@@ -33,6 +33,7 @@ __all__ = [
     "ExportedFunction",
     "add_parsers",
     "contract_functions",
+    "contract_versions",
     "export_schemas",
     "file_stem",
 ]
@@ -60,6 +61,14 @@ class ExportedFunction:
     parameters: tuple[str, ...]
     request_schema: dict[str, Any]
     response_schema: dict[str, Any]
+    contract_version: int = 1
+    """The request's ``schema_version`` default: what a worker serving it announces."""
+
+
+def contract_versions() -> dict[str, int]:
+    """``function_id -> schema_version`` of every contract function (templates with their
+    ``{placeholder}`` ids)."""
+    return {f.function_id: f.contract_version for f in contract_functions()}
 
 
 def file_stem(function_id: str) -> str:
@@ -94,6 +103,7 @@ def contract_functions() -> list[ExportedFunction]:
                 parameters=parameters,
                 request_schema=_with_dialect(descriptor.request.model_json_schema()),
                 response_schema=_with_dialect(descriptor.response_schema()),
+                contract_version=descriptor.contract_version,
             )
     return [found[key] for key in sorted(found)]
 
@@ -142,6 +152,7 @@ def export_schemas(directory: Path, *, force: bool = False) -> list[ExportedFunc
             raise ValueError(f"{function.function_id} and {files[stem]} share the file {stem}")
         files[stem] = function.function_id
         entry: dict[str, Any] = {
+            "contract_version": function.contract_version,
             "description": function.description,
             "kind": function.kind,
             "module": function.module,

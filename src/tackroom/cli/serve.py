@@ -12,11 +12,14 @@ from __future__ import annotations
 import argparse
 import asyncio
 import importlib.util
+import json
+import os
 import signal
 import sys
 from pathlib import Path
 
 from tackroom.cli import _startup
+from tackroom.cli.install import add_worker_parsers
 from tackroom.harness.wiring import (
     agent_workers,
     fallback_providers,
@@ -25,6 +28,7 @@ from tackroom.harness.wiring import (
     served_config,
 )
 from tackroom.runtime.config import HarnessConfig, load_config
+from tackroom.runtime.errors import ConfigError
 from tackroom.runtime.host import Host
 
 __all__ = ["add_parsers"]
@@ -49,6 +53,11 @@ def add_parsers(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -
     run.add_argument("name", help="the worker's name (an entry point of tackroom.workers)")
     _host_options(run)
     run.set_defaults(run=_run_worker)
+    add_worker_parsers(worker_commands)
+
+
+ENGINE_ENV = "TACKROOM_ENGINE"
+WORKER_CONFIG_ENV = "TACKROOM_WORKER_CONFIG"
 
 
 def _host_options(parser: argparse.ArgumentParser) -> None:
@@ -109,10 +118,24 @@ def _wants_gateway(config: HarnessConfig) -> bool:
 
 
 def _run_worker(args: argparse.Namespace) -> int:
+    """``TACKROOM_ENGINE`` and ``TACKROOM_WORKER_CONFIG`` (the worker's section as JSON), when
+    set, stand for ``--engine`` and the config's section: how ``tackroom contracts check`` starts
+    a worker in any language."""
     config = load_config(args.config)
+    section = os.environ.get(WORKER_CONFIG_ENV)
+    if section is not None:
+        try:
+            value = json.loads(section)
+        except json.JSONDecodeError as exc:
+            raise ConfigError(None, f"{WORKER_CONFIG_ENV} is not JSON: {exc}") from None
+        if not isinstance(value, dict):
+            raise ConfigError(None, f"{WORKER_CONFIG_ENV} must be a JSON object")
+        sections = {**config.worker_config, args.name: value}
+        config = config.model_copy(update={"worker_config": sections})
     if args.name == _GATEWAY:
         config = gateway_host_config(config)
-    host = Host.from_config(config, workers=[args.name], engine_url=args.engine)
+    engine_url = args.engine or os.environ.get(ENGINE_ENV) or None
+    host = Host.from_config(config, workers=[args.name], engine_url=engine_url)
     return asyncio.run(_host_until_signalled(host))
 
 

@@ -109,6 +109,14 @@ class Function(Generic[Req, Resp]):
     def response(self) -> Any:
         return self._response.type
 
+    @property
+    def contract_version(self) -> int:
+        """The contract's version: its request's ``schema_version`` default (1 without one),
+        what a worker serving it announces in the catalog."""
+        field = self.request.model_fields.get("schema_version")
+        default = None if field is None else field.default
+        return default if isinstance(default, int) and not isinstance(default, bool) else 1
+
     def at(self, function_id: str) -> Function[Req, Resp]:
         """The same contract served under ``function_id`` (configurable ids)."""
         return self._clone(function_id)

@@ -166,6 +166,10 @@ class FunctionEntry(_Model):
     description: str
     request_schema: dict[str, Any] | None
     response_schema: dict[str, Any] | None
+    version: str = ""
+    """The serving worker's version (``""``: it announced none)."""
+    contract_version: int | None = None
+    """The ``schema_version`` of the contract the function keeps (``None``: none declared)."""
 
 
 class FunctionList(_Model):
@@ -177,6 +181,10 @@ class WorkerEntry(_Model):
     functions: list[str]
     pid: int
     host: str
+    version: str = ""
+    """The worker's version as it announced it (``""``: none)."""
+    contracts: dict[str, int] = {}
+    """``function_id -> schema_version`` of each contract function it serves."""
 
 
 class WorkerList(_Model):

@@ -62,6 +62,8 @@ class LocalRegistration:
     response_schema: dict[str, Any] | LazySchema | None = None
     on_unregister: Callable[[LocalRegistration], Awaitable[None]] | None = None
     hop: bool = False
+    version: str = ""
+    contract_version: int | None = None
     id: str = field(default_factory=lambda: f"reg-{next(_ids)}")
 
     async def unregister(self) -> None:
@@ -80,6 +82,8 @@ def new_registration(
     response_schema: dict[str, Any] | LazySchema | None,
     on_unregister: Callable[[LocalRegistration], Awaitable[None]],
     hop: bool = False,
+    version: str = "",
+    contract_version: int | None = None,
 ) -> LocalRegistration:
     """A checked registration, as every backend's ``register_function`` builds it."""
     if not function_id or not isinstance(function_id, str):
@@ -93,6 +97,8 @@ def new_registration(
         response_schema=response_schema,
         on_unregister=on_unregister,
         hop=hop,
+        version=version,
+        contract_version=contract_version,
     )
 
 
@@ -223,20 +229,12 @@ class FunctionRegistry:
                 description=reg.description,
                 request_schema=reg.request_schema,
                 response_schema=reg.response_schema,
+                version=reg.version,
+                contract_version=reg.contract_version,
             )
             for replicas in self._replicas.values()
             for reg in replicas
         ]
 
-    def workers(self, *, extra: Mapping[str, set[str]] | None = None) -> list[WorkerInfo]:
-        by_worker: dict[str, set[str]] = {}
-        for replicas in self._replicas.values():
-            for reg in replicas:
-                by_worker.setdefault(reg.worker, set()).add(reg.function_id)
-        for worker, ids in (extra or {}).items():
-            by_worker.setdefault(worker, set()).update(ids)
-        pid, host = os.getpid(), socket.gethostname()
-        return [
-            WorkerInfo(name=name, functions=sorted(ids), pid=pid, host=host)
-            for name, ids in sorted(by_worker.items())
-        ]
+    def workers(self) -> list[WorkerInfo]:
+        return WorkerInfo.of(self.functions(), pid=os.getpid(), host=socket.gethostname())

@@ -7,7 +7,7 @@ are JSON values; a pydantic model given as a payload is serialized at the edge.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
 from contextlib import AbstractAsyncContextManager
 from contextvars import ContextVar
 from dataclasses import dataclass, field
@@ -148,7 +148,15 @@ class FunctionInfo:
     """A function in the catalog. A schema registered as a :class:`LazySchema` is built when its
     attribute is first read."""
 
-    __slots__ = ("_request", "_response", "description", "function_id", "worker")
+    __slots__ = (
+        "_request",
+        "_response",
+        "contract_version",
+        "description",
+        "function_id",
+        "version",
+        "worker",
+    )
 
     def __init__(
         self,
@@ -157,12 +165,19 @@ class FunctionInfo:
         description: str,
         request_schema: dict[str, Any] | LazySchema | None,
         response_schema: dict[str, Any] | LazySchema | None,
+        *,
+        version: str = "",
+        contract_version: int | None = None,
     ) -> None:
         self.function_id = function_id
         self.worker = worker
         self.description = description
         self._request = request_schema
         self._response = response_schema
+        self.version = version
+        """The serving worker's own version (``""``: it announced none)."""
+        self.contract_version = contract_version
+        """The ``schema_version`` of the contract it serves (``None``: no declared contract)."""
 
     @property
     def request_schema(self) -> dict[str, Any] | None:
@@ -179,6 +194,8 @@ class FunctionInfo:
             self.description,
             self.request_schema,
             self.response_schema,
+            self.version,
+            self.contract_version,
         )
 
     def __eq__(self, other: object) -> bool:
@@ -192,10 +209,38 @@ class FunctionInfo:
 
 @dataclass(frozen=True, slots=True)
 class WorkerInfo:
+    """A worker as one process announces it: what it serves, at which versions, where."""
+
     name: str
     functions: list[str]
     pid: int
     host: str
+    version: str = ""
+    """The worker's own version (``""``: it announced none)."""
+    contracts: dict[str, int] = field(default_factory=dict)
+    """``function_id -> schema_version`` of each contract function it serves."""
+
+    @classmethod
+    def of(cls, functions: Iterable[FunctionInfo], *, pid: int, host: str) -> list[WorkerInfo]:
+        """One ``WorkerInfo`` per worker name among ``functions`` (one process's), sorted."""
+        grouped: dict[str, list[FunctionInfo]] = {}
+        for info in functions:
+            grouped.setdefault(info.worker, []).append(info)
+        return [
+            cls(
+                name=name,
+                functions=sorted({info.function_id for info in infos}),
+                pid=pid,
+                host=host,
+                version=next((info.version for info in infos if info.version), ""),
+                contracts={
+                    info.function_id: info.contract_version
+                    for info in sorted(infos, key=lambda info: info.function_id)
+                    if info.contract_version is not None
+                },
+            )
+            for name, infos in sorted(grouped.items())
+        ]
 
 
 @dataclass(frozen=True, slots=True)
@@ -329,10 +374,14 @@ class Engine(Protocol):
         response_schema: dict[str, Any] | LazySchema | None = None,
         worker: str = "anonymous",
         hop: bool = False,
+        version: str = "",
+        contract_version: int | None = None,
     ) -> Registration:
         """Serve ``function_id`` with ``handler``. ``hop``: the function is a bus hop whose
         invocations open no span of their own while tracing makes spans for steps only (the
-        trace context still passes through; see :mod:`tackroom.engine.tracing`)."""
+        trace context still passes through; see :mod:`tackroom.engine.tracing`). ``version``
+        and ``contract_version`` are what the catalog announces: the serving worker's version
+        and the ``schema_version`` of the contract the function keeps."""
         ...
 
     async def trigger(

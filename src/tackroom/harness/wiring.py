@@ -154,7 +154,7 @@ def agent_workers(
     worker, the trace store when spans go to the bus, the quota worker (and the hooks it charges
     tokens through) when ``worker_config.quota`` sets limits; ``sessions`` replaces the
     ``sessions`` worker (``Harness.use_memory``)."""
-    names = [*config.agent.workers, *config.workers]
+    names = [*config.agent.workers, *config.workers, *config.installed_workers]
     mcp = config.worker_config.get("mcp")
     if isinstance(mcp, Mapping) and mcp.get("servers"):
         names.append("mcp")

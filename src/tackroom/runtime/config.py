@@ -31,6 +31,7 @@ from tackroom.engine.factory import parse_embedded_url
 from tackroom.engine.tracing import SpanMode, TracingConfig
 from tackroom.runtime.confine import WorkerGrant
 from tackroom.runtime.errors import ConfigError
+from tackroom.runtime.installed import InstalledWorker
 from tackroom.runtime.worker import WorkerSpec
 from tackroom.runtime.yamlfile import YamlProblem, load_yaml, shown_key
 
@@ -187,6 +188,10 @@ class HarnessConfig(_Section):
     worker_grants: dict[str, WorkerGrant] = Field(default_factory=dict)
     """Workers confined on the embedded bus to serving their own tools
     (:mod:`tackroom.runtime.confine`; on NATS: ``tackroom nats config``), by worker name."""
+    installed_workers: dict[str, InstalledWorker] = Field(default_factory=dict)
+    """Worker packages ``tackroom worker add`` installed, by worker name: they join the agent's
+    boot list, and take a built-in's place only where ``replaces`` names it
+    (:mod:`tackroom.runtime.installed`)."""
 
     _path: Path | None = PrivateAttr(default=None)
     _node: yaml.Node | None = PrivateAttr(default=None)
@@ -241,7 +246,8 @@ class HarnessConfig(_Section):
             ) from None
 
     def check_worker_sections(self, known: list[str]) -> None:
-        """Every ``worker_config`` section must name a worker that exists."""
+        """Every ``worker_config`` section must name a worker that exists (or is installed)."""
+        known = [*known, *self.installed_workers]
         for name in self.worker_config:
             if name not in known:
                 close = difflib.get_close_matches(name, known, n=3)

@@ -94,6 +94,8 @@ class ConfinedEngine:
         response_schema: dict[str, Any] | LazySchema | None = None,
         worker: str = "anonymous",
         hop: bool = False,
+        version: str = "",
+        contract_version: int | None = None,
     ) -> Registration:
         if not self._grant.allows(function_id):
             self._refuse(f"serve {function_id}")
@@ -105,6 +107,8 @@ class ConfinedEngine:
             response_schema=response_schema,
             worker=worker,
             hop=hop,
+            version=version,
+            contract_version=contract_version,
         )
 
     async def trigger(

@@ -24,7 +24,8 @@ from tackroom.runtime.confine import ConfinedEngine
 from tackroom.runtime.endpoint import LocalEndpoint
 from tackroom.runtime.errors import ConfigError, WorkerCrashed, WorkerStartError
 from tackroom.runtime.registry import available_workers, is_builtin, load_worker
-from tackroom.runtime.worker import WorkerContext, WorkerSpec
+from tackroom.runtime.installed import boot_list, installed_spec
+from tackroom.runtime.worker import WorkerContext, WorkerSpec, version_of
 
 if TYPE_CHECKING:
     from opentelemetry.sdk.trace import TracerProvider
@@ -86,8 +87,13 @@ class Host:
         """
         if not all(is_builtin(name) for name in config.worker_config):
             config.check_worker_sections(available_workers())
-        specs = [load_worker(name) for name in (config.workers if workers is None else workers)]
         url = engine_url or config.engine
+        installed = config.installed_workers
+        specs = [
+            (installed_spec(name, installed[name], engine_url=url) if name in installed else None)
+            or load_worker(name)
+            for name in boot_list(config.workers if workers is None else workers, installed)
+        ]
         provider = build_tracer_provider(config.tracing.to_tracing_config())
         try:
             engine = open_engine(
@@ -158,6 +164,7 @@ class Host:
                     config=settings,
                     on_task_error=functools.partial(self._task_failed, spec.name),
                     announcements=self.announcements,
+                    version=version_of(spec),
                 )
                 stack.push_async_callback(ctx.close)
                 try:

@@ -56,6 +56,7 @@ async def serve_tool(
             required_permission=tool.required_permission,
             max_result_chars=tool.max_result_chars,
         ),
+        contract_version=tool.contract_version,
     )
 
 
@@ -70,6 +71,7 @@ async def register_tool(
     idempotent: bool,
     parallel: bool,
     traits: ToolTraits | None = None,
+    contract_version: int | None = None,
 ) -> Registration:
     async def run(payload: Any) -> Any:
         arguments, call = split_call({} if payload is None else payload)
@@ -89,4 +91,5 @@ async def register_tool(
             )
         ),
         response_schema=LazySchema(response_model.model_json_schema),
+        contract_version=contract_version,
     )

@@ -9,20 +9,22 @@ with ``ctx.spawn``, which the host cancels and awaits at shutdown.
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
-from collections.abc import Awaitable, Callable, Coroutine
-from dataclasses import dataclass
+from collections.abc import Awaitable, Callable, Coroutine, Mapping
+from dataclasses import dataclass, field
 from typing import Any, Generic, TypeVar
 
 from pydantic import BaseModel, ConfigDict
 
+from tackroom._version import __version__
 from tackroom.contracts.bus import Function, Tool
 from tackroom.engine.errors import EngineUnavailable, unavailable_cause
 from tackroom.engine.protocol import Engine, Handler, LazySchema, Registration
 from tackroom.runtime.tasks import TaskErrorHandler, TaskSet
 from tackroom.runtime.typed import typed_handler
 
-__all__ = ["WorkerConfig", "WorkerContext", "WorkerSpec"]
+__all__ = ["WorkerConfig", "WorkerContext", "WorkerSpec", "version_of"]
 
 ConfigT = TypeVar("ConfigT", bound=BaseModel)
 RequestT = TypeVar("RequestT", bound=BaseModel)
@@ -46,6 +48,37 @@ class WorkerSpec(Generic[ConfigT]):
     description: str
     config_model: type[ConfigT]
     start: Callable[[WorkerContext[ConfigT]], Awaitable[None]]
+    version: str = ""
+    """What the catalog announces as this worker's version; ``""``: the version of the installed
+    distribution that holds its module (tackroom's own for a built-in; see :func:`version_of`)."""
+    contracts: Mapping[str, int] = field(default_factory=dict)
+    """``function_id -> schema_version`` of the contracts this worker was written against, for
+    ``tackroom worker add`` to check before it is installed; at run time each function served
+    through :meth:`WorkerContext.serve` announces its descriptor's version itself."""
+
+
+def version_of(spec: WorkerSpec[Any]) -> str:
+    """``spec.version``, else the version of the installed distribution its module belongs to
+    (tackroom's own for a built-in, read without package metadata), else tackroom's."""
+    if spec.version:
+        return spec.version
+    top = str(getattr(spec.start, "__module__", "") or "").split(".")[0]
+    if top and top != "tackroom":
+        from importlib.metadata import PackageNotFoundError, version
+
+        for distribution in _distributions().get(top, []):
+            try:
+                return version(distribution)
+            except PackageNotFoundError:
+                continue
+    return __version__
+
+
+@functools.cache
+def _distributions() -> Mapping[str, list[str]]:
+    from importlib.metadata import packages_distributions
+
+    return packages_distributions()
 
 
 class WorkerContext(Generic[ConfigT]):
@@ -63,10 +96,13 @@ class WorkerContext(Generic[ConfigT]):
         config: ConfigT,
         on_task_error: TaskErrorHandler | None = None,
         announcements: list[str] | None = None,
+        version: str = "",
     ) -> None:
         self.engine = engine
         self.name = name
         self.config = config
+        self.version = version
+        """What every registration made through this context announces as the worker's version."""
         self._announcements = announcements if announcements is not None else []
         self._registrations: list[Registration] = []
         self._tasks = TaskSet(owner=f"worker {name}", on_error=on_task_error)
@@ -89,8 +125,10 @@ class WorkerContext(Generic[ConfigT]):
         request_schema: dict[str, Any] | LazySchema | None = None,
         response_schema: dict[str, Any] | LazySchema | None = None,
         hop: bool = False,
+        contract_version: int | None = None,
     ) -> Registration:
-        """``hop``: a bus hop, no span of its own (see ``Engine.register_function``)."""
+        """``hop``: a bus hop, no span of its own; ``contract_version``: the ``schema_version``
+        of the contract the function keeps (see ``Engine.register_function``)."""
         return self._track(
             await self.engine.register_function(
                 function_id,
@@ -100,6 +138,8 @@ class WorkerContext(Generic[ConfigT]):
                 response_schema=response_schema,
                 worker=self.name,
                 hop=hop,
+                version=self.version,
+                contract_version=contract_version,
             )
         )
 
@@ -127,6 +167,7 @@ class WorkerContext(Generic[ConfigT]):
             request_schema=typed.request_schema,
             response_schema=typed.response_schema,
             hop=function.hop,
+            contract_version=function.contract_version,
         )
 
     async def add_state_trigger(self, scope: str, function_id: str) -> Registration:

@@ -200,6 +200,8 @@ class EmbeddedEngine:
         response_schema: dict[str, Any] | LazySchema | None = None,
         worker: str = "anonymous",
         hop: bool = False,
+        version: str = "",
+        contract_version: int | None = None,
     ) -> LocalRegistration:
         registration = new_registration(
             function_id,
@@ -210,6 +212,8 @@ class EmbeddedEngine:
             response_schema=response_schema,
             on_unregister=self._unregister_function,
             hop=hop,
+            version=version,
+            contract_version=contract_version,
         )
         self._registry.add(registration)
         return registration

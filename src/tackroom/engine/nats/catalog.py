@@ -71,6 +71,8 @@ class Catalog:
                     "description": info.description,
                     "request_schema": info.request_schema,
                     "response_schema": info.response_schema,
+                    "version": info.version,
+                    "contract_version": info.contract_version,
                 }
                 for info in self._functions()
             ],
@@ -134,28 +136,14 @@ class Catalog:
         return live
 
     async def functions(self) -> list[FunctionInfo]:
-        return [
-            FunctionInfo(
-                function_id=item["function_id"],
-                worker=item["worker"],
-                description=item["description"],
-                request_schema=item["request_schema"],
-                response_schema=item["response_schema"],
-            )
-            for entry in await self.entries()
-            for item in entry["functions"]
-        ]
+        return [info for entry in await self.entries() for info in _functions_of(entry)]
 
     async def workers(self) -> list[WorkerInfo]:
         """One ``WorkerInfo`` per worker name and process serving it."""
         found: list[WorkerInfo] = []
         for entry in await self.entries():
-            by_worker: dict[str, set[str]] = {}
-            for item in entry["functions"]:
-                by_worker.setdefault(item["worker"], set()).add(item["function_id"])
             found.extend(
-                WorkerInfo(name=name, functions=sorted(ids), pid=entry["pid"], host=entry["host"])
-                for name, ids in by_worker.items()
+                WorkerInfo.of(_functions_of(entry), pid=entry["pid"], host=entry["host"])
             )
         found.sort(key=lambda info: (info.name, info.host, info.pid))
         return found
@@ -175,3 +163,24 @@ class Catalog:
                 ):
                     count += 1
         return count
+
+
+def _functions_of(entry: dict[str, Any]) -> list[FunctionInfo]:
+    """An entry's functions; ``version`` and ``contract_version`` are optional (an engine that
+    announces none, as before they existed, still lists)."""
+    return [
+        FunctionInfo(
+            function_id=item["function_id"],
+            worker=item["worker"],
+            description=item["description"],
+            request_schema=item["request_schema"],
+            response_schema=item["response_schema"],
+            version=str(item.get("version") or ""),
+            contract_version=_version(item.get("contract_version")),
+        )
+        for item in entry["functions"]
+    ]
+
+
+def _version(value: Any) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) else None

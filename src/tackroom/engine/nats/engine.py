@@ -309,6 +309,8 @@ class NatsEngine:
         response_schema: dict[str, Any] | LazySchema | None = None,
         worker: str = "anonymous",
         hop: bool = False,
+        version: str = "",
+        contract_version: int | None = None,
     ) -> LocalRegistration:
         registration = new_registration(
             function_id,
@@ -319,6 +321,8 @@ class NatsEngine:
             response_schema=response_schema,
             on_unregister=self._unregister_function,
             hop=hop,
+            version=version,
+            contract_version=contract_version,
         )
         async with self._live() as parts:
             self.registry.add(registration)

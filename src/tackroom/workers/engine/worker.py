@@ -143,6 +143,8 @@ async def _start(ctx: WorkerContext[EngineWorkerConfig]) -> None:
                     description=i.description,
                     request_schema=i.request_schema,
                     response_schema=i.response_schema,
+                    version=i.version,
+                    contract_version=i.contract_version,
                 )
                 for i in infos
             ]
@@ -152,7 +154,14 @@ async def _start(ctx: WorkerContext[EngineWorkerConfig]) -> None:
         infos = await engine.list_workers()
         return WorkerList(
             workers=[
-                WorkerEntry(name=w.name, functions=w.functions, pid=w.pid, host=w.host)
+                WorkerEntry(
+                    name=w.name,
+                    functions=w.functions,
+                    pid=w.pid,
+                    host=w.host,
+                    version=w.version,
+                    contracts=w.contracts,
+                )
                 for w in infos
             ]
         )
