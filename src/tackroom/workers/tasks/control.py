@@ -81,9 +81,13 @@ def summaries(runs: list[tuple[str, TaskRun]], status: RunStatus | None) -> List
     )
 
 
-def current(run: TaskRun, delivery: StepDelivery) -> bool:
+def current(run: TaskRun, delivery: StepDelivery, *, outcome: bool = False) -> bool:
+    """Whether ``delivery`` is still its instance's attempt, of a running run — or, for an
+    ``outcome`` to record, of a paused one too: a step under way when the run was paused
+    finishes and commits (the planner starts nothing new while the run is paused)."""
     instance = run.instances.get(delivery.instance)
-    if run.status != "running" or instance is None or instance.attempt != delivery.attempt:
+    statuses = ("running", "paused") if outcome else ("running",)
+    if run.status not in statuses or instance is None or instance.attempt != delivery.attempt:
         return False
     return instance.status in _WAKES[delivery.wake]
 
@@ -111,7 +115,7 @@ def together(changes: list[Change]) -> Change:
 
 def recording(delivery: StepDelivery, outcome: Outcome) -> Change:
     def record(run: TaskRun, plan: GraphPlan) -> list[str] | None:
-        if not current(run, delivery):
+        if not current(run, delivery, outcome=True):
             return None
         return apply_outcome(run, plan, delivery.instance, outcome, now=time.time())
 
