@@ -40,6 +40,7 @@ COMMAND_MODULES: dict[str, str] = {
     "nats": "nats",
     "keys": "keys",
     "schema": "schema",
+    "contracts": "contracts",
 }
 """Which ``tackroom.cli`` module defines each command. Only the one being run is imported, so
 ``tackroom run`` does not pay for the approvals or budget commands' imports."""

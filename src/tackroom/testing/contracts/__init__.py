@@ -23,13 +23,15 @@ import pytest  # noqa: E402
 
 _SUITES = (
     "access base approvers approvals budget catalog compactor credentials directory hooks http"
-    " memory policy provider sandbox sessions traces"
+    " memory policy provider sandbox sessions tools traces files shell mcp agents audit tasks"
 )
 # Before the suites are imported: their plain asserts get pytest's explanations.
 pytest.register_assert_rewrite(*(f"{__name__}.{suite}" for suite in _SUITES.split()))
 
 from tackroom.testing.contracts.access import AccessContract  # noqa: E402
+from tackroom.testing.contracts.agents import AgentsContract  # noqa: E402
 from tackroom.testing.contracts.approvals import ApprovalsContract  # noqa: E402
+from tackroom.testing.contracts.audit import AuditContract  # noqa: E402
 from tackroom.testing.contracts.base import (  # noqa: E402
     CONTRACT_TIMEOUT,
     OnEveryBackend,
@@ -40,26 +42,37 @@ from tackroom.testing.contracts.catalog import CatalogContract  # noqa: E402
 from tackroom.testing.contracts.compactor import CompactorContract  # noqa: E402
 from tackroom.testing.contracts.credentials import CredentialsContract  # noqa: E402
 from tackroom.testing.contracts.directory import DirectoryContract  # noqa: E402
+from tackroom.testing.contracts.files import FilesContract  # noqa: E402
 from tackroom.testing.contracts.hooks import HooksContract  # noqa: E402
 from tackroom.testing.contracts.http import HttpContract  # noqa: E402
+from tackroom.testing.contracts.mcp import TIME_PROBE, McpContract, McpProbe  # noqa: E402
 from tackroom.testing.contracts.memory import MemoryContract  # noqa: E402
 from tackroom.testing.contracts.policy import PolicyContract  # noqa: E402
 from tackroom.testing.contracts.provider import ProviderContract, ProviderSubject  # noqa: E402
 from tackroom.testing.contracts.sandbox import SandboxContract  # noqa: E402
 from tackroom.testing.contracts.sessions import SessionsContract  # noqa: E402
+from tackroom.testing.contracts.shell import ShellContract  # noqa: E402
+from tackroom.testing.contracts.tasks import TasksContract  # noqa: E402
+from tackroom.testing.contracts.tools import ToolContract  # noqa: E402
 from tackroom.testing.contracts.traces import TracesContract  # noqa: E402
 
 __all__ = [
     "CONTRACT_TIMEOUT",
+    "TIME_PROBE",
     "AccessContract",
+    "AgentsContract",
     "ApprovalsContract",
+    "AuditContract",
     "BudgetContract",
     "CatalogContract",
     "CompactorContract",
     "CredentialsContract",
     "DirectoryContract",
+    "FilesContract",
     "HooksContract",
     "HttpContract",
+    "McpContract",
+    "McpProbe",
     "MemoryContract",
     "OnEveryBackend",
     "PolicyContract",
@@ -67,6 +80,9 @@ __all__ = [
     "ProviderSubject",
     "SandboxContract",
     "SessionsContract",
+    "ShellContract",
+    "TasksContract",
+    "ToolContract",
     "TracesContract",
     "WorkerContract",
 ]

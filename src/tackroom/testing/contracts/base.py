@@ -6,11 +6,15 @@ replacement worker proves it fits by subclassing the suite with its own ``worker
 ``worker``, its ``WorkerSpec``). Every test runs once per backend of
 :data:`tackroom.testing.backends.BACKENDS` (``embedded``, ``nats``); a subclass narrows that with
 :attr:`OnEveryBackend.backends`.
+
+A worker in another process or language sets :attr:`WorkerContract.worker_command` instead: each
+test starts that command on a NATS engine of its own (see :mod:`.external`), so the same tests
+run against it unchanged.
 """
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Mapping, Sequence
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
@@ -25,6 +29,7 @@ from tackroom.runtime.host import Host
 from tackroom.runtime.registry import load_worker
 from tackroom.runtime.worker import WorkerSpec
 from tackroom.testing.backends import BACKENDS, engine_url_for
+from tackroom.testing.contracts.external import external_worker
 
 if TYPE_CHECKING:
     from opentelemetry.sdk.trace import TracerProvider
@@ -63,6 +68,21 @@ class WorkerContract(OnEveryBackend):
     """Or the worker itself (its module's ``WorkerSpec``), which needs no entry point; it wins
     over :attr:`worker_name`."""
 
+    worker_command: ClassVar[Sequence[str] | None] = None
+    """Or a command that runs the worker in a process of its own, in any language: each test
+    starts it with ``TACKROOM_ENGINE`` (the test's NATS engine URL) and ``TACKROOM_WORKER_CONFIG``
+    (its config section, JSON) in the environment, waits for a stdout line holding the word
+    ``ready``, and stops it with SIGTERM afterwards. It wins over :attr:`worker` and
+    :attr:`worker_name`; the tests run on NATS only (``backends = ("nats",)``)."""
+
+    def pytest_generate_tests(self, metafunc: pytest.Metafunc) -> None:
+        if self.worker_command is not None and "nats" not in self.backends:
+            raise ValueError("a worker_command joins the bus over NATS: keep 'nats' in backends")
+        if self.worker_command is not None and "backend" in metafunc.fixturenames:
+            metafunc.parametrize("backend", ["nats"])
+            return
+        super().pytest_generate_tests(metafunc)
+
     def worker_spec(self) -> WorkerSpec[Any]:
         return self.worker if self.worker is not None else load_worker(self.worker_name)
 
@@ -73,16 +93,32 @@ class WorkerContract(OnEveryBackend):
         config: dict[str, Any] | None = None,
         *,
         tracer_provider: TracerProvider | None = None,
+        beside: Sequence[WorkerSpec[Any] | str] = (),
+        beside_config: Mapping[str, Any] | None = None,
     ) -> AsyncIterator[Engine]:
-        """A started engine at ``engine_url`` serving the worker under test (and nothing else),
-        with ``config`` as its config section."""
-        spec = self.worker_spec()
+        """A started engine at ``engine_url`` serving the worker under test with ``config`` as
+        its config section, and the workers ``beside`` it (collaborators a suite needs, each
+        with its section in ``beside_config``) in this process."""
+        sections = dict(beside_config or {})
+        under_test: list[WorkerSpec[Any] | str] = []
+        if self.worker_command is None:
+            spec = self.worker_spec()
+            under_test.append(spec)
+            if config is not None:
+                sections[spec.name] = config
         harness = HarnessConfig.defaults()
-        if config is not None:
-            harness = harness.model_copy(update={"worker_config": {spec.name: config}})
+        if sections:
+            harness = harness.model_copy(update={"worker_config": sections})
         engine = open_engine(engine_url, tracer_provider=tracer_provider)
-        async with Host(engine=engine, workers=[spec], config=harness) as host:
-            yield host.engine
+        specs = [w if isinstance(w, WorkerSpec) else load_worker(w) for w in [*under_test, *beside]]
+        async with Host(engine=engine, workers=specs, config=harness) as host:
+            if self.worker_command is None:
+                yield host.engine
+                return
+            async with external_worker(
+                self.worker_command, engine_url=engine_url, config=config or {}
+            ):
+                yield host.engine
 
     @pytest.fixture
     async def bus(self, engine_url: str) -> AsyncIterator[Engine]:
