@@ -24,6 +24,7 @@ import pytest  # noqa: E402
 _SUITES = (
     "access base approvers approvals budget catalog compactor credentials directory hooks http"
     " memory policy provider sandbox sessions tools traces files shell mcp agents audit tasks"
+    " orchestra orchestrator"
 )
 # Before the suites are imported: their plain asserts get pytest's explanations.
 pytest.register_assert_rewrite(*(f"{__name__}.{suite}" for suite in _SUITES.split()))
@@ -47,6 +48,7 @@ from tackroom.testing.contracts.hooks import HooksContract  # noqa: E402
 from tackroom.testing.contracts.http import HttpContract  # noqa: E402
 from tackroom.testing.contracts.mcp import TIME_PROBE, McpContract, McpProbe  # noqa: E402
 from tackroom.testing.contracts.memory import MemoryContract  # noqa: E402
+from tackroom.testing.contracts.orchestrator import OrchestratorContract  # noqa: E402
 from tackroom.testing.contracts.policy import PolicyContract  # noqa: E402
 from tackroom.testing.contracts.provider import ProviderContract, ProviderSubject  # noqa: E402
 from tackroom.testing.contracts.sandbox import SandboxContract  # noqa: E402
@@ -75,6 +77,7 @@ __all__ = [
     "McpProbe",
     "MemoryContract",
     "OnEveryBackend",
+    "OrchestratorContract",
     "PolicyContract",
     "ProviderContract",
     "ProviderSubject",
