@@ -1,14 +1,22 @@
 """Engine latency benchmark: prints one JSON document with p50/p99 per figure and the machine.
 
-    python bench/engine.py [--engine URL] [--samples N]
+    python bench/engine.py [--engine URL] [--samples N] [--only SECTION]...
 
-Figures (microseconds), each with tracing off and on:
+Sections (``--only`` takes these names; both run by default):
+
+``primitives``: figures (microseconds), each with tracing off and on:
 - ``trigger``: round trip of a trivial function;
 - ``enqueue_to_handler``: from calling ``enqueue`` to the handler starting (durable);
 - ``cas_write``: ``set_state`` with ``expected_revision``;
 - ``concurrent_cas_writes``: 100 tasks each making one such write at once, per write (the
   embedded engine writes them in one shared transaction: group commit);
 - ``append_to_subscriber``: from calling ``append`` to a live subscriber receiving the record.
+
+``cross_language``: ``trigger`` from Python over NATS to an echo served by a TypeScript worker
+(``ts``) and by a Python worker (``py``), each in a process of its own, interleaved in rounds:
+p50/p90 wall time, the calling process's CPU per call, and the ratio ts/py (target ≤ 1.3). On
+``--engine nats://…`` if given, else on a nats-server of its own; skipped (with a note) without
+node or a built sdk/typescript (bench/crosslang.py says more).
 
 Timing is wall clock on a shared machine: compare medians and ratios from one run.
 """
@@ -25,6 +33,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from _common import machine, p50_p99
+from crosslang import bench_cross_language
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import BatchSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
@@ -162,18 +171,33 @@ async def run_suite(url: str, count: int, *, tracing: bool) -> dict[str, Any]:
             provider.shutdown()
 
 
+SECTIONS = ("primitives", "cross_language")
+
+
 async def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--engine", default=None, help="engine URL (default: a temp embedded file)")
     parser.add_argument("--samples", type=int, default=3000)
+    parser.add_argument(
+        "--only",
+        action="append",
+        choices=SECTIONS,
+        default=[],
+        metavar="SECTION",
+        help=f"run only this section (repeatable): {', '.join(SECTIONS)}",
+    )
     args = parser.parse_args()
-    with tempfile.TemporaryDirectory(prefix="tackroom-bench-") as tmp:
-        results: dict[str, Any] = {}
-        for tracing in (False, True):
-            url = args.engine or f"embedded:{tmp}/engine-{'on' if tracing else 'off'}.db"
-            results["tracing_on" if tracing else "tracing_off"] = await run_suite(
-                url, args.samples, tracing=tracing
-            )
+    sections = args.only or SECTIONS
+    results: dict[str, Any] = {}
+    if "primitives" in sections:
+        with tempfile.TemporaryDirectory(prefix="tackroom-bench-") as tmp:
+            for tracing in (False, True):
+                url = args.engine or f"embedded:{tmp}/engine-{'on' if tracing else 'off'}.db"
+                results["tracing_on" if tracing else "tracing_off"] = await run_suite(
+                    url, args.samples, tracing=tracing
+                )
+    if "cross_language" in sections:
+        results["cross_language"] = await bench_cross_language(args.engine, args.samples)
     report = {
         "schema_version": 1,
         "benchmark": "engine",
