@@ -21,6 +21,7 @@ import yaml
 from tackroom.runtime.config import load_config
 from tackroom.runtime.host import Host
 from tackroom.runtime.installed import InstalledWorker, boot_list
+from tackroom.runtime.registry import available_workers
 from tackroom.testing.backends import engine_url_for
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -87,6 +88,7 @@ def project(tmp_path: Path) -> Iterator[Path]:
 
 
 async def test_a_pip_worker_is_added_booted_with_its_version_and_removed(project: Path) -> None:
+    assert "hello" not in available_workers()  # read before the install, as a live process has
     wheel = _wheel(
         project, dist="tackroom-hello-worker", name="hello", contracts={"tool::x": 1}
     )

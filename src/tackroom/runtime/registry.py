@@ -87,6 +87,10 @@ def load_worker(name: str) -> WorkerSpec[Any]:
     ``WorkerLoadError`` naming the extra to install when the worker needs one (``policy-cedar``:
     ``pip install 'tackroom[cedar]'``)."""
     target = BUILTIN_WORKERS.get(name) or _entry_point_targets().get(name)
+    if target is None:  # perhaps installed since the entry points were first read
+        _entry_point_targets.cache_clear()
+        importlib.invalidate_caches()
+        target = _entry_point_targets().get(name)
     if target is None:
         targets = _targets()
         known = sorted(targets)
