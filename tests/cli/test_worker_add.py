@@ -28,7 +28,7 @@ ROOT = Path(__file__).resolve().parents[2]
 SDK = ROOT / "sdk" / "typescript"
 TACKROOM = [sys.executable, "-m", "tackroom.cli.main"]
 
-WORKER_MODULE = '''
+WORKER_MODULE = """
 from tackroom.runtime.worker import WorkerConfig, WorkerSpec
 
 
@@ -46,7 +46,7 @@ WORKER = WorkerSpec(
     start=_start,
     contracts={contracts!r},
 )
-'''
+"""
 
 
 def _wheel(directory: Path, *, dist: str, name: str, contracts: dict[str, int]) -> Path:
@@ -89,9 +89,7 @@ def project(tmp_path: Path) -> Iterator[Path]:
 
 async def test_a_pip_worker_is_added_booted_with_its_version_and_removed(project: Path) -> None:
     assert "hello" not in available_workers()  # read before the install, as a live process has
-    wheel = _wheel(
-        project, dist="tackroom-hello-worker", name="hello", contracts={"tool::x": 1}
-    )
+    wheel = _wheel(project, dist="tackroom-hello-worker", name="hello", contracts={"tool::x": 1})
     added = _tackroom("worker", "add", str(wheel), "--replaces", "utilities", cwd=project)
     assert added.returncode == 0, added.stderr
     assert "installed worker hello 1.2.3" in added.stdout
@@ -240,3 +238,19 @@ def test_an_npm_worker_of_another_contract_version_is_refused(tmp_path: Path) ->
     assert len(added.stderr.strip().splitlines()) == 1, added.stderr
     assert "contract version 7" in added.stderr
     assert not (project / ".tackroom" / "npm" / "node_modules" / "ts-hello-worker").exists()
+
+
+def test_an_npm_worker_on_the_embedded_engine_is_one_readable_line(tmp_path: Path) -> None:
+    (tmp_path / "tackroom.yaml").write_text(
+        "schema_version: 1\ninstalled_workers:\n  ts-hello:\n    source: npm\n    spec: ./x\n"
+        "    package: x\n    command: [node, /nonexistent.js]\n"
+    )
+    (tmp_path / "script.json").write_text('{"schema_version": 1, "turns": [{"text": "hi"}]}')
+    ran = _tackroom(
+        "run", "hello", "--model", "scripted:x", "--script", "script.json", cwd=tmp_path
+    )
+    assert ran.returncode == 2
+    lines = ran.stderr.strip().splitlines()
+    assert len(lines) == 1, ran.stderr
+    assert "worker 'ts-hello' failed to start" in lines[0]
+    assert "joins the bus over NATS: set engine: nats://" in lines[0]

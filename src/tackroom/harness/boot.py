@@ -28,7 +28,7 @@ from tackroom.runtime.config import HarnessConfig
 from tackroom.runtime.endpoint import LocalEndpoint
 from tackroom.runtime.errors import EndpointUnavailable
 from tackroom.runtime.host import Host
-from tackroom.runtime.registry import load_worker
+from tackroom.runtime.installed import boot_specs
 from tackroom.runtime.worker import WorkerSpec
 
 if TYPE_CHECKING:
@@ -117,7 +117,8 @@ def build_host(
         config = config.model_copy(update={"worker_config": sections})
     own = brings.own_specs(model_name=model_name)
     defined = {spec.name for spec in own}
-    loaded = [] if bare else [load_worker(n) for n in dict.fromkeys(names) if n not in defined]
+    wanted = [n for n in dict.fromkeys(names) if n not in defined]
+    loaded = [] if bare else boot_specs(wanted, config.installed_workers, engine_url=engine_url)
     owned_tracing = None
     if engine is None:
         if tracer_provider is None:

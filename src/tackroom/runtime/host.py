@@ -23,8 +23,8 @@ from tackroom.runtime.config import HarnessConfig
 from tackroom.runtime.confine import ConfinedEngine
 from tackroom.runtime.endpoint import LocalEndpoint
 from tackroom.runtime.errors import ConfigError, WorkerCrashed, WorkerStartError
-from tackroom.runtime.registry import available_workers, is_builtin, load_worker
-from tackroom.runtime.installed import boot_list, installed_spec
+from tackroom.runtime.installed import boot_specs
+from tackroom.runtime.registry import available_workers, is_builtin
 from tackroom.runtime.worker import WorkerContext, WorkerSpec, version_of
 
 if TYPE_CHECKING:
@@ -88,12 +88,8 @@ class Host:
         if not all(is_builtin(name) for name in config.worker_config):
             config.check_worker_sections(available_workers())
         url = engine_url or config.engine
-        installed = config.installed_workers
-        specs = [
-            (installed_spec(name, installed[name], engine_url=url) if name in installed else None)
-            or load_worker(name)
-            for name in boot_list(config.workers if workers is None else workers, installed)
-        ]
+        names = config.workers if workers is None else workers
+        specs = boot_specs(names, config.installed_workers, engine_url=url)
         provider = build_tracer_provider(config.tracing.to_tracing_config())
         try:
             engine = open_engine(

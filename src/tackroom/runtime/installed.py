@@ -17,7 +17,13 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from tackroom.runtime.worker import WorkerSpec
 
-__all__ = ["INSTALLED_SCHEMA_VERSION", "InstalledWorker", "boot_list", "installed_spec"]
+__all__ = [
+    "INSTALLED_SCHEMA_VERSION",
+    "InstalledWorker",
+    "boot_list",
+    "boot_specs",
+    "installed_spec",
+]
 
 INSTALLED_SCHEMA_VERSION = 1
 
@@ -57,3 +63,21 @@ def installed_spec(
     from tackroom.runtime.process import process_worker
 
     return process_worker(name, worker.command, engine_url=engine_url, version=worker.version)
+
+
+def boot_specs(
+    names: Sequence[str], installed: Mapping[str, InstalledWorker], *, engine_url: str
+) -> list[WorkerSpec[Any]]:
+    """The specs a host boots for ``names``: replaced built-ins swapped (:func:`boot_list`), an
+    npm worker as its process, anything else loaded by name."""
+    from tackroom.runtime.registry import load_worker
+
+    return [
+        (
+            installed_spec(name, installed[name], engine_url=engine_url)
+            if name in installed
+            else None
+        )
+        or load_worker(name)
+        for name in boot_list(names, installed)
+    ]
