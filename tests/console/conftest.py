@@ -210,10 +210,14 @@ def _console_url(lines: queue.Queue[str | None]) -> str:
             return match[1]
 
 
-@pytest.fixture(scope="module")
-def console() -> Iterator[Console]:
+def require_chromium() -> None:
     if not CHROMIUM.exists():
         pytest.skip(f"{CHROMIUM} is missing (make setup installs Debian's chromium)")
+
+
+@pytest.fixture(scope="module")
+def console() -> Iterator[Console]:
+    require_chromium()
     with (
         tempfile.TemporaryDirectory(prefix="tr-console-") as directory,
         (Path(directory) / "serve.log").open("w") as log,
@@ -249,7 +253,8 @@ def console() -> Iterator[Console]:
 
 
 @pytest.fixture(scope="module")
-def browser(console: Console) -> Iterator[Browser]:
+def browser() -> Iterator[Browser]:
+    require_chromium()
     with sync_playwright() as playwright:
         launched = playwright.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
         try:
