@@ -65,6 +65,10 @@ def _listen(host: str, port: int) -> socket.socket:
             f"the gateway cannot listen on {host}:{port}: {reason} (set"
             " worker_config.gateway.host/port)"
         ) from None
+    # asyncio sets TCP_NODELAY on an accepted connection only when the listener's proto says TCP
+    # (create_server leaves it 0); without it each request after the first on a keep-alive
+    # connection, and each SSE event, waits ~40 ms (Nagle's algorithm and delayed ACKs).
+    sock = socket.socket(family, socket.SOCK_STREAM, socket.IPPROTO_TCP, fileno=sock.detach())
     sock.setblocking(False)
     return sock
 
