@@ -24,7 +24,7 @@ import pytest  # noqa: E402
 _SUITES = (
     "access base approvers approvals budget catalog compactor credentials directory hooks http"
     " memory policy provider sandbox sessions tools traces files shell mcp agents audit tasks"
-    " orchestra orchestrator"
+    " orchestra orchestrator gateway"
 )
 # Before the suites are imported: their plain asserts get pytest's explanations.
 pytest.register_assert_rewrite(*(f"{__name__}.{suite}" for suite in _SUITES.split()))
@@ -44,6 +44,7 @@ from tackroom.testing.contracts.compactor import CompactorContract  # noqa: E402
 from tackroom.testing.contracts.credentials import CredentialsContract  # noqa: E402
 from tackroom.testing.contracts.directory import DirectoryContract  # noqa: E402
 from tackroom.testing.contracts.files import FilesContract  # noqa: E402
+from tackroom.testing.contracts.gateway import GatewayApiContract, GatewaySubject  # noqa: E402
 from tackroom.testing.contracts.hooks import HooksContract  # noqa: E402
 from tackroom.testing.contracts.http import HttpContract  # noqa: E402
 from tackroom.testing.contracts.mcp import TIME_PROBE, McpContract, McpProbe  # noqa: E402
@@ -71,6 +72,8 @@ __all__ = [
     "CredentialsContract",
     "DirectoryContract",
     "FilesContract",
+    "GatewayApiContract",
+    "GatewaySubject",
     "HooksContract",
     "HttpContract",
     "McpContract",
