@@ -29,7 +29,9 @@ async def external_worker(
     try:
         yield process
         if follow.done():
-            raise WorkerProcessFailed(process.said(f"exited {follow.result()} during the test"))
+            failure = follow.exception()
+            how = f"stopped being read ({failure!r})" if failure else f"exited {follow.result()}"
+            raise WorkerProcessFailed(process.said(f"{how} during the test"))
     finally:
         await process.stop()
         follow.cancel()
