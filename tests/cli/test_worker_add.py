@@ -113,10 +113,12 @@ async def test_a_pip_worker_is_added_booted_with_its_version_and_removed(project
     removed = _tackroom("worker", "remove", "hello", cwd=project)
     assert removed.returncode == 0, removed.stderr
     assert "installed_workers" not in (project / "tackroom.yaml").read_text()
-    shown = subprocess.run(
-        [sys.executable, "-m", "pip", "show", "tackroom-hello-worker"], capture_output=True
-    )
-    assert shown.returncode != 0  # uninstalled
+    assert not _pip_has("tackroom-hello-worker")  # uninstalled
+
+
+def _pip_has(dist: str) -> bool:
+    shown = subprocess.run([sys.executable, "-m", "pip", "show", dist], capture_output=True)
+    return shown.returncode == 0
 
 
 def test_a_pip_worker_of_another_contract_version_is_refused_in_one_line(
@@ -136,10 +138,7 @@ def test_a_pip_worker_of_another_contract_version_is_refused_in_one_line(
     assert "speaks version 1" in lines[0]
     assert "Traceback" not in added.stderr
     assert "installed_workers" not in (project / "tackroom.yaml").read_text()
-    shown = subprocess.run(
-        [sys.executable, "-m", "pip", "show", "tackroom-future-worker"], capture_output=True
-    )
-    assert shown.returncode != 0  # uninstalled again
+    assert not _pip_has("tackroom-future-worker")  # uninstalled again
 
 
 def test_removing_what_is_not_installed_says_so(project: Path) -> None:
@@ -165,7 +164,9 @@ def test_replaces_swaps_the_builtin_once() -> None:
 
 NODE_WORKER = """
 import {{ connect }} from "{sdk}";
-const worker = await connect({{ url: process.env.TACKROOM_ENGINE, worker: "ts-hello", version: "2.0.1" }});
+const worker = await connect({{
+  url: process.env.TACKROOM_ENGINE, worker: "ts-hello", version: "2.0.1",
+}});
 await worker.registerFunction("tool::ts_hello", (p) => ({{ greeting: `hello ${{p.name}}` }}), {{
   description: "Say hello (TypeScript).",
   contractVersion: 1,

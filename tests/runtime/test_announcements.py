@@ -3,6 +3,8 @@ backends, and ``tackroom workers`` lists them."""
 
 from __future__ import annotations
 
+import asyncio
+import functools
 import json
 import os
 import subprocess
@@ -60,10 +62,9 @@ async def test_tackroom_workers_lists_the_live_bus(tmp_path: Path) -> None:
     async with Host(engine=engine, workers=[load_worker("utilities"), PLAIN]):
         env = {**os.environ, "PYTHONPATH": str(ROOT / "src")}
         command = [sys.executable, "-m", "tackroom.cli.main", "workers", "--engine", url]
-        shown = subprocess.run(command, capture_output=True, text=True, env=env, timeout=60)
-        raw = subprocess.run(
-            [*command, "--json"], capture_output=True, text=True, env=env, timeout=60
-        )
+        run = functools.partial(subprocess.run, capture_output=True, text=True, env=env)
+        shown = await asyncio.to_thread(run, command, timeout=60)
+        raw = await asyncio.to_thread(run, [*command, "--json"], timeout=60)
     assert shown.returncode == 0, shown.stderr
     header, *rows = shown.stdout.splitlines()
     assert header.split() == ["WORKER", "VERSION", "HOST", "PID", "FUNCTIONS"]

@@ -14,18 +14,19 @@ async def test_accepted_connections_have_nagle_off() -> None:
     listener = _listen("127.0.0.1", 0)
     assert listener.proto == socket.IPPROTO_TCP
     nodelay: list[int] = []
+    answered = asyncio.Event()
 
     async def on_client(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         accepted = writer.get_extra_info("socket")
         nodelay.append(accepted.getsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY))
+        answered.set()
         writer.close()
 
     server = await asyncio.start_server(on_client, sock=listener)
     async with server:
         port = listener.getsockname()[1]
         _, writer = await asyncio.open_connection("127.0.0.1", port)
-        while not nodelay:
-            await asyncio.sleep(0.01)
+        await asyncio.wait_for(answered.wait(), 10)
         writer.close()
         await writer.wait_closed()
     assert nodelay[0] != 0
