@@ -14,12 +14,14 @@ Every session is then counted (:mod:`.checks`): each run ended ``stopped``/``end
 entries of an uninterrupted run, no non-idempotent side effect twice, no call answered as done
 that never ran, events gap-free.
 
-Short mode: one trial of each; ``TACKROOM_SOAK=1``: 5 of each with more sessions.
+A cluster run: ``make soak`` runs it (``TACKROOM_SOAK=1``: 5 trials of each with more
+sessions), ``make test`` does not; ``TACKROOM_CLUSTER=1`` runs one trial of each.
 """
 
 from __future__ import annotations
 
 import asyncio
+import os
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -31,7 +33,13 @@ from .loops import loop_trial
 from .procs import Child
 from .report import SOAK, judge, record, rng, trials
 
-pytestmark = pytest.mark.timeout(3600 if SOAK else 240)
+pytestmark = [
+    pytest.mark.timeout(3600 if SOAK else 240),
+    pytest.mark.skipif(
+        not SOAK and os.environ.get("TACKROOM_CLUSTER") != "1",
+        reason="a 3-node cluster run: make soak runs it (or TACKROOM_CLUSTER=1)",
+    ),
+]
 
 SESSIONS = 15 if SOAK else 9
 CONCURRENCY = 3

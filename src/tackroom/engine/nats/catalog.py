@@ -142,9 +142,7 @@ class Catalog:
         """One ``WorkerInfo`` per worker name and process serving it."""
         found: list[WorkerInfo] = []
         for entry in await self.entries():
-            found.extend(
-                WorkerInfo.of(_functions_of(entry), pid=entry["pid"], host=entry["host"])
-            )
+            found.extend(WorkerInfo.of(_functions_of(entry), pid=entry["pid"], host=entry["host"]))
         found.sort(key=lambda info: (info.name, info.host, info.pid))
         return found
 
