@@ -23,6 +23,10 @@ trace. ``spans: all`` gives every invocation its span again (a bus being debugge
 With tracing off the engine holds no ``EngineTracer`` at all, so the off path costs one ``None``
 check per call.
 
+Summaries: each invocation's context carries the tracer's :class:`SummaryConfig` (from the
+``TracingConfig`` its provider was built with), read by :func:`current_summaries` where a model
+or tool span is made (:mod:`tackroom.kit.genai`).
+
 Exporters (several at once): ``console``, ``otlp`` (OTLP/HTTP; ``endpoint`` may be a base URL,
 ``/v1/traces`` is appended to an empty path) and ``bus``, which appends finished spans to the
 engine stream a trace store reads (:mod:`tackroom.engine.span_bus`; a host attaches it to its
@@ -56,13 +60,16 @@ if TYPE_CHECKING:  # the SDK loads only when tracing is on (it costs ~45 ms to i
 __all__ = [
     "BAGGAGE_FROM_PAYLOAD",
     "CALLER_SPAN_BAGGAGE",
+    "DEFAULT_SUMMARY_CHARS",
     "EngineTracer",
     "ExporterName",
     "Headers",
     "SpanMode",
+    "SummaryConfig",
     "TracingConfig",
     "build_tracer_provider",
     "caller_span_for",
+    "current_summaries",
     "current_tracer",
     "otlp_traces_url",
     "span_bus",
@@ -89,9 +96,30 @@ CALLER_SPAN_BAGGAGE = "tackroom.span.by_caller"
 out of the baggage by that invocation, so it never reaches the calls the handler makes)."""
 
 _TRACER_KEY = context.create_key("tackroom-tracer")
+_SUMMARIES_KEY = context.create_key("tackroom-span-summaries")
 _SPAN_BUSES: weakref.WeakKeyDictionary[TracerProvider, BusSpanProcessor] = (
     weakref.WeakKeyDictionary()
 )
+_SUMMARIES: weakref.WeakKeyDictionary[TracerProvider, SummaryConfig] = weakref.WeakKeyDictionary()
+
+
+DEFAULT_SUMMARY_CHARS = 1024
+"""Characters of one span summary: a prompt's last turn or a tool's arguments read at a glance,
+under the tightest attribute limit of the common backends (New Relic keeps 4,095 characters),
+and two per span keep a 256-span bus record near half a megabyte."""
+
+
+@dataclass(frozen=True, slots=True)
+class SummaryConfig:
+    """Input and output summaries on model and tool spans (``tracing.summaries``): on by
+    default, each at most ``max_chars``, scrubbed by the redactor's patterns, ``patterns``
+    (``(name, regex)`` pairs) and the values of the environment variables ``secret_env``
+    (:mod:`tackroom.kit.summaries` does the work; the engine only carries the settings)."""
+
+    enabled: bool = True
+    max_chars: int = DEFAULT_SUMMARY_CHARS
+    patterns: tuple[tuple[str, str], ...] = ()
+    secret_env: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -109,6 +137,7 @@ class TracingConfig:
     bus_batch_size: int = 256
     bus_flush_interval: float = 1.0
     spans: SpanMode = "steps"
+    summaries: SummaryConfig = SummaryConfig()
 
     def exporters_in_use(self) -> tuple[ExporterName, ...]:
         """The exporters this config turns on, each once (empty: tracing is off)."""
@@ -161,6 +190,7 @@ def build_tracer_provider(
     if bus is not None:
         provider.add_span_processor(bus)
         _SPAN_BUSES[provider] = bus
+    _SUMMARIES[provider] = config.summaries
     return provider
 
 
@@ -190,6 +220,13 @@ def _exporting(name: ExporterName, config: TracingConfig) -> SpanProcessor:
 def span_bus(provider: TracerProvider | None) -> BusSpanProcessor | None:
     """The bus exporter of a provider :func:`build_tracer_provider` built, if it has one."""
     return None if provider is None else _SPAN_BUSES.get(provider)
+
+
+def current_summaries() -> SummaryConfig | None:
+    """The span summary settings of the invocation in force (``None`` with tracing off: then
+    nothing is summarised or scrubbed at all)."""
+    summaries = context.get_value(_SUMMARIES_KEY)
+    return summaries if isinstance(summaries, SummaryConfig) else None
 
 
 def current_tracer() -> Tracer | None:
@@ -248,6 +285,9 @@ class EngineTracer:
         self.provider = provider
         self.spans: SpanMode = spans
         self._tracer = provider.get_tracer("tackroom.engine")
+        self.summaries = _SUMMARIES.get(provider) or SummaryConfig()
+        """From the ``TracingConfig`` the provider was built with; a provider made otherwise
+        (a test's recorder) gets the defaults."""
 
     def capture(self, payload: Any = None) -> Headers:
         """Headers carrying the current trace context and baggage (merged with the payload's)."""
@@ -282,6 +322,7 @@ class EngineTracer:
             ctx = baggage.remove_baggage(CALLER_SPAN_BAGGAGE, ctx)
         if context.get_value(_TRACER_KEY, ctx) is not self._tracer:
             ctx = context.set_value(_TRACER_KEY, self._tracer, ctx)
+            ctx = context.set_value(_SUMMARIES_KEY, self.summaries, ctx)
         if self.spans == "steps" and (hop or by_caller == function_id):
             if ctx is current:  # an in-process hop inside the same trace: nothing to change
                 yield None

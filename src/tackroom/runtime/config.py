@@ -27,8 +27,9 @@ from pydantic import (
 from tackroom.contracts.agents import AgentDefinition
 from tackroom.contracts.context import ContextSettings
 from tackroom.contracts.principal import Principal
+from tackroom.contracts.redaction import RedactPattern
 from tackroom.engine.factory import parse_embedded_url
-from tackroom.engine.tracing import SpanMode, TracingConfig
+from tackroom.engine.tracing import DEFAULT_SUMMARY_CHARS, SpanMode, SummaryConfig, TracingConfig
 from tackroom.runtime.confine import WorkerGrant
 from tackroom.runtime.errors import ConfigError
 from tackroom.runtime.installed import InstalledWorker
@@ -70,6 +71,26 @@ class BusExportSettings(_Section):
     flush_interval: float = Field(default=1.0, gt=0, le=60)
 
 
+class SpanSummarySettings(_Section):
+    """``tracing.summaries``: an input and an output summary on every model and tool span
+    (``tackroom.input.summary`` / ``tackroom.output.summary``), each at most ``max_chars``, with
+    secrets scrubbed before a span is made: the redactor's patterns, ``extra_patterns`` and the
+    values of the environment variables ``secret_env`` (the providers' key variables always)."""
+
+    enabled: bool = True
+    max_chars: int = Field(default=DEFAULT_SUMMARY_CHARS, ge=16, le=65_536)
+    extra_patterns: list[RedactPattern] = Field(default_factory=list)
+    secret_env: list[str] = Field(default_factory=list)
+
+    def to_config(self) -> SummaryConfig:
+        return SummaryConfig(
+            enabled=self.enabled,
+            max_chars=self.max_chars,
+            patterns=tuple((p.name, p.regex) for p in self.extra_patterns),
+            secret_env=tuple(self.secret_env),
+        )
+
+
 class TracingSettings(_Section):
     """``exporter`` (one) or ``exporters`` (several: ``[bus, otlp]``); ``store``: the worker
     booted with the agent workers to keep what the ``bus`` exporter ships (``null``: none here,
@@ -83,6 +104,7 @@ class TracingSettings(_Section):
     bus: BusExportSettings = Field(default_factory=BusExportSettings)
     store: str | None = "traces"
     spans: SpanMode = "steps"
+    summaries: SpanSummarySettings = Field(default_factory=SpanSummarySettings)
 
     @model_validator(mode="after")
     def _one_way(self) -> TracingSettings:
@@ -100,6 +122,7 @@ class TracingSettings(_Section):
             bus_batch_size=self.bus.batch_size,
             bus_flush_interval=self.bus.flush_interval,
             spans=self.spans,
+            summaries=self.summaries.to_config(),
         )
 
     @property

@@ -142,7 +142,11 @@ async def test_a_tool_calling_turn_is_one_span_per_step_model_call_and_tool_call
         "gen_ai.tool.name": "add",
         "gen_ai.tool.call.id": tool.attributes["gen_ai.tool.call.id"],
         "gen_ai.tool.type": "function",
+        "gen_ai.conversation.id": result.session_id,
         "tackroom.function_id": "tool::add",
+        "tackroom.lifecycle": "ACTING",
+        "tackroom.input.summary": '{"a":2,"b":3}',
+        "tackroom.output.summary": "5",
     }
     first, second = named(trace, "chat demo")
     assert first.kind == "client"
@@ -158,8 +162,13 @@ async def test_a_tool_calling_turn_is_one_span_per_step_model_call_and_tool_call
         "tackroom.stop_reason": "function_call",
         "tackroom.cost_usd": 0.0021,
         "tackroom.retry_count": 0,
+        "gen_ai.conversation.id": result.session_id,
+        "tackroom.lifecycle": "THINKING",
+        "tackroom.input.summary": "1 message, 1 tool; user: What is 2 + 3?",
+        "tackroom.output.summary": '→ add({"a":2,"b":3})',
     }
     assert second.attributes["gen_ai.response.finish_reasons"] == ["stop"]
+    assert second.attributes["tackroom.output.summary"] == "2 + 3 = 5"
 
 
 async def test_spans_all_gives_every_bus_hop_its_span_again(tmp_path: Path) -> None:

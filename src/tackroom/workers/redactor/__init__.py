@@ -1,7 +1,8 @@
 """The ``redactor`` worker: an ``after_function_call`` hook that scrubs secrets from results.
 
-The patterns and the scrubbing live in :mod:`tackroom.workers.redactor.patterns` (usable without
-the worker); the worker in :mod:`tackroom.workers.redactor.worker`.
+The patterns live in :mod:`tackroom.contracts.redaction` and the scrubbing in
+:mod:`tackroom.kit.redaction` (usable without the worker; span summaries use them too); the worker
+in :mod:`tackroom.workers.redactor.worker`.
 """
 
 from __future__ import annotations

@@ -24,16 +24,15 @@ from typing import Any
 from pydantic import Field, field_validator
 
 from tackroom.contracts.hooks import hook_function
-from tackroom.hooks import AFTER_FUNCTION_CALL, block, hook, replace
-from tackroom.runtime.worker import WorkerConfig, WorkerContext, WorkerSpec
-from tackroom.workers.redactor.patterns import (
+from tackroom.contracts.redaction import (
     DEFAULT_PATTERNS,
     DEFAULT_REPLACEMENT,
-    Redactor,
     RedactPattern,
-    TooDeep,
     check_replacement,
 )
+from tackroom.hooks import AFTER_FUNCTION_CALL, block, hook, replace
+from tackroom.kit.redaction import Redactor, TooDeep
+from tackroom.runtime.worker import WorkerConfig, WorkerContext, WorkerSpec
 
 __all__ = ["HOOK_FUNCTION", "WORKER", "RedactorConfig", "redact_hook"]
 
