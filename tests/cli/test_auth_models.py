@@ -96,7 +96,7 @@ def test_models_list(home: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert header.split() == ["PROVIDER", "MODEL", "CONTEXT", "OUTPUT", "CAPS", "IN", "OUT",
                               "CACHE", "R/W"]  # fmt: skip
     gpt4o = next(row.split() for row in rows if row.startswith("openai") and " gpt-4o " in row)
-    assert gpt4o[2:] == ["128K", "16K", "TV-CS", "2.5", "10", "1.25/2.5"]
+    assert gpt4o[2:] == ["128K", "16K", "TV-CSJ", "2.5", "10", "1.25/2.5"]
     assert "USD per million tokens, as of" in out
 
     assert main(["models", "list", "--provider", "anthropic", "--capability", "thinking"]) == 0

@@ -34,6 +34,8 @@ async def test_two_runs_and_a_replica_share_the_script_cursors(
     (tmp_path / "tackroom.yaml").write_text(
         "schema_version: 1\nworker_config:\n  scripted:\n    script_path: script.yaml\n"
         "    per_session: true\n"
+        # four calc::add turns in a row are the script, not a loop
+        "  orchestrator:\n    loop_guard: {same_tool_limit: 8}\n"
     )
     replica = await asyncio.create_subprocess_exec(
         *tackroom_argv("worker", "run", "scripted", "--engine", nats_url),

@@ -257,7 +257,8 @@ async def test_without_a_policy_every_call_is_allowed(tmp_path: Path) -> None:
 # -- limits -------------------------------------------------------------------------------------
 async def test_max_turns_defaults_to_8(tmp_path: Path) -> None:
     script = Script([ScriptTurn.call("calc::add", {"a": n, "b": 1}) for n in range(10)])
-    async with running_harness(tmp_path, script) as harness:
+    no_guard = {"loop_guard": {"same_tool_limit": None}}  # the same tool 8 times would trip it
+    async with running_harness(tmp_path, script, orchestrator=no_guard) as harness:
         record = await harness.run("s", "keep adding", run_id="run")
         assert (record.state, record.stop_reason, record.max_turns) == (
             "stopped",

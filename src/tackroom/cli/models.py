@@ -18,7 +18,14 @@ from tackroom.runtime.typed import request_for
 
 __all__ = ["add_parsers", "format_table"]
 
-_FLAGS = {"tools": "T", "vision": "V", "thinking": "R", "cache": "C", "streaming": "S"}
+_FLAGS = {
+    "tools": "T",
+    "vision": "V",
+    "thinking": "R",
+    "cache": "C",
+    "streaming": "S",
+    "structured_output": "J",
+}
 
 
 def add_parsers(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -83,7 +90,8 @@ def format_table(reply: ListResponse) -> str:
     ]
     lines.append("")
     lines.append(
-        "CAPS: T tools, V vision, R thinking, C cache, S streaming. Prices: USD per million "
+        "CAPS: T tools, V vision, R thinking, C cache, S streaming, J JSON-schema answers."
+        " Prices: USD per million "
         f"tokens, as of {reply.prices_as_of}."
     )
     return "\n".join(lines)

@@ -18,7 +18,7 @@ importing a contract module costs no schema work.
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
-from typing import Any, Generic, Protocol, TypeVar, cast
+from typing import Any, Generic, Literal, Protocol, TypeVar, cast
 
 from pydantic import BaseModel, TypeAdapter
 
@@ -166,11 +166,13 @@ class Tool(Function[Req, Resp]):
     error, ``parallel`` ones run concurrently in a batch, ``read_only`` ones may run in plan mode;
     ``timeout`` is the call's default limit in seconds, ``required_permission`` what the run's
     principal must hold, ``max_result_chars`` how much of one result the model reads before it
-    is clipped; see :class:`~tackroom.contracts.tools.ToolTraits`)."""
+    is clipped, ``on_policy_error`` whether a call fails open when the policy check fails; see
+    :class:`~tackroom.contracts.tools.ToolTraits`)."""
 
     __slots__ = (
         "idempotent",
         "max_result_chars",
+        "on_policy_error",
         "parallel",
         "read_only",
         "required_permission",
@@ -190,6 +192,7 @@ class Tool(Function[Req, Resp]):
         timeout: float | None = None,
         required_permission: str | None = None,
         max_result_chars: int | None = None,
+        on_policy_error: Literal["deny", "allow"] | None = None,
     ) -> None:
         super().__init__(id, request, response, description=description)
         self.idempotent = idempotent
@@ -198,6 +201,7 @@ class Tool(Function[Req, Resp]):
         self.timeout = timeout
         self.required_permission = required_permission
         self.max_result_chars = max_result_chars
+        self.on_policy_error = on_policy_error
 
     def _clone(self, function_id: str) -> Tool[Req, Resp]:
         twin = Tool[Req, Resp](
@@ -211,6 +215,7 @@ class Tool(Function[Req, Resp]):
             timeout=self.timeout,
             required_permission=self.required_permission,
             max_result_chars=self.max_result_chars,
+            on_policy_error=self.on_policy_error,
         )
         twin._response = self._response
         return twin

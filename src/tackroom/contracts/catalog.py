@@ -60,8 +60,15 @@ LOCAL_PROVIDERS: tuple[str, ...] = ("ollama", "vllm", "lmstudio", "llamacpp")
 """OpenAI-compatible local servers: an unknown model gets a conservative default, not an error."""
 
 WireApi = Literal["openai-chat", "anthropic-messages"]
-Capability = Literal["tools", "vision", "thinking", "cache", "streaming"]
-CAPABILITIES: tuple[Capability, ...] = ("tools", "vision", "thinking", "cache", "streaming")
+Capability = Literal["tools", "vision", "thinking", "cache", "streaming", "structured_output"]
+CAPABILITIES: tuple[Capability, ...] = (
+    "tools",
+    "vision",
+    "thinking",
+    "cache",
+    "streaming",
+    "structured_output",
+)
 
 ProviderName = Annotated[str, StringConstraints(pattern=r"^[a-z][a-z0-9_.-]{0,31}$")]
 """A lower-case letter, then letters, digits, ``_``, ``.`` or ``-``; at most 32 characters
@@ -81,6 +88,10 @@ class Capabilities(_Model):
     thinking: bool
     cache: bool
     streaming: bool
+    structured_output: bool = False
+    """The provider constrains the answer to a JSON schema (OpenAI ``response_format:
+    json_schema``, Anthropic ``output_config.format``): a run with an output schema asks for it
+    natively. Absent from a data file: ``false`` (the schema goes in the prompt instead)."""
 
 
 class Prices(_Model):
@@ -164,6 +175,7 @@ class PartialCapabilities(_Model):
     thinking: bool | None = None
     cache: bool | None = None
     streaming: bool | None = None
+    structured_output: bool | None = None
 
 
 class PartialPrices(_Model):

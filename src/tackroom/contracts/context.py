@@ -2,12 +2,14 @@
 
 Before each model call the orchestrator assembles the context from the session's active path
 within a **budget**: the model's window (from the catalog, or ``context_window_limit`` when
-smaller) minus ``reserve_tokens`` for the answer. The system prompt, the tools and every pinned
-entry always go whole. When the history does not fit, the orchestrator asks
-``compaction::compact``: the compactor summarises the oldest part with a model call and appends
-a **compaction entry** to the session tree — a ``CustomMessage`` of ``custom_type``
-``"compaction"`` whose ``details`` (:class:`CompactionDetails`) name the entries it replaces. The
-replaced entries stay in the tree: a fork from before the compaction still reads them.
+smaller) minus ``reserve_tokens`` for the answer, and at most ``max_fill`` (85 %) of the model's
+own window. The system prompt, the tools and every pinned entry always go whole
+(``pin_first_turn``: the session's first user turn too). When the history does not fit, the
+orchestrator asks ``compaction::compact``: the compactor summarises the oldest part with a
+model call and appends a **compaction entry** to the session tree — a ``CustomMessage`` of
+``custom_type`` ``"compaction"`` whose ``details`` (:class:`CompactionDetails`) name the entries
+it replaces. The replaced entries stay in the tree: a fork from before the compaction still
+reads them.
 
 A compaction entry's id is derived from the leaf it was computed at (:func:`compaction_entry_id`),
 and appends are idempotent by id, so a compaction repeated after a crash stores one entry.
@@ -27,6 +29,7 @@ from tackroom.contracts.principal import Principal
 __all__ = [
     "COMPACT",
     "COMPACTION_TYPE",
+    "DEFAULT_MAX_FILL",
     "PINNED_RULE_TYPE",
     "RECALL_TYPE",
     "SCHEMA_VERSION",
@@ -39,6 +42,10 @@ __all__ = [
 ]
 
 SCHEMA_VERSION = 1
+
+DEFAULT_MAX_FILL = 0.85
+"""Seed 003, 4.2: a 32K model's prompt is best kept at 24K to 28K (75 to 87 %): near a full window
+generation slows and tail latency grows. The answer's reserve usually keeps the prompt lower."""
 
 COMPACTION_TYPE = "compaction"
 """``custom_type`` of a compaction entry (stored with entry type ``compaction``)."""
@@ -88,6 +95,21 @@ class ContextSettings(_Model):
         " context_overflow instead)",
     )
     recall: RecallSettings | None = None
+    pin_first_turn: bool = Field(
+        default=False,
+        exclude_if=lambda value: value is False,
+        description="carry the session's first user turn whole in every context, as a pinned"
+        " entry: never summarised, never dropped (seed 003: the constraints a user states first"
+        " are lost when the history is cut)",
+    )
+    max_fill: float = Field(
+        default=DEFAULT_MAX_FILL,
+        gt=0,
+        le=1,
+        exclude_if=lambda value: value == DEFAULT_MAX_FILL,
+        description="the share of the model's own window the prompt may fill at most, whatever"
+        " the reserve (seed 003: generation slows near a full window)",
+    )
 
 
 class CompactionDetails(_Model):
@@ -117,6 +139,12 @@ class CompactRequest(_Model):
         description="the history (summary and kept entries) should fit in this many tokens",
     )
     keep_last: int = Field(default=4, ge=1)
+    pinned: list[str] = Field(
+        default_factory=list,
+        exclude_if=lambda value: not value,
+        description="entries the caller carries whole besides the session's pins (the first"
+        " turn of a run with pin_first_turn): never summarised either",
+    )
     chars_per_token: float = Field(
         default=4.0, gt=0, description="the caller's calibrated estimate for this model"
     )

@@ -331,6 +331,9 @@ class AgentEndData(_Data):
     """Why a run that did not end normally ended, in words a person can act on."""
     agent: str | None = None
     """The agent that finished the run (after a handoff, the one handed to)."""
+    output_retries: int = 0
+    """Corrective model calls the run made because its answer did not validate against its
+    ``output_schema``."""
 
 
 class AgentEnd(_Frame):

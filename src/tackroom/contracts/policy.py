@@ -27,11 +27,13 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 from tackroom.contracts.approvers import ApproverRules
 from tackroom.contracts.bus import Function
 from tackroom.contracts.principal import TENANT_PATTERN, Principal
+from tackroom.contracts.tools import OnPolicyError
 
 __all__ = [
     "AUTHORIZE",
     "CHECK_PERMISSIONS",
     "DEFAULT_RULE_ID",
+    "ON_ERROR_RULE_ID",
     "POLICY_FILE_INVALID",
     "POLICY_RELOAD",
     "POLICY_STATUS",
@@ -56,6 +58,7 @@ __all__ = [
     "ResourceRef",
     "access_default_verdict",
     "access_denied_reason",
+    "error_verdict",
     "function_glob",
     "protected_by",
     "protected_verdict",
@@ -67,6 +70,8 @@ POLICY_FILE_INVALID = "policy_file_invalid"
 
 PROTECTED_RULE_ID = "builtin:protected"
 DEFAULT_RULE_ID = "builtin:default"
+ON_ERROR_RULE_ID = "builtin:on_error"
+"""The rule of an answer a policy worker gave because it could not decide (its ``on_error``)."""
 
 Decision = Literal["allow", "deny", "needs_approval"]
 
@@ -197,6 +202,18 @@ def protected_verdict(function_id: str) -> CheckResponse | None:
             f"{function_id} is protected ({pattern}): no model may call it, whatever the rules say"
         ),
     )
+
+
+def error_verdict(on_error: OnPolicyError, function_id: str, why: str) -> CheckResponse:
+    """The answer of a policy worker that could not decide ``function_id`` (its rules failed on
+    the request): ``deny`` (fail closed), or ``allow`` as the worker's ``on_error`` says (fail
+    open, never a protected function), with ``rule_id`` :data:`ON_ERROR_RULE_ID` and a reason
+    the gate's decision and the audit log keep."""
+    if on_error == "allow" and protected_by(function_id) is None:
+        reason = f"the policy could not decide, and it fails open (on_error: allow): {why}"
+        return CheckResponse(decision="allow", rule_id=ON_ERROR_RULE_ID, reason=reason)
+    reason = f"the policy could not decide, so the call is denied (on_error: deny): {why}"
+    return CheckResponse(decision="deny", rule_id=ON_ERROR_RULE_ID, reason=reason)
 
 
 class EmptyRequest(_Model):

@@ -35,6 +35,7 @@ __all__ = [
     "DoneEvent",
     "ErrorEvent",
     "FunctionCallDelta",
+    "OutputFormat",
     "ProviderCheckRequest",
     "ProviderEvent",
     "ProviderProfile",
@@ -199,6 +200,21 @@ def request_field(payload: Any, name: str) -> Any:
     return payload.get(name) if isinstance(payload, dict) else None
 
 
+class OutputFormat(_Model):
+    """The answer constrained to one JSON value valid against ``json_schema``, by the provider's
+    native mode (OpenAI ``response_format: {type: json_schema}``, Anthropic
+    ``output_config.format``). Sent only for a model the catalog marks ``structured_output``;
+    the orchestrator validates the answer either way."""
+
+    name: str = Field(default="output", pattern=r"^[a-zA-Z0-9_-]{1,64}$")
+    json_schema: dict[str, Any]
+    strict: bool = Field(
+        default=False,
+        description="OpenAI's strict mode: only for a schema every object of which closes "
+        "(additionalProperties false) and requires all its properties",
+    )
+
+
 class ProviderRequest(_Model):
     schema_version: int = SCHEMA_VERSION
     model: str
@@ -211,6 +227,11 @@ class ProviderRequest(_Model):
         default=None, description="ChannelRef.to_json() of the channel to stream frames to"
     )
     session_id: str | None = None
+    output_format: OutputFormat | None = Field(
+        default=None,
+        description="ask the model natively for one JSON value valid against a schema "
+        "(a provider that cannot ignores it; the caller validates the answer)",
+    )
 
 
 class StartEvent(_Model):

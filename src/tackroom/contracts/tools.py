@@ -11,7 +11,7 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
@@ -24,6 +24,7 @@ __all__ = [
     "TRAITS_KEY",
     "TRANSIENT_ERROR_CODES",
     "CallContext",
+    "OnPolicyError",
     "ToolTraits",
     "model_schema",
     "split_call",
@@ -32,6 +33,9 @@ __all__ = [
 ]
 
 CALL_CONTEXT_KEY = "_call"
+OnPolicyError = Literal["deny", "allow"]
+"""What the gate does with a call when the policy function fails: deny it (fail closed) or
+allow it (fail open, audited)."""
 TRAITS_KEY = "x-tackroom"
 
 NEVER_OFFERED: tuple[str, ...] = (
@@ -118,6 +122,11 @@ class ToolTraits(BaseModel):
     the caller until it ends."""
     handoff: bool = False
     """``handoff::<name>``: the session goes on with another agent from the next model call."""
+    on_policy_error: OnPolicyError | None = None
+    """When the policy function fails for a call of this tool (an error, a timeout, an answer it
+    cannot read): ``deny`` it (fail closed) or ``allow`` it (fail open: the ``gate_decision`` and
+    the audit log say ``decided_by: fail_open`` and why). Default: the orchestrator's
+    ``policy_on_error`` (``deny``). A protected function never fails open."""
 
 
 def with_traits(schema: dict[str, Any], traits: ToolTraits) -> dict[str, Any]:

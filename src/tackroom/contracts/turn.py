@@ -98,7 +98,9 @@ def parse_model_chain(text: str) -> list[ModelRef]:
 
 class RunStartRequest(_Model):
     """Version 2 renamed ``message_id`` (which always meant the run's id) to ``run_id``; a version
-    1 request is upgraded as it is read."""
+    1 request is upgraded as it is read. ``output_schema``, ``output_name`` and
+    ``output_retries`` and ``tool_timeout`` are optional additions of version 2 (a request without
+    them is read as before)."""
 
     schema_version: int = 2
     session_id: str = Field(min_length=1, max_length=200, pattern=r"^[A-Za-z0-9_.:@-]+$")
@@ -154,6 +156,28 @@ class RunStartRequest(_Model):
     parent: ParentLink | None = Field(
         default=None,
         description="set by the agents worker on a child run: the parent call it answers",
+    )
+    output_schema: dict[str, Any] | None = Field(
+        default=None,
+        description="a JSON schema the final answer must validate against: asked of the model "
+        "natively where the catalog says it can, checked inside the turn, corrected by further "
+        "model calls of the turn (at most output_retries), else the run stops output_invalid",
+    )
+    output_name: str | None = Field(
+        default=None, max_length=64, description="the schema's name (default: output)"
+    )
+    output_retries: int | None = Field(
+        default=None,
+        ge=0,
+        le=10,
+        description="corrective model calls at most (None: the orchestrator's output_retries)",
+    )
+    tool_timeout: float | None = Field(
+        default=None,
+        gt=0,
+        le=86_400,
+        description="seconds one tool call of this run may take at most (None: each tool's own"
+        " limit, else the orchestrator's call_timeout); a tool's shorter limit still holds",
     )
 
     @model_validator(mode="before")

@@ -17,7 +17,12 @@ from tackroom.contracts.messages import AssistantMessage
 from tackroom.contracts.principal import Principal
 from tackroom.contracts.sessions import MESSAGES, MessagesRequest, MessagesResponse
 from tackroom.engine.errors import EngineError
-from tackroom.kit.context import DEFAULT_CHARS_PER_TOKEN, message_chars, window_and_reserve
+from tackroom.kit.context import (
+    DEFAULT_CHARS_PER_TOKEN,
+    first_turn,
+    message_chars,
+    window_and_reserve,
+)
 
 __all__ = [
     "COMPACT_TIMEOUT",
@@ -74,6 +79,11 @@ async def manual_request(
     """The ``compaction::compact`` request of a person's "compact now" for the session whose
     active path is ``path``, whether or not its history fits."""
     pinned = set(path.pinned)
+    extra: list[str] = []
+    if settings.pin_first_turn:  # carried whole by the orchestrator: not summarised either
+        ids = [m.entry_id for m in path.messages]
+        extra = [e for e in first_turn(ids, [m.message for m in path.messages]) if e not in pinned]
+        pinned.update(extra)
     pinned_chars = sum(message_chars(m.message) for m in path.messages if m.entry_id in pinned)
     info = await _model_info(bus, provider, model)
     return CompactRequest(
@@ -82,6 +92,7 @@ async def manual_request(
         model=model,
         target_tokens=manual_target(info, settings, pinned_chars=pinned_chars),
         keep_last=settings.keep_last,
+        pinned=extra,
         chars_per_token=DEFAULT_CHARS_PER_TOKEN,
         reason="manual",
         principal=principal,

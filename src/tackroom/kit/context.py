@@ -23,6 +23,7 @@ from tackroom.contracts.context import (
 )
 from tackroom.contracts.messages import (
     AgentMessage,
+    AssistantMessage,
     CustomMessage,
     FunctionCallBlock,
     FunctionResultBlock,
@@ -43,6 +44,7 @@ __all__ = [
     "choose_cut",
     "compaction_details",
     "estimate_cost",
+    "first_turn",
     "message_chars",
     "prompt_tokens",
     "summary_message",
@@ -67,7 +69,9 @@ def window_and_reserve(
     """The window a run's context is budgeted in and the tokens kept for the answer: the model's
     window (or ``context_window_limit`` when smaller or the model's is unknown) and
     ``reserve_tokens`` (default: the model's output limit, at most :data:`MAX_RESERVE_TOKENS` and a
-    quarter of the window). ``None``: no window is known."""
+    quarter of the window), raised so that the prompt takes at most ``max_fill`` of the model's
+    own window (a ``context_window_limit`` below that is the operator's own choice of room and is
+    not cut again). ``None``: no window is known."""
     limit = settings.context_window_limit
     if context_window is None and limit is None:
         return None
@@ -75,7 +79,21 @@ def window_and_reserve(
     reserve = settings.reserve_tokens
     if reserve is None:
         reserve = min(max_output_tokens or MAX_RESERVE_TOKENS, MAX_RESERVE_TOKENS, window // 4)
+    if context_window is not None:  # the prompt fills at most max_fill of the model's own window
+        reserve = max(reserve, window - math.floor(context_window * settings.max_fill))
     return window, min(reserve, window - 1)
+
+
+def first_turn(ids: Sequence[str], messages: Sequence[AgentMessage]) -> list[str]:
+    """The entries of a path's first user turn: its user messages before the first answer (what
+    ``pin_first_turn`` carries whole)."""
+    found: list[str] = []
+    for entry_id, message in zip(ids, messages, strict=True):
+        if isinstance(message, AssistantMessage):
+            break
+        if isinstance(message, UserMessage):
+            found.append(entry_id)
+    return found
 
 
 def message_chars(message: AgentMessage) -> int:

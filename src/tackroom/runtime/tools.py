@@ -55,6 +55,7 @@ async def serve_tool(
             timeout=tool.timeout,
             required_permission=tool.required_permission,
             max_result_chars=tool.max_result_chars,
+            on_policy_error=tool.on_policy_error,
         ),
         contract_version=tool.contract_version,
     )

@@ -152,7 +152,7 @@ async def test_a_required_permission_is_checked_against_the_principal(
 @pytest.mark.parametrize(
     ("idempotent", "error", "code", "calls"),
     [
-        (True, ConnectionError("reset"), "connection_failed", 3),  # transient: tried 3 times
+        (True, ConnectionError("reset"), "connection_failed", 2),  # transient: one retry (seed)
         (False, ConnectionError("reset"), "connection_failed", 1),  # never: it may have acted
         (True, ValueError("bad"), "tool_error", 1),  # not transient
     ],

@@ -43,7 +43,9 @@ class RetrySettings(_Section):
     retried.
     """
 
-    max_retries: int = Field(default=3, ge=0, le=20, description="retries after the first try")
+    max_retries: int = Field(
+        default=2, ge=0, le=20, description="retries after the first try (seed 003: two)"
+    )
     base_delay: float = Field(default=0.5, ge=0, description="first backoff, seconds")
     multiplier: float = Field(default=2.0, ge=1)
     max_delay: float = Field(default=20.0, ge=0, description="longest backoff, seconds")

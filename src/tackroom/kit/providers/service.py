@@ -271,13 +271,17 @@ class ProviderService:
             model=request.model,
             max_tokens=request.max_output_tokens,
             temperature=request.temperature,
+            request=request,
         ) as span:
             outcome = await self._answer(request, sink, provider, span)
             if isinstance(outcome, ProviderFailure):
                 span.failed(outcome.kind, outcome.message, status=outcome.status)
             else:
                 span.answered(
-                    model=outcome.model, stop_reason=outcome.stop_reason, usage=outcome.usage
+                    model=outcome.model,
+                    stop_reason=outcome.stop_reason,
+                    usage=outcome.usage,
+                    message=outcome,
                 )
             return outcome
 

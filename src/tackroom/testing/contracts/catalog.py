@@ -32,6 +32,8 @@ MODEL_KEYS = {
     "known",
 }
 CAPABILITY_KEYS = {"tools", "vision", "thinking", "cache", "streaming"}
+OPTIONAL_CAPABILITY_KEYS = {"structured_output"}
+"""Added after the first version of the contract: a catalog that leaves it out means ``false``."""
 PRICE_KEYS = {"input", "output", "cache_read", "cache_write"}
 FULL = {
     "model": "contract-large",
@@ -66,7 +68,8 @@ class CatalogContract(WorkerContract):
         assert set(info) == MODEL_KEYS
         assert info["schema_version"] == 1
         assert info["wire_api"] in ("openai-chat", "anthropic-messages")
-        assert set(info["capabilities"]) == CAPABILITY_KEYS
+        capabilities = set(info["capabilities"])
+        assert CAPABILITY_KEYS <= capabilities <= CAPABILITY_KEYS | OPTIONAL_CAPABILITY_KEYS
         assert all(isinstance(v, bool) for v in info["capabilities"].values())
         assert set(info["prices"]) == PRICE_KEYS
         assert all(isinstance(v, int | float) and v >= 0 for v in info["prices"].values())

@@ -365,7 +365,7 @@ class ScriptedProvider:
             await send(error_frame(failure.kind, failure.message, failure.retry_after))
 
     def _span(self, payload: Any) -> AbstractContextManager[ModelCallSpan]:
-        return model_call_span(provider=self.name, model=_model_of(payload))
+        return model_call_span(provider=self.name, model=_model_of(payload), request=payload)
 
     async def handle_complete(self, payload: Any) -> dict[str, Any]:
         self.calls += 1
@@ -409,7 +409,9 @@ def _tell(span: ModelCallSpan, compiled: CompiledTurn, model: str) -> None:
         span.failed(failure.kind, failure.message)
     else:
         stop_reason = str(compiled.message.get("stop_reason", "end"))
-        span.answered(model=model, stop_reason=stop_reason, usage=compiled.turn.usage or Usage())
+        message = AssistantMessage.model_validate(compiled.message) if span.summarizing else None
+        usage = compiled.turn.usage or Usage()
+        span.answered(model=model, stop_reason=stop_reason, usage=usage, message=message)
 
 
 async def _stall() -> None:

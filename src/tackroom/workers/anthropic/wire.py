@@ -16,6 +16,11 @@ are off (``max_retries=0``): the service retries by error class. Raw stream even
   ``model_context_window_exceeded`` → length, ``tool_use`` → function_call, ``refusal`` → a
   ``permanent`` error.
 
+An ``output_format`` becomes ``output_config.format`` (``{type: json_schema, schema}``), the
+schema as the API takes it (``anthropic.transform_schema``: every object closed, keywords it
+does not enforce moved into descriptions — the orchestrator still validates the answer against
+the original); a schema it cannot take is written into the system prompt instead.
+
 A stream without ``message_stop`` (and no stop reason) ended early; an in-stream ``error``
 event (e.g. ``overloaded_error``) is classified like an HTTP error of its type. A failure
 after the stop reason arrived keeps the finished answer.
@@ -41,6 +46,8 @@ from anthropic.types import (
 )
 
 from tackroom.contracts.messages import StopReason
+from tackroom.contracts.provider import OutputFormat
+from tackroom.kit.output import answer_format
 from tackroom.kit.providers.errors import ProviderFailure
 from tackroom.kit.providers.service import WireCall
 from tackroom.kit.providers.sink import StreamSink
@@ -59,6 +66,28 @@ _STOP: dict[str, StopReason] = {
     "model_context_window_exceeded": "length",
     "tool_use": "function_call",
 }
+
+
+def _constrain(params: dict[str, Any], output: OutputFormat) -> None:
+    """Ask for structured output (``output_config.format``), or, for a schema the API cannot
+    take (or an SDK too old to convert it), put it in the system prompt."""
+    transform = getattr(anthropic, "transform_schema", None)
+    try:
+        if transform is None:
+            raise ValueError("this anthropic SDK has no transform_schema")
+        schema = transform(output.json_schema)
+    except (ValueError, TypeError, KeyError) as exc:
+        _log.info("output schema %s sent in the prompt: %s", output.name, exc)
+        text = answer_format(output.json_schema, name=output.name)
+        params["system"] = [*params.get("system", []), {"type": "text", "text": text}]
+        return
+    extra = dict(params.get("extra_body") or {})
+    config = extra.get("output_config")
+    extra["output_config"] = {
+        **(config if isinstance(config, dict) else {}),
+        "format": {"type": "json_schema", "schema": schema},
+    }
+    params["extra_body"] = extra
 
 
 def _record_usage(sink: StreamSink, usage: Any) -> None:
@@ -92,6 +121,8 @@ class AnthropicAdapter:
 
     async def run(self, call: WireCall, sink: StreamSink) -> None:
         params = message_params(call.request, call.model, self._profile, call.info)
+        if call.request.output_format is not None:
+            _constrain(params, call.request.output_format)
         create: Any = self._client(call.key).messages.create
         stream = cast("anthropic.AsyncStream[RawMessageStreamEvent]", await create(**params))
         sink.opened = True

@@ -3,7 +3,8 @@
 The live history is what the latest compaction kept plus what came after it. The newest part
 that fits ``keep_ratio`` of the target (and at least ``keep_last`` entries) stays whole; the rest
 — with the latest summary folded in — is summarised by a model call and replaced, in what the
-model reads, by one compaction entry naming every entry it stands for. Pinned entries are never
+model reads, by one compaction entry naming every entry it stands for. Pinned entries (the
+session's, and those the request names: a run's first turn with ``pin_first_turn``) are never
 summarised: the orchestrator carries them whole. The stored history is never changed.
 """
 
@@ -256,7 +257,7 @@ class _Plan:
 def _plan(path: MessagesResponse, request: CompactRequest, *, keep_ratio: float) -> _Plan | str:
     """The entries to summarise, or why there are none."""
     entries = path.messages
-    pinned = set(path.pinned)
+    pinned = set(path.pinned) | set(request.pinned)  # the caller's carry whole too
     last = next(
         (i for i in range(len(entries) - 1, -1, -1) if entries[i].type == COMPACTION_TYPE), None
     )

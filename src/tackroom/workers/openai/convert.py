@@ -7,7 +7,9 @@
 - each function result becomes a ``tool`` message; images of results (which ``tool`` messages
   cannot carry) follow in one user message;
 - custom messages and errored assistant messages are skipped, and calls and results are paired
-  (see :func:`~tackroom.kit.providers.history.prepare_history`).
+  (see :func:`~tackroom.kit.providers.history.prepare_history`);
+- an ``output_format`` becomes ``response_format: {type: json_schema, json_schema: {name,
+  schema, strict}}``.
 """
 
 from __future__ import annotations
@@ -25,11 +27,11 @@ from tackroom.contracts.messages import (
     text_of,
     unparsed_arguments,
 )
-from tackroom.contracts.provider import ProviderRequest, ToolSpec
+from tackroom.contracts.provider import OutputFormat, ProviderRequest, ToolSpec
 from tackroom.kit.providers.history import prepare_history, result_text
 from tackroom.workers.openai.config import OpenAIProfile
 
-__all__ = ["chat_messages", "chat_params", "chat_tools"]
+__all__ = ["chat_messages", "chat_params", "chat_tools", "response_format"]
 
 
 def _image_part(block: ImageBlock) -> dict[str, Any]:
@@ -114,6 +116,15 @@ def chat_tools(tools: list[ToolSpec]) -> list[dict[str, Any]]:
     return out
 
 
+def response_format(output: OutputFormat) -> dict[str, Any]:
+    """Structured Outputs: the answer constrained to the schema (``strict`` only when the schema
+    meets strict mode's rules, which the caller decided)."""
+    return {
+        "type": "json_schema",
+        "json_schema": {"name": output.name, "schema": output.json_schema, "strict": output.strict},
+    }
+
+
 def chat_params(request: ProviderRequest, model: str, profile: OpenAIProfile) -> dict[str, Any]:
     """The keyword arguments of ``chat.completions.create`` for one streamed attempt."""
     params: dict[str, Any] = {
@@ -131,6 +142,8 @@ def chat_params(request: ProviderRequest, model: str, profile: OpenAIProfile) ->
         params[profile.max_tokens_param] = request.max_output_tokens
     if request.temperature is not None:
         params["temperature"] = request.temperature
+    if request.output_format is not None:
+        params["response_format"] = response_format(request.output_format)
     if profile.reasoning_effort is not None:
         params["reasoning_effort"] = profile.reasoning_effort
     if profile.prompt_cache_key and request.session_id:

@@ -1,10 +1,11 @@
 """A model call's context, assembled from the session's active path within the budget.
 
 The budget is the model's window (the catalog's, or the run's ``context_window_limit`` when
-smaller) minus ``reserve_tokens`` for the answer. The system prompt, the tools and every pinned
-entry go whole; the history goes from the latest compaction on (its summary, then the entries it
-kept, then what came after). When that does not fit, the compactor (``compaction::compact``)
-summarises more of it first, and the path is read again.
+smaller) minus ``reserve_tokens`` for the answer, at most ``max_fill`` of the model's window. The
+system prompt, the tools and every pinned entry go whole (with ``pin_first_turn``, the session's
+first user turn is one); the history goes from the latest compaction on (its summary, then the
+entries it kept, then what came after). When that does not fit, the compactor
+(``compaction::compact``) summarises more of it first, and the path is read again.
 
 Per session the assembler keeps, next to the cached path, each entry as the model reads it
 (results clipped, rules and recalled memories as user text), its size and running totals, so
@@ -42,6 +43,7 @@ from tackroom.engine.tracing import current_tracer
 from tackroom.kit.context import (
     TokenEstimator,
     compaction_details,
+    first_turn,
     message_chars,
     summary_message,
     window_and_reserve,
@@ -209,6 +211,7 @@ class ContextAssembler:
             model=record.model,
             target_tokens=target,
             keep_last=settings.keep_last,
+            pinned=list(derived.pinned) if settings.pin_first_turn else [],
             chars_per_token=self.estimator.chars_per_token(model_key),
             run_id=record.run_id,
             principal=record.principal,
@@ -228,19 +231,20 @@ class ContextAssembler:
     async def _derive(self, record: TurnRecord) -> _Derived:
         view = await self._sessions.view(record.session_id)
         limits = ResultLimits.of_tools(record.tools, default_limit=self._default_limit)
+        pinned = _pins(view, self.settings(record))
         derived = self._derived.get(record.session_id)
         if (
             derived is None
             or derived.generation != view.generation
             or derived.limits != limits
             or len(derived.read) > len(view.ids)
-            or (derived.pinned != view.pinned and _notes_repinned(derived, view))
+            or (derived.pinned != pinned and _notes_repinned(derived, view, pinned))
         ):
-            derived = _Derived(generation=view.generation, limits=limits, pinned=view.pinned)
+            derived = _Derived(generation=view.generation, limits=limits, pinned=pinned)
             self._derived[record.session_id] = derived
             if len(self._derived) > 1024:
                 self._derived.pop(next(iter(self._derived)))
-        derived.pinned = view.pinned
+        derived.pinned = pinned
         _extend(derived, view)
         return derived
 
@@ -285,10 +289,19 @@ def _as_read(
     return clip_message(entry_id, message, limit_of=limits.limit_of, reader=limits.reader)
 
 
-def _notes_repinned(derived: _Derived, view: PathView) -> bool:
+def _pins(view: PathView, settings: ContextSettings) -> tuple[str, ...]:
+    """The entries carried whole: the session's pins, and with ``pin_first_turn`` its first user
+    turn (found again each call: a few entries from the path's start)."""
+    if not settings.pin_first_turn:
+        return view.pinned
+    extra = [entry for entry in first_turn(view.ids, view.messages) if entry not in view.pinned]
+    return (*view.pinned, *extra) if extra else view.pinned
+
+
+def _notes_repinned(derived: _Derived, view: PathView, pinned: tuple[str, ...]) -> bool:
     """Whether a note the model reads only when pinned was pinned or unpinned (rare: the
     entries are then read again; a pinned message of any other kind reads the same)."""
-    for entry_id in set(derived.pinned) ^ set(view.pinned):
+    for entry_id in set(derived.pinned) ^ set(pinned):
         position = derived.index.get(entry_id)
         if position is not None and isinstance(view.messages[position], CustomMessage):
             return True

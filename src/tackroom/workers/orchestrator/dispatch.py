@@ -47,18 +47,26 @@ MAX_RESULT_BYTES = MAX_VALUE_BYTES // 4
 stored value may take ``MAX_VALUE_BYTES``."""
 _WRITE_RETRIES = (0.05, 0.25, None)
 """Pauses between the attempts of a ledger write the engine failed (``None``: give up)."""
-TOOL_RETRY_PAUSES = (0.2, 1.0)
-"""Pauses before the second and third attempt of an idempotent tool's call that failed with a
-transient error (a code in ``TRANSIENT_ERROR_CODES``, or a timeout); other calls run once."""
+TOOL_RETRY_PAUSES = (0.2, 1.0, 5.0)
+"""Pauses before the second, third and fourth attempt of an idempotent tool's call that failed
+with a transient error (a code in ``TRANSIENT_ERROR_CODES``, or a timeout), as many as the
+orchestrator's ``tool_retries`` (default 1, seed 003); other calls run once."""
 
 
 class Dispatcher:
     def __init__(
-        self, engine: Engine, *, gate: Gate, call_timeout: float, subagents: Subagents
+        self,
+        engine: Engine,
+        *,
+        gate: Gate,
+        call_timeout: float,
+        subagents: Subagents,
+        tool_retries: int = 1,
     ) -> None:
         self._engine = engine
         self.gate = gate
         self._call_timeout = call_timeout
+        self._pauses = TOOL_RETRY_PAUSES[:tool_retries]
         self._subagents = subagents
 
     async def run_batch(self, record: TurnRecord, emit: Emit) -> CallsSettled:
@@ -175,7 +183,11 @@ class Dispatcher:
     ) -> FunctionResultMessage:
         started = time.perf_counter()
         with tool_call_span(
-            name=call.tool_name, call_id=call.id, function_id=tool.function_id
+            name=call.tool_name,
+            call_id=call.id,
+            function_id=tool.function_id,
+            arguments=call.arguments,
+            session_id=record.session_id,
         ) as span:
             result = await self._invoke(record, call, tool)
             span.finished(result)
@@ -222,23 +234,27 @@ class Dispatcher:
             principal=record.principal,
         )
         payload = {**call.arguments, CALL_CONTEXT_KEY: context.model_dump()}
-        pauses = TOOL_RETRY_PAUSES if tool.traits.idempotent else ()
+        pauses = self._pauses if tool.traits.idempotent else ()
         attempt = 1
-        result, transient = await self._attempt(call, tool, payload, attempt)
+        limit = call_limit(tool.traits.timeout, self._call_timeout, record.tool_timeout)
+        result, transient = await self._attempt(call, tool, payload, attempt, limit)
         while transient and attempt <= len(pauses):
             await asyncio.sleep(pauses[attempt - 1])
             attempt += 1
-            result, transient = await self._attempt(call, tool, payload, attempt)
+            result, transient = await self._attempt(call, tool, payload, attempt, limit)
         return result
 
     async def _attempt(
-        self, call: CallState, tool: ToolOffer, payload: dict[str, Any], attempt: int
+        self,
+        call: CallState,
+        tool: ToolOffer,
+        payload: dict[str, Any],
+        attempt: int,
+        limit: float,
     ) -> tuple[FunctionResultMessage, bool]:
         """One try of the call: its result, and whether it failed in a way worth another try."""
         try:
-            value = await self._engine.trigger(
-                tool.function_id, payload, timeout=tool.traits.timeout or self._call_timeout
-            )
+            value = await self._engine.trigger(tool.function_id, payload, timeout=limit)
         except FunctionNotFound as exc:
             return error_result(call, str(exc), details={"error": "function_not_found"}), False
         except InvocationTimeout as exc:
@@ -251,6 +267,13 @@ class Dispatcher:
                 call, message, details=_failure(exc.remote_code, attempt)
             ), transient
         return _as_result(call, tool, value), False
+
+
+def call_limit(own: float | None, default: float, run: float | None) -> float:
+    """Seconds one call may take: the tool's own limit, else the orchestrator's, and never more
+    than the run's (an ``AgentConfig``'s ``tool_timeout_seconds``)."""
+    limit = own or default
+    return limit if run is None else min(limit, run)
 
 
 def _failure(code: str, attempt: int) -> dict[str, Any]:

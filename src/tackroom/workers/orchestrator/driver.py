@@ -32,6 +32,7 @@ from tackroom.engine.errors import (
 from tackroom.engine.protocol import Engine, current_invocation
 from tackroom.hooks import TURN_END, HookSubscriptions
 from tackroom.kit.events import EventEmitter
+from tackroom.kit.lifecycle import StepContext, in_step
 from tackroom.workers.orchestrator.aborts import AbortWatch
 from tackroom.workers.orchestrator.context import ContextAssembler, context_overflow, mark_span
 from tackroom.workers.orchestrator.dispatch import Dispatcher, Emit
@@ -151,7 +152,7 @@ class Driver:
             parked_pass = False
             if invocation is not None:
                 await invocation.extend_visibility(self._extension)
-            with step_span(record) as span:
+            with _step_context(record), step_span(record) as span:
                 try:
                     async with self._step_unit(record):
                         step = await self._step(record, progress)
@@ -211,7 +212,7 @@ class Driver:
         """
         if before.state != "function_execute" or step.record.state != "steering_check":
             return [], step
-        with step_span(step.record) as span:
+        with _step_context(step.record), step_span(step.record) as span:
             check = await self._step(step.record, progress)
             if check is None or not check.changed:
                 return [], step
@@ -465,13 +466,13 @@ class Driver:
                 continue
             if item.frame.get("event_id") in present:
                 continue
-            if item.frame.get("type") == "turn_end":
-                data = item.frame.get("data", {})
+            frame = frame_of(item, record.outbox)  # a turn_end's results filled back in
+            if frame.get("type") == "turn_end":
+                data = frame.get("data", {})
                 await self._observe(
                     TURN_END,
                     {"session_id": record.session_id, "run_id": record.run_id, **data},
                 )
-            frame = frame_of(item, record.outbox)
             progress.saw(await self._events.emit_frame(record.session_id, frame))
 
     async def _emit(self, record: TurnRecord, key: str, data: EventData) -> int:
@@ -502,6 +503,17 @@ class _Progress:
 
     def saw(self, seq: int) -> None:
         self.events_seq = max(self.events_seq, seq)
+
+
+def _step_context(record: TurnRecord) -> contextlib.AbstractContextManager[StepContext]:
+    """The step's session, run, state and lifecycle for the log records and spans made while it
+    is worked (:mod:`tackroom.kit.lifecycle`)."""
+    return in_step(
+        session_id=record.session_id,
+        run_id=record.run_id,
+        state=record.state,
+        error=record.error is not None,
+    )
 
 
 def _is_shutdown(exc: BaseException) -> bool:

@@ -4,9 +4,13 @@
 and ``ask`` mode only a tool declared ``read_only`` runs, and a tool's ``required_permission``
 must be one of the roles of the principal the run acts for. Then the policy function (5 s by
 default) decides, and fails closed: no answer, an error or a reply it cannot read is a denial
-with ``denied_by: gate_unavailable``. A ``needs_approval`` goes to the approvals worker, with the
-policy rule's approvers (who may approve) and the principal the run acts for; the session's mode
-may allow it at once (never a call with approvers); otherwise the call parks. With no policy and
+with ``denied_by: gate_unavailable`` — unless the tool's ``on_policy_error`` trait (else the
+orchestrator's ``policy_on_error``) is ``allow``: then the call is allowed with ``decided_by:
+fail_open`` and the reason it failed open, in the ``gate_decision`` event the audit log keeps
+(never a protected function: those are denied whatever the setting). A ``needs_approval`` goes
+to the approvals worker, with the policy rule's approvers (who may approve) and the principal
+the run acts for; the session's mode may allow it at once (never a call with approvers);
+otherwise the call parks. With no policy and
 no approvals configured the harness runs "thin" and allows. Every decision is an event and a
 span attribute. ``after_function_call`` hooks may rewrite a result; one that fails withholds it.
 """
@@ -15,6 +19,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import logging
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any, Literal
@@ -26,7 +31,8 @@ from tackroom.contracts.approvals import REQUEST, RESOLVE, ApprovalRequest, Reso
 from tackroom.contracts.approvers import ApproverRules
 from tackroom.contracts.events import EventData, FunctionExecutionEndData, GateDecidedData
 from tackroom.contracts.messages import FunctionResultMessage
-from tackroom.contracts.policy import CHECK_PERMISSIONS, CheckRequest
+from tackroom.contracts.policy import CHECK_PERMISSIONS, CheckRequest, protected_by
+from tackroom.contracts.tools import OnPolicyError
 from tackroom.engine.errors import EngineError
 from tackroom.engine.protocol import Engine
 from tackroom.hooks import AFTER_FUNCTION_CALL, BEFORE_FUNCTION_CALL, HookSubscriptions
@@ -37,6 +43,8 @@ from tackroom.workers.orchestrator.record import CallState, ToolOffer, TurnRecor
 __all__ = ["Emit", "Gate", "GateDecision", "denial"]
 
 Emit = Callable[[str, EventData], Awaitable[None]]
+
+_log = logging.getLogger("tackroom.orchestrator.gate")
 
 
 async def emit_call_end(
@@ -66,6 +74,7 @@ DecidedBy = Literal[
     "thin",
     "policy",
     "gate_unavailable",
+    "fail_open",
     "approval_mode",
     "default",
     "hook",
@@ -98,8 +107,10 @@ class Gate:
         approvals_function: str | None,
         timeout: float,
         hooks: HookSubscriptions | None,
+        on_error: OnPolicyError = "deny",
     ) -> None:
         self._engine = engine
+        self._on_error = on_error
         self._policy = None if policy_function is None else CHECK_PERMISSIONS.at(policy_function)
         self._approvals = None if approvals_function is None else REQUEST.at(approvals_function)
         self._policy_timeout = timeout
@@ -259,9 +270,10 @@ class Gate:
         try:
             reply = await self._policy.call(self._engine, request, timeout=self._policy_timeout)
         except ValidationError as exc:
-            return _unavailable(f"unreadable policy reply: {describe_validation_error(exc)}")
+            why = f"unreadable policy reply: {describe_validation_error(exc)}"
+            return self._policy_failed(call, tool, why)
         except EngineError as exc:
-            return _unavailable(str(exc))
+            return self._policy_failed(call, tool, str(exc))
         constraint = reply.matched_constraint
         return GateDecision(
             reply.decision,
@@ -270,6 +282,24 @@ class Gate:
             rule_id=reply.rule_id,
             matched_constraint=None if constraint is None else constraint.model_dump(mode="json"),
             approvers=reply.approvers if reply.decision == "needs_approval" else None,
+        )
+
+    def _policy_failed(self, call: CallState, tool: ToolOffer | None, why: str) -> GateDecision:
+        """The policy function failed: denied (closed), or allowed where the tool (else this
+        gate) fails open — never a protected function. Either way a warning says so."""
+        function_id = call.function_id or call.tool_name
+        trait = None if tool is None else tool.traits.on_policy_error
+        mode = trait or self._on_error
+        if mode == "deny" or protected_by(function_id) is not None:
+            _log.warning("policy check of %s failed, denied (fail closed): %s", function_id, why)
+            return _unavailable(why)
+        source = "the tool's on_policy_error" if trait else "the orchestrator's policy_on_error"
+        _log.warning("policy check of %s failed, ALLOWED (fail open, %s): %s", function_id,
+                     source, why)  # fmt: skip
+        return GateDecision(
+            "allow",
+            "fail_open",
+            f"the policy check failed, and {source} is allow, so the call is allowed: {why}",
         )
 
 

@@ -35,6 +35,7 @@ from tackroom.kit import texttools
 from tackroom.kit.hooks.modelcalls import CallIds, HookBlocked, ModelCallHooks
 from tackroom.kit.live import NO_LIVE, LiveSink
 from tackroom.workers.orchestrator.dispatch import Emit
+from tackroom.workers.orchestrator.models import ModelInfoCache
 from tackroom.workers.orchestrator.record import TurnRecord
 from tackroom.workers.orchestrator.streaming import (
     ModelCaller,
@@ -42,6 +43,7 @@ from tackroom.workers.orchestrator.streaming import (
     base_request,
     error_message,
 )
+from tackroom.workers.orchestrator.structured import OutputSpec, native_format, prompted
 
 __all__ = ["SWITCH_ON", "HookBlocked", "ModelCall", "ProfileCache"]
 
@@ -101,11 +103,13 @@ class ModelCall:
         *,
         hooks: ModelCallHooks,
         profiles: ProfileCache,
+        models: ModelInfoCache | None = None,
         text_corrections: int = 2,
     ) -> None:
         self._caller = caller
         self._hooks = hooks
         self._profiles = profiles
+        self._models = models
         self._corrections = text_corrections
 
     async def call(
@@ -135,6 +139,7 @@ class ModelCall:
                 live,
                 message_id=message_id,
                 abort_requested=abort_requested,
+                output=record.output,
             )
             message = tried.streamed.message
             following = chain[position + 1] if position + 1 < len(chain) else None
@@ -175,9 +180,12 @@ class ModelCall:
         *,
         message_id: str,
         abort_requested: AbortCheck | None,
+        output: OutputSpec | None = None,
     ) -> _Try:
         if model != request.model:
             request = request.model_copy(update={"model": model})
+        if output is not None:
+            request = await self._asking_for(provider, model, request, output)
         if await self._profiles.tool_calling(provider) == "native":
             streamed = await self._caller.stream(
                 provider, request, live, message_id=message_id, abort_requested=abort_requested
@@ -186,6 +194,16 @@ class ModelCall:
         return await self._in_text(
             provider, request, live, message_id=message_id, abort_requested=abort_requested
         )
+
+    async def _asking_for(
+        self, provider: str, model: str, request: ProviderRequest, output: OutputSpec
+    ) -> ProviderRequest:
+        """The provider's native JSON-schema mode where the catalog says the model has it, else
+        the schema in the system prompt (each model of the chain on its own)."""
+        info = None if self._models is None else await self._models.get(provider, model)
+        if info is not None and info.capabilities.structured_output:
+            return request.model_copy(update={"output_format": native_format(output)})
+        return request.model_copy(update={"system_prompt": prompted(output, request.system_prompt)})
 
     async def _in_text(
         self,

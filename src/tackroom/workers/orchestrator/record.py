@@ -11,6 +11,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 from tackroom.contracts.agents import ParentLink
 from tackroom.contracts.budget import Lead
 from tackroom.contracts.context import ContextSettings
+from tackroom.contracts.guards import LoopGuard
 from tackroom.contracts.messages import (
     AgentMessage,
     AssistantMessage,
@@ -28,6 +29,7 @@ from tackroom.contracts.turn import (
     TurnStateView,
 )
 from tackroom.contracts.versions import renamed_before, upgrading
+from tackroom.workers.orchestrator.structured import OutputSpec
 
 __all__ = [
     "RUNS_SCOPE",
@@ -39,6 +41,7 @@ __all__ = [
     "OutboxEvent",
     "OutboxItem",
     "ToolOffer",
+    "ToolStreak",
     "TurnRecord",
     "runs_key",
 ]
@@ -82,6 +85,17 @@ class CallState(_Model):
     result: FunctionResultMessage | None = None
 
 
+class ToolStreak(_Model):
+    """The model's latest turns that called one tool and only it (:mod:`.guards`)."""
+
+    function_id: str
+    turns: int = 1
+    steered: bool = False
+    """The model was told it is looping (the calls of that turn did not run)."""
+    stopped: bool = False
+    """It called the tool again after that: the run stops at the steering check."""
+
+
 class OutboxEntry(_Model):
     entry_id: str
     message: AgentMessage
@@ -119,7 +133,10 @@ class TurnRecord(_Model):
     keeps ``last_assistant`` for a child run only (its parent reads the answer) and drops the
     results of a settled batch's calls (they are appended; the ledger keeps each outcome); a
     version 3 record reads as it is. Version 5 added ``leads`` (a child run's chain of parent
-    runs, charged with its spend); a version 4 record reads as one with none."""
+    runs, charged with its spend); a version 4 record reads as one with none. ``output`` and
+    ``output_retries`` (structured output) are optional additions of version 5: a record
+    without them is a run without an output schema; so are ``loop_guard`` and ``tool_streak``
+    (a record without them runs the default guards, with no streak yet)."""
 
     schema_version: int = 5
     session_id: str
@@ -170,6 +187,21 @@ class TurnRecord(_Model):
     )
     call_ids: list[str] = Field(
         default_factory=list, description="every function call id used in this run, in order"
+    )
+    output: OutputSpec | None = Field(
+        default=None, description="the answer's schema, judged inside the turn (structured.py)"
+    )
+    output_retries: int = Field(
+        default=0, description="corrective model calls made for answers that did not validate"
+    )
+    loop_guard: LoopGuard | None = Field(
+        default=None, description="the run's loop guards (None: the defaults)"
+    )
+    tool_timeout: float | None = Field(
+        default=None, description="the run's own limit on one tool call, in seconds"
+    )
+    tool_streak: ToolStreak | None = Field(
+        default=None, description="the latest turns in a row that called only one tool"
     )
     stop_reason: str | None = None
     error: TurnError | None = None

@@ -4,10 +4,12 @@ A ``turn::step`` delivery drives several steps and is a bus hop (no span of its 
 trace reads ``run::start`` → ``turn.step provisioning``, ``turn.step assistant_streaming`` (its
 model call's ``chat <model>`` under it), ``turn.step function_execute`` (an ``execute_tool
 <name>`` per call under it), ``turn.step steering_check``, … Attributes: ``run.id``,
-``session.id``, ``tackroom.turn.state`` (the state worked), ``tackroom.turn.step`` (the number
+``session.id``, ``tackroom.turn.state`` (the state worked), ``tackroom.lifecycle`` (its lifecycle:
+:mod:`tackroom.contracts.lifecycle`), ``tackroom.turn.step`` (the number
 of the step it commits: 1 for provisioning); once done ``tackroom.turn.committed`` (false: another
 delivery advanced the turn first) and ``tackroom.turn.next_state``. A step that ends the run with
-an error (a failed model call, an unexpected error) has status ``ERROR`` and ``error.type``. A
+an error (a failed model call, an unexpected error) has status ``ERROR`` (its message scrubbed of
+secrets, as span summaries are) and ``error.type``. A
 step whose work changed nothing (a wake with no decision yet) has neither. The steering check
 that follows a batch of calls is committed with it: its span is a child of the batch's, with
 ``tackroom.turn.folded`` true.
@@ -22,7 +24,9 @@ from contextlib import contextmanager
 
 from opentelemetry.trace import Span, SpanKind, Status, StatusCode
 
+from tackroom.contracts.lifecycle import LIFECYCLE_ATTRIBUTE, lifecycle_of
 from tackroom.engine.tracing import current_tracer
+from tackroom.kit.summaries import summarizer
 from tackroom.workers.orchestrator.record import TurnRecord
 
 __all__ = ["StepSpan", "step_span"]
@@ -42,7 +46,10 @@ class StepSpan:
             return
         span.set_attribute("tackroom.turn.next_state", record.state)
         if record.terminal and record.error is not None:
-            span.set_status(Status(StatusCode.ERROR, record.error.message[:1000]))
+            scrub = summarizer()  # the error may quote a tool's or the model's words
+            text = record.error.message
+            text = text[:1000] if scrub is None else scrub.text(text, limit=1000)
+            span.set_status(Status(StatusCode.ERROR, text))
             span.set_attribute("error.type", record.error.kind)
 
     def folded(self, record: TurnRecord) -> None:
@@ -68,6 +75,7 @@ def step_span(record: TurnRecord) -> Iterator[StepSpan]:
         "session.id": record.session_id,
         "tackroom.turn.state": record.state,
         "tackroom.turn.step": record.step + 1,
+        LIFECYCLE_ATTRIBUTE: lifecycle_of(record.state, error=record.error is not None),
     }
     principal = record.principal
     if principal is not None:  # who the step acts for (OpenTelemetry's enduser.*)

@@ -54,6 +54,7 @@ _NOT_NORMAL = {
     "budget_exceeded": "its budget is spent",
     "max_turns": "it reached its max_turns",
     "loop_detected": "it repeated the same call",
+    "tool_loop": "it kept calling the same tool",
     "aborted": "it was aborted",
     "error": "it failed",
 }

@@ -34,6 +34,12 @@ from tackroom.contracts.messages import (
 )
 from tackroom.contracts.turn import TurnError
 from tackroom.workers.orchestrator.delegation import WAITS, ChildEnded, handoff_in, take_handoff
+from tackroom.workers.orchestrator.guards import (
+    DEFAULT_GUARD,
+    follow_streak,
+    repeated_calls,
+    tool_loop_stop,
+)
 from tackroom.workers.orchestrator.planning import (
     call_signature,
     error_result,
@@ -41,6 +47,13 @@ from tackroom.workers.orchestrator.planning import (
     unique_call_ids,
 )
 from tackroom.workers.orchestrator.record import CallState, ToolOffer, TurnRecord
+from tackroom.workers.orchestrator.structured import (
+    OUTPUT_INVALID,
+    Correct,
+    GiveUp,
+    OutputSpec,
+    judge,
+)
 
 __all__ = [
     "LOOP_LIMIT",
@@ -62,8 +75,9 @@ __all__ = [
     "transition",
 ]
 
-LOOP_LIMIT = 3
-"""The same call (function and arguments) more than this many times in a run stops it."""
+LOOP_LIMIT = DEFAULT_GUARD.identical_call_limit
+"""The same call (function and arguments) more than this many times in a run stops it, by
+default (``loop_guard.identical_call_limit``; :mod:`.guards`)."""
 
 _STOPPING = frozenset({"error", "aborted", "budget_exceeded"})
 
@@ -279,9 +293,12 @@ def _assistant_completed(r: TurnRecord, message: AssistantMessage, effects: list
         _finish(r, "stopped", effects)
         return
     r.calls = plan_calls(message, r.tools)
+    follow_streak(r)  # the same tool too many turns in a row: steered once, then stopped
     if not r.calls:
         _turn_end(r, message_id, [], effects)
         r.state = "steering_check"
+        if r.output is not None:
+            _judge_output(r, r.output, message, effects)
         return
     for call in r.calls:
         if call.function_id is not None:
@@ -392,14 +409,9 @@ def _steer(r: TurnRecord, messages: list[AgentMessage], effects: list[Effect]) -
                 [(r.entry_id(f"t{r.turn_count}-in{i}"), m) for i, m in enumerate(messages)]
             )
         )
-    repeated = max(r.call_counts.values(), default=0)
-    if repeated > LOOP_LIMIT:
-        _stop_with_note(
-            r,
-            "loop_detected",
-            f"Stopped: the model made the same call with the same arguments {repeated} times.",
-            effects,
-        )
+    stop = repeated_calls(r) or tool_loop_stop(r)
+    if stop is not None:
+        _stop_with_note(r, stop.stop_reason, stop.text, effects)
         return
     if not messages and not r.calls:
         r.stop_reason = "end"
@@ -438,6 +450,24 @@ def _blocked(r: TurnRecord, event: ModelCallBlocked, effects: list[Effect]) -> N
     _stop_with_note(r, "blocked", f"Stopped by a {event.topic} hook{by}: {event.reason}", effects)
 
 
+def _judge_output(
+    r: TurnRecord, spec: OutputSpec, message: AssistantMessage, effects: list[Effect]
+) -> None:
+    """A final answer that does not validate against the run's schema: stored with a corrective
+    user message, and the model asked again — a step of the turn — or, the retries spent, the
+    run stops ``output_invalid`` (:mod:`.structured`)."""
+    verdict = judge(spec, message, used=r.output_retries)
+    if isinstance(verdict, GiveUp):
+        r.error = TurnError(kind=OUTPUT_INVALID, message=verdict.reason)
+        _stop_with_note(r, OUTPUT_INVALID, f"Stopped: {verdict.reason}", effects)
+    elif isinstance(verdict, Correct):
+        r.output_retries += 1
+        entry_id = r.entry_id(f"t{r.turn_count}-fix")
+        effects.append(AppendEntries([(entry_id, verdict.message)]))
+        effects.append(EmitEvent(MessageCompleteData(message_id=entry_id, message=verdict.message)))
+        r.state = "assistant_streaming"
+
+
 def _stop_with_note(r: TurnRecord, stop_reason: str, text: str, effects: list[Effect]) -> None:
     note = CustomMessage(custom_type="turn_stopped", content=[TextBlock(text=text)])
     note_id = r.entry_id(f"stop-{stop_reason}")
@@ -473,6 +503,7 @@ def _finish(r: TurnRecord, state: str, effects: list[Effect]) -> None:
                 usage=r.usage,
                 error=None if r.error is None else ErrorData(**r.error.model_dump()),
                 agent=r.agent,
+                output_retries=r.output_retries,
             )
         )
     )

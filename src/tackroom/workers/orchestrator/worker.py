@@ -12,7 +12,9 @@ from pydantic import Field, field_validator
 from tackroom.contracts.approvals import DECISIONS_SCOPE
 from tackroom.contracts.context import COMPACT, ContextSettings
 from tackroom.contracts.events import EVENTS, TURN_END
+from tackroom.contracts.guards import LoopGuard
 from tackroom.contracts.results import MAX_PAGE_CHARS, RESULTS_READ
+from tackroom.contracts.tools import OnPolicyError
 from tackroom.contracts.turn import (
     RUN_ABORT,
     RUN_START,
@@ -34,6 +36,7 @@ from tackroom.engine.protocol import QueueConfig, StreamRetention
 from tackroom.hooks import HookSubscriptions
 from tackroom.kit.forgetting import forget_deleted_sessions
 from tackroom.kit.hooks.modelcalls import ModelCallHooks
+from tackroom.kit.lifecycle import install_lifecycle_logging
 from tackroom.runtime.tools import serve_tool
 from tackroom.runtime.worker import WorkerConfig, WorkerContext, WorkerSpec
 from tackroom.workers.orchestrator.aborts import AbortWatch
@@ -50,6 +53,7 @@ from tackroom.workers.orchestrator.record import RUNS_SCOPE, TURNS_SCOPE, TurnRe
 from tackroom.workers.orchestrator.results import ResultsReader
 from tackroom.workers.orchestrator.spend import BudgetGuard, leads_of
 from tackroom.workers.orchestrator.streaming import ModelCaller
+from tackroom.workers.orchestrator.structured import DEFAULT_OUTPUT_RETRIES, output_spec
 from tackroom.workers.orchestrator.subagents import Subagents
 from tackroom.workers.orchestrator.transcript import SessionsClient
 from tackroom.workers.orchestrator.wake import wake
@@ -63,6 +67,9 @@ class OrchestratorConfig(WorkerConfig):
     policy_function: str | None = None
     """e.g. ``policy::check_permissions``; ``None`` runs thin (every call allowed)."""
     policy_timeout: float = 5.0
+    policy_on_error: OnPolicyError = "deny"
+    """When the policy function fails (error, timeout, unreadable answer): ``deny`` (closed) or
+    ``allow`` (open, audited as ``decided_by: fail_open``); a tool's ``on_policy_error`` wins."""
     approvals_function: str | None = None
     """e.g. ``approval::request``: asked before a call parks (the session's mode may allow it)."""
     budget_check_function: str | None = None
@@ -76,7 +83,13 @@ class OrchestratorConfig(WorkerConfig):
     hooks_function: str | None = None
     """e.g. ``hook-fanout::publish_collect``: hooks around calls, model calls and turn ends."""
     provider_timeout: float = 300.0
-    call_timeout: float = 120.0
+    """Seconds for one model call, provider retries included (not 30: docs/defaults.md)."""
+    call_timeout: float = 15.0
+    """Seconds for one call of a tool without a ``timeout`` trait (seed 003)."""
+    tool_retries: int = Field(default=1, ge=0, le=3)
+    """Retries of an idempotent tool's call after a transient error (seed 003: one)."""
+    loop_guard: LoopGuard = Field(default_factory=LoopGuard)
+    """The same tool too many turns in a row, the same call too often (contracts/guards.py)."""
     coalesce_seconds: float = 0.05
     coalesce_chars: int = 4096
     cwd: str | None = None
@@ -102,6 +115,9 @@ class OrchestratorConfig(WorkerConfig):
     whose ``task`` names a route runs on that chain instead of its own model and fallbacks."""
     text_corrections: int = Field(default=2, ge=0, le=10)
     """Corrections a ``tool_calling: text`` model gets when its tool call cannot be read."""
+    output_retries: int = Field(default=DEFAULT_OUTPUT_RETRIES, ge=0, le=10)
+    """Corrective model calls a run with an ``output_schema`` gets when its answer does not
+    validate (a run's ``output_retries`` overrides it); see ``structured.py`` for the reason."""
     max_subagent_fanout: int = Field(default=8, ge=1, le=256)
     """Subagent calls (``agent::<name>``) one model message may make; the rest are refused."""
     max_deliveries: int = 50
@@ -126,6 +142,8 @@ class Orchestrator:
     ) -> None:
         config = ctx.config
         self._routes = config.routes
+        self._loop_guard = config.loop_guard
+        self._output_retries = config.output_retries
         self._engine = ctx.engine
         self._sessions = SessionsClient(ctx.engine)
         models = ModelInfoCache(ctx.engine)
@@ -142,6 +160,7 @@ class Orchestrator:
             approvals_function=config.approvals_function,
             timeout=config.policy_timeout,
             hooks=hooks,
+            on_error=config.policy_on_error,
         )
         self.aborts = AbortWatch(ctx.engine)
         self._driver = Driver(
@@ -158,10 +177,15 @@ class Orchestrator:
                 ),
                 hooks=ModelCallHooks(hooks),
                 profiles=ProfileCache(ctx.engine),
+                models=models,
                 text_corrections=config.text_corrections,
             ),
             dispatcher=Dispatcher(
-                ctx.engine, gate=gate, call_timeout=config.call_timeout, subagents=subagents
+                ctx.engine,
+                gate=gate,
+                call_timeout=config.call_timeout,
+                subagents=subagents,
+                tool_retries=config.tool_retries,
             ),
             subagents=subagents,
             hooks=hooks,
@@ -221,6 +245,9 @@ class Orchestrator:
             tool_patterns=request.tools,
             initial_messages=request.messages,
             context=request.context,
+            loop_guard=self._loop_guard,
+            output=output_spec(request, default_retries=self._output_retries),
+            tool_timeout=request.tool_timeout,
         )
         try:
             # The record and its first step: one transaction where the engine can (a start
@@ -328,6 +355,7 @@ class Orchestrator:
 
 
 async def start(ctx: WorkerContext[OrchestratorConfig]) -> None:
+    install_lifecycle_logging()  # every record made in a step says its lifecycle: once a process
     hooks = None
     if ctx.config.hooks_function is not None:
         hooks = HookSubscriptions(ctx.engine, publish_function=ctx.config.hooks_function)

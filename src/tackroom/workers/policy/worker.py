@@ -6,6 +6,7 @@ worker_config:
     rules_path: permissions.yaml      # default; relative to the working directory
     default_decision: needs_approval  # when no rule matches
     reload_interval: 1.0              # seconds between checks of the file; 0: no hot reload
+    on_error: deny                    # a call the rules fail to decide: deny (closed) | allow
 ```
 
 Without ``rules_path`` the worker reads ``./permissions.yaml`` when it exists and uses the
@@ -26,6 +27,7 @@ and one catch-all rule (``function: "*"``) changes it.
 from __future__ import annotations
 
 import functools
+import logging
 from pathlib import Path
 
 from pydantic import Field
@@ -43,7 +45,9 @@ from tackroom.contracts.policy import (
     Decision,
     EmptyRequest,
     PolicyStatus,
+    error_verdict,
 )
+from tackroom.contracts.tools import OnPolicyError
 from tackroom.engine.errors import FunctionError
 from tackroom.kit.audit import record_policy_load
 from tackroom.kit.rulesfile import PolicyFileError, RulesSource
@@ -55,6 +59,8 @@ __all__ = ["DEFAULT_RULES_PATH", "WORKER", "PolicyConfig"]
 
 DEFAULT_RULES_PATH = Path("permissions.yaml")
 
+_log = logging.getLogger("tackroom.policy")
+
 
 class PolicyConfig(WorkerConfig):
     rules_path: Path | None = Field(
@@ -65,6 +71,11 @@ class PolicyConfig(WorkerConfig):
     default_decision: Decision = "needs_approval"
     reload_interval: float = Field(
         default=1.0, ge=0, description="seconds between checks of the file; 0: no hot reload"
+    )
+    on_error: OnPolicyError = Field(
+        default="deny",
+        description="a call the rules fail to decide (an error while evaluating them): deny it"
+        " (fail closed) or allow it (fail open, rule builtin:on_error, audited by the gate)",
     )
 
 
@@ -85,9 +96,15 @@ async def _start(ctx: WorkerContext[PolicyConfig]) -> None:
     await source.load()
 
     async def check(request: CheckRequest) -> CheckResponse:
-        return evaluate(
-            source.rules, request.function_id, request.args, default=config.default_decision
-        )
+        try:
+            return evaluate(
+                source.rules, request.function_id, request.args, default=config.default_decision
+            )
+        except Exception as exc:  # the rules failed on this request: on_error decides, in words
+            why = f"{type(exc).__name__}: {exc}"
+            _log.warning("rules failed on %s (on_error: %s): %s", request.function_id,
+                         config.on_error, why)  # fmt: skip
+            return error_verdict(config.on_error, request.function_id, why)
 
     async def authorize(request: AuthorizeRequest) -> AuthorizeResponse:
         return source.rules.access.decide(request)

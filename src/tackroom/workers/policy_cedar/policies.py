@@ -5,7 +5,8 @@ A check asks Cedar twice, in one batch (see :mod:`~tackroom.workers.policy_cedar
 1. a protected function is denied first (``builtin:protected``), as by every policy worker;
 2. a ``forbid`` policy that could not be evaluated (a type error, a missing attribute read
    without ``has``) denies: Cedar skips a policy in error, so a forbid that errors would
-   otherwise let the call through — here it fails closed;
+   otherwise let the call through — here it fails closed, unless the worker's ``on_error`` is
+   ``allow`` (fail open: ``rule_id: builtin:on_error``, the reason names the policy);
 3. ``Action::"call"`` allowed → ``allow``;
 4. ``Action::"call_with_approval"`` allowed → ``needs_approval``;
 5. a ``forbid`` that applied to either → ``deny``;
@@ -34,8 +35,10 @@ from tackroom.contracts.policy import (
     CheckRequest,
     CheckResponse,
     Decision,
+    error_verdict,
     protected_verdict,
 )
+from tackroom.contracts.tools import OnPolicyError
 from tackroom.kit.rulesfile import PolicyFileError
 from tackroom.workers.policy_cedar.approvers import PREFIX, approvers_of
 from tackroom.workers.policy_cedar.mapping import (
@@ -230,7 +233,13 @@ def _verdict(decision: Decision, info: PolicyInfo, what: str) -> CheckResponse:
     )
 
 
-def decide(policies: CedarPolicies, request: CheckRequest, *, default: Decision) -> CheckResponse:
+def decide(
+    policies: CedarPolicies,
+    request: CheckRequest,
+    *,
+    default: Decision,
+    on_error: OnPolicyError = "deny",
+) -> CheckResponse:
     protected = protected_verdict(request.function_id)
     if protected is not None:
         return protected
@@ -244,6 +253,9 @@ def decide(policies: CedarPolicies, request: CheckRequest, *, default: Decision)
     broken = _first(policies, errored, "forbid")
     if broken is not None:
         detail = next(e for e in errors if f"`{broken.policy_id}`" in e)
+        if on_error == "allow":
+            why = f"Cedar policy {broken.rule_id!r} could not be evaluated: {detail}"
+            return error_verdict(on_error, request.function_id, why)
         return CheckResponse(
             decision="deny",
             rule_id=broken.rule_id,
@@ -251,6 +263,9 @@ def decide(policies: CedarPolicies, request: CheckRequest, *, default: Decision)
             f" denied: {detail}",
         )
     if any(result.decision == cedarpy.Decision.NoDecision for result in results):
+        if on_error == "allow":
+            why = f"Cedar could not evaluate the request: {'; '.join(errors)}"
+            return error_verdict(on_error, request.function_id, why)
         return CheckResponse(
             decision="deny", reason=f"Cedar could not evaluate the request: {'; '.join(errors)}"
         )

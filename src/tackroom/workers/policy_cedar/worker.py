@@ -13,6 +13,7 @@ worker_config:
     reload_interval: 1.0              # seconds between checks of the file; 0: no hot reload
     validate_schema: false            # true: the files must validate against schema.cedarschema
     access_policies_path: access.cedar  # default; who may do what to sessions, budgets…
+    on_error: deny                    # a call Cedar cannot decide: deny (closed) | allow (open)
 ```
 
 Without ``policies_path`` the worker reads ``./policies.cedar`` when it exists and uses the
@@ -29,6 +30,7 @@ built-in ``defaults_access.cedar`` when it is unset and ``./access.cedar`` does 
 from __future__ import annotations
 
 import functools
+import logging
 from importlib import resources
 from pathlib import Path
 
@@ -48,7 +50,9 @@ from tackroom.contracts.policy import (
     Decision,
     EmptyRequest,
     PolicyStatus,
+    error_verdict,
 )
+from tackroom.contracts.tools import OnPolicyError
 from tackroom.engine.errors import FunctionError
 from tackroom.kit.audit import record_policy_load
 from tackroom.kit.rulesfile import PolicyFileError, RulesSource
@@ -72,6 +76,8 @@ DEFAULT_POLICIES_PATH = Path("policies.cedar")
 BUILTIN_NAME = "<builtin policies.cedar>"
 DEFAULT_ACCESS_PATH = Path("access.cedar")
 BUILTIN_ACCESS_NAME = "<builtin access.cedar>"
+
+_log = logging.getLogger("tackroom.policy")
 
 
 def builtin_text() -> str:
@@ -106,6 +112,11 @@ class CedarPolicyConfig(WorkerConfig):
         default=None,
         description="the Cedar access policies of policy::authorize (relative: to the working"
         " directory); unset: ./access.cedar if it exists, else the built-in defaults",
+    )
+    on_error: OnPolicyError = Field(
+        default="deny",
+        description="a call Cedar cannot decide (a policy in error, no decision): deny it (fail"
+        " closed) or allow it (fail open, rule builtin:on_error, audited by the gate)",
     )
 
 
@@ -142,7 +153,15 @@ async def _start(ctx: WorkerContext[CedarPolicyConfig]) -> None:
     answers = AccessAnswers()
 
     async def check(request: CheckRequest) -> CheckResponse:
-        return decide(source.rules, request, default=config.default_decision)
+        try:
+            return decide(
+                source.rules, request, default=config.default_decision, on_error=config.on_error
+            )
+        except Exception as exc:  # Cedar failed on this request: on_error decides, in words
+            why = f"{type(exc).__name__}: {exc}"
+            _log.warning("Cedar failed on %s (on_error: %s): %s", request.function_id,
+                         config.on_error, why)  # fmt: skip
+            return error_verdict(config.on_error, request.function_id, why)
 
     async def authorize(request: AuthorizeRequest) -> AuthorizeResponse:
         return answers.decide(access.rules, request)
