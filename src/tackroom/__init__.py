@@ -36,7 +36,11 @@ if TYPE_CHECKING:
     )
     from tackroom.contracts.principal import Principal
     from tackroom.harness import (
+        AgentConfig,
+        AgentResult,
         Harness,
+        Memory,
+        MemoryAdapter,
         OutputInvalid,
         PendingApproval,
         RunResult,
@@ -51,9 +55,11 @@ if TYPE_CHECKING:
     from tackroom.runtime.config import HarnessConfig
 
 __all__ = [
+    "AgentConfig",
     "AgentEnd",
     "AgentError",
     "AgentEvent",
+    "AgentResult",
     "ApprovalRequested",
     "ApprovalResolved",
     "BudgetDecided",
@@ -63,6 +69,8 @@ __all__ = [
     "GateDecided",
     "Harness",
     "HarnessConfig",
+    "Memory",
+    "MemoryAdapter",
     "MessageComplete",
     "MessageSnapshot",
     "MessageUpdate",

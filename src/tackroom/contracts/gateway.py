@@ -15,6 +15,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints
 
+from tackroom.contracts.agentconfig import AgentConfig
 from tackroom.contracts.budget import Budget, UsageResponse
 from tackroom.contracts.principal import AuthMethod, Principal
 from tackroom.contracts.sessions import ID_PATTERN, PathMessage, SessionInfo
@@ -112,6 +113,12 @@ class RunBody(_Body):
     principal: Principal | None = None
     if_busy: Literal["refuse", "queue"] = Field(
         default="refuse", description="a run in flight: refuse (409), or queue as a follow-up"
+    )
+    agent_config: AgentConfig | None = Field(
+        default=None,
+        description="the agent's configuration (model_backend, system_prompt, max_iterations,"
+        " context_window_limit, tool_names, ...): what the fields above leave out; the gateway's"
+        " defaults fill the rest",
     )
 
 

@@ -26,6 +26,7 @@ __all__ = [
     "BEFORE_MODEL_CALL",
     "CONTENTION_ERROR",
     "DEFAULT_MERGE_RULES",
+    "LIFECYCLE_HOOKS",
     "LIST",
     "MODEL_CALL_SCHEMA_VERSION",
     "PUBLISH_COLLECT",
@@ -64,6 +65,21 @@ AFTER_MODEL_CALL = "after_model_call"
 TURN_END = "turn_end"
 TOPICS = (BEFORE_FUNCTION_CALL, AFTER_FUNCTION_CALL, BEFORE_MODEL_CALL, AFTER_MODEL_CALL, TURN_END)
 """The topics the orchestrator publishes; other topics work the same way for other publishers."""
+
+LIFECYCLE_HOOKS: dict[str, str] = {
+    "before_thinking": BEFORE_MODEL_CALL,
+    "after_thinking": AFTER_MODEL_CALL,
+    "before_acting": BEFORE_FUNCTION_CALL,
+    "after_acting": AFTER_FUNCTION_CALL,
+    "after_observing": AFTER_FUNCTION_CALL,
+    "on_finished": TURN_END,
+}
+"""Seed 003's lifecycle points (IDLE → THINKING → ACTING → OBSERVING → FINISHED) → the topic
+published there. THINKING is the model call; ACTING and OBSERVING are one function call and its
+result (a subscriber of ``after_function_call`` may rewrite the result the model observes);
+FINISHED is the ``turn_end`` of a turn with no function results — the model answered, or its
+call stopped the run (``Harness.add_hook`` calls an ``on_finished`` subscriber for those only).
+ERROR has no topic: a failing run publishes no hook."""
 
 MergeRule = Literal["first_block_wins", "transform", "observe"]
 

@@ -20,6 +20,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from tackroom.contracts.agentconfig import AgentConfig
 from tackroom.contracts.bus import Function, Scope
 
 __all__ = [
@@ -143,12 +144,22 @@ class AgentSpec(_Spec):
     model: str | None = Field(
         default=None, description="PROVIDER:MODEL; default: the graph's model, then the run's"
     )
-    tools: list[str] = Field(default_factory=list)
+    tools: list[str] | None = Field(
+        default=None,
+        description="function ids or globs; default: agent_config.tool_names, else none",
+    )
     instructions: str | None = None
     output_schema: dict[str, Any] | None = Field(
         default=None, description="the answer must be one JSON value valid against this schema"
     )
-    max_turns: int = Field(default=8, ge=1, le=1000)
+    max_turns: int | None = Field(
+        default=None, ge=1, le=1000, description="default: agent_config.max_iterations, else 8"
+    )
+    agent_config: AgentConfig | None = Field(
+        default=None,
+        description="the agent's configuration (model_backend, system_prompt, max_iterations,"
+        " context_window_limit, tool_names, ...); the fields above, when given, win over it",
+    )
 
 
 class StepSpec(_Spec):

@@ -38,6 +38,8 @@ __all__ = ["Brings", "attach", "build_host"]
 
 TOOLS_WORKER = "harness-tools"
 HOOKS_WORKER = "harness-hooks"
+MEMORY_WORKERS = ("memory", "memory-postgres")
+"""The workers serving long-term memory; a program's adapter stands in for them."""
 
 
 @dataclass(slots=True)
@@ -50,6 +52,9 @@ class Brings:
     script: Path | list[Any] | None = None
     workers: list[str | WorkerSpec[Any]] = field(default_factory=list)
     sessions_worker: str = "sessions"
+    memory: WorkerSpec[Any] | None = None
+    """A program's memory adapter, served in place of the ``memory`` worker."""
+    """Run id → its tool timeout, for the tools served here (see ``tools_worker``)."""
 
     def in_process(self) -> list[str]:
         """What must run in this process (so cannot go through another process's endpoint)."""
@@ -60,6 +65,7 @@ class Brings:
                 ("a model object", self.model_object is not None),
                 ("hooks", bool(self.hooks)),
                 ("a script", self.script is not None),
+                ("a memory adapter", self.memory is not None),
             )
             if present
         ]
@@ -75,7 +81,10 @@ class Brings:
                 else model_worker(model, model_name=model_name)
             )
         if self.tools:
-            specs.append(tools_worker(TOOLS_WORKER, list(self.tools.values())))
+            tools = list(self.tools.values())
+            specs.append(tools_worker(TOOLS_WORKER, tools))
+        if self.memory is not None:
+            specs.append(self.memory)
         if self.hooks:
             specs.append(hook_worker(HOOKS_WORKER, *self.hooks))
         return specs
@@ -105,6 +114,8 @@ def build_host(
     )
     config = with_agents(config, default_model=f"{provider}:{model_name}")
     names = [*config.workers, *(w for w in brings.workers if isinstance(w, str))]
+    if brings.memory is not None:  # the program's adapter serves memory::save and ::search
+        names = [name for name in names if name not in MEMORY_WORKERS]
     if brings.hooks:
         names.append("hooks")
         sections = dict(config.worker_config)

@@ -20,14 +20,14 @@ from __future__ import annotations
 
 import asyncio
 import os
-from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, TypeVar, Unpack, overload
 
 from pydantic import ValidationError
 
 from tackroom.contracts.agents import AGENT_PREFIX, AgentDefinition
-from tackroom.contracts.context import CompactResponse, ContextSettings
+from tackroom.contracts.context import CompactResponse, ContextSettings, RecallSettings
 from tackroom.contracts.events import EVENTS
 from tackroom.contracts.messages import UserMessage
 from tackroom.contracts.principal import Principal
@@ -45,13 +45,17 @@ from tackroom.contracts.turn import (
 )
 from tackroom.engine.errors import EngineError, EngineLocked, FunctionNotFound
 from tackroom.engine.protocol import Engine
+from tackroom.harness.agentconfig import AgentConfig, as_agent_config, configured
 from tackroom.harness.agents import AgentOptions, define_agent
 from tackroom.harness.boot import Brings, attach, build_host
 from tackroom.harness.decisions import decide
 from tackroom.harness.errors import UsageError
+from tackroom.harness.lifecycle import hook_spec
+from tackroom.harness.memory_adapter import BusMemory, MemoryAdapter, warn_session_store_once
+from tackroom.harness.memory_use import MEMORY_TOOLS, memory_choice, with_recall
 from tackroom.harness.modelcheck import unknown_model_problem
 from tackroom.harness.models import StreamingModel
-from tackroom.harness.output import OutputSchema, validated
+from tackroom.harness.output import OutputSchema, typed
 from tackroom.harness.remote import RemoteBus
 from tackroom.harness.result import PendingApproval, RunResult
 from tackroom.harness.runs import ApprovalCallback, RunStream, SessionBusy
@@ -60,7 +64,6 @@ from tackroom.harness.syncing import SyncLoop
 from tackroom.harness.tools import ToolOptions, ToolSpec
 from tackroom.harness.tree import follow_tree
 from tackroom.harness.wiring import choose_model, resolve_config, serves_elsewhere, with_home
-from tackroom.kit.hooks.subscribe import HookSpec
 from tackroom.runtime.config import HarnessConfig
 from tackroom.runtime.host import Host
 from tackroom.runtime.worker import WorkerSpec
@@ -162,13 +165,16 @@ class Harness:
             script=Path(script) if isinstance(script, (str, Path)) else _listed(script),
         )
         self._tool_patterns: list[str] | None = None
+        self._memory_tools: list[str] = []
+        self._extra_providers: list[str] = []
         self._tools_offered: list[str] | None = None
         self._host: Host | None = None
         self._bus: Engine | RemoteBus | None = None
         self._lock = asyncio.Lock()
         self._sync = SyncLoop(self.close)
         self._cursors: dict[str, int] = {}
-        self._model_checked = not check_model
+        self._check_models = check_model
+        self._models_checked: set[tuple[str, str]] = set()
         self._parked: dict[str, RunStream] = {}
         choice = choose_model(
             model if model is not None else base.agent.model,
@@ -241,20 +247,62 @@ class Harness:
         )
         return definition
 
-    def add_hook(self, topic: str, function: Callable[[Any], Awaitable[Any]]) -> None:
-        """Subscribe ``function`` to a hook topic (``before_function_call``, …); it may return
-        ``None``, ``block(reason)`` or ``replace(payload)`` (``tackroom.hooks``)."""
+    def add_hook(self, event: str, function: Callable[[Any], Any]) -> None:
+        """Call ``function`` at a point of the run: seed 003's lifecycle names
+        (``before_thinking``, ``after_thinking``, ``before_acting``, ``after_acting``,
+        ``after_observing``, ``on_finished``) or the hook topics they stand for
+        (``before_model_call``, …; :mod:`tackroom.harness.lifecycle`). It gets the topic's
+        payload and may return ``None``, ``block(reason)`` or ``replace(payload)``
+        (``tackroom.hooks``) where the topic allows; sync or async."""
         self._require_new("hooks")
-        self._brings.hooks.append(HookSpec(topic, function))
+        taken = {spec.name for spec in self._brings.hooks if spec.name}
+        self._brings.hooks.append(hook_spec(event, function, taken=taken))
 
-    def use_memory(self, worker: str | WorkerSpec[Any]) -> None:
+    def use_memory(
+        self,
+        memory: MemoryAdapter | str | WorkerSpec[Any] | None = None,
+        *,
+        recall: bool | RecallSettings = True,
+        tools: bool = True,
+    ) -> None:
+        """Give the agent long-term memory (seed 003): ``memory`` is an adapter with ``save`` and
+        ``load`` (sync or async), served as ``memory::save``/``memory::search``; ``None``: the
+        ``memory`` worker. ``recall``: before a run's first model call, what ``load`` finds for
+        the user's message goes into the context (settings: ``RecallSettings``); ``tools``: the
+        model is offered ``memory::save`` and ``memory::search``.
+
+        A worker name or spec is the old meaning — the session store — and warns once: call
+        :meth:`use_session_store`."""
+        if isinstance(memory, (str, WorkerSpec)):
+            warn_session_store_once()
+            self.use_session_store(memory)
+            return
+        self._require_new("memory")
+        choice = memory_choice(memory, recall=recall)
+        if choice.spec is not None:
+            self._brings.memory = choice.spec
+        else:
+            self._brings.workers.append("memory")
+        if tools:
+            self._memory_tools = list(MEMORY_TOOLS)
+        if choice.recall is not None:
+            self.context = with_recall(self.context or self._config.agent.context, choice.recall)
+
+    def use_session_store(self, worker: str | WorkerSpec[Any]) -> None:
         """Serve sessions (the transcript tree and inboxes) with another worker, by name or spec."""
-        self._require_new("the memory worker")
+        self._require_new("the session store")
         if isinstance(worker, str):
             self._brings.sessions_worker = worker
         else:
             self._brings.sessions_worker = worker.name
             self._brings.workers.append(worker)
+
+    @property
+    def memory(self) -> BusMemory:
+        """Long-term memory from this program: ``await harness.memory.save(text)``,
+        ``await harness.memory.load(query)`` — through whatever serves it (the memory worker,
+        or the adapter of :meth:`use_memory`)."""
+        return BusMemory(self.bus)
 
     def set_tracer(self, tracer_provider: TracerProvider) -> None:
         self._require_new("the tracer provider")
@@ -317,7 +365,7 @@ class Harness:
                 self._brings,
                 provider=self.provider,
                 model_name=self.model,
-                fallbacks=[ref.provider for ref in self.fallbacks],
+                fallbacks=[*(ref.provider for ref in self.fallbacks), *self._extra_providers],
                 engine_url=self._engine_url,
                 engine=self._engine_object,
                 tracer_provider=self._tracer_provider,
@@ -358,6 +406,7 @@ class Harness:
     async def run(
         self,
         prompt: str | UserMessage,
+        config: AgentConfig | Mapping[str, Any] | None = None,
         *,
         session: str | None = None,
         output_type: type[T] | None = None,
@@ -369,32 +418,42 @@ class Harness:
         """Run the agent on ``prompt`` to its end (or until a call waits for approval and no
         ``on_approval`` callback decides it: ``stop_reason == "awaiting_approval"``).
 
-        ``run_id`` names the run (default: a fresh ``run-…``); the session's entries and the
-        tool calls' ledger are keyed by it. ``task`` tags the run: a route of that name
-        (``agent.routes``) chooses its model chain."""
+        ``config`` (an :class:`~tackroom.harness.agentconfig.AgentConfig`, seed 003's second
+        argument) governs this run — model, prompts, tools, iterations, tool timeout, context
+        window — over the harness's own; ``instructions``, ``max_turns`` and ``task`` given here
+        win over it. ``run_id`` names the run (default: a fresh ``run-…``); the session's
+        entries and the tool calls' ledger are keyed by it. ``task`` tags the run: a route of
+        that name (``agent.routes``) chooses its model chain."""
+        agent = as_agent_config(config)
         kind = output_type if output_type is not None else self._output_type
         schema = OutputSchema(kind) if kind is not None else None
         stream = await self._begin(
             prompt,
             session=session,
-            instructions=self._instructions(instructions, schema),
+            instructions=self._instructions(instructions, agent),
             max_turns=max_turns,
             run_id=run_id,
             task=task,
+            output=schema,
+            agent=agent,
         )
         result = await self._finish(stream, return_when_parked=self.on_approval is None)
-        if schema is None or not result.ok:
-            return result
-        return await self._validated(result, schema)
+        return result if schema is None else typed(result, schema)
 
-    def run_sync(self, prompt: str | UserMessage, **options: Any) -> RunResult[Any]:
+    def run_sync(
+        self,
+        prompt: str | UserMessage,
+        config: AgentConfig | Mapping[str, Any] | None = None,
+        **options: Any,
+    ) -> RunResult[Any]:
         """:meth:`run` from synchronous code; the harness keeps its own event loop between
         calls (close it with :meth:`close_sync` or a ``with`` block)."""
-        return self._sync.run(self.run(prompt, **options))
+        return self._sync.run(self.run(prompt, config, **options))
 
     def stream(
         self,
         prompt: str | UserMessage,
+        config: AgentConfig | Mapping[str, Any] | None = None,
         *,
         session: str | None = None,
         instructions: str | None = None,
@@ -404,14 +463,16 @@ class Harness:
     ) -> RunStream:
         """The run's typed events as they happen (``async for event in harness.stream(...)``);
         ``RunStream.result`` once the run ended."""
+        agent = as_agent_config(config)
         return RunStream.deferred(
             lambda: self._begin(
                 prompt,
                 session=session,
-                instructions=self._instructions(instructions, None),
+                instructions=self._instructions(instructions, agent),
                 max_turns=max_turns,
                 run_id=run_id,
                 task=task,
+                agent=agent,
             )
         )
 
@@ -424,20 +485,24 @@ class Harness:
         if_busy: Literal["refuse", "queue"] = "refuse",
         instructions: str | None = None,
         max_turns: int | None = None,
+        config: AgentConfig | Mapping[str, Any] | None = None,
     ) -> RunStartResponse:
         """Start a run and return ``run::start``'s answer without following it (``follow``,
         ``get_state`` and ``events`` see it afterwards; it runs whether or not anyone watches).
 
         A busy session refuses (``started`` is false, ``reason`` says why) — or, with
         ``if_busy="queue"``, takes ``prompt`` as a follow-up of the run in flight (``queued``)."""
+        agent = as_agent_config(config)
+        self._boot_models_of(agent)
         await self.start()
         request = self._request(
             UserMessage.text(prompt) if isinstance(prompt, str) else prompt,
             session_id=session,
             run_id=run_id or _new_id("run"),
-            instructions=self._instructions(instructions, None),
+            instructions=self._instructions(instructions, agent),
             max_turns=max_turns,
             if_busy=if_busy,
+            agent=agent,
         )
         return await self._trigger_start(request)
 
@@ -554,10 +619,11 @@ class Harness:
         return self._sync.run(self.compact(session))
 
     # -- internals ---------------------------------------------------------------------------
-    def _instructions(self, extra: str | None, schema: OutputSchema[Any] | None) -> str | None:
-        parts = [p for p in (self.instructions, extra) if p]
-        if schema is not None:
-            parts.append(schema.instructions())
+    def _instructions(self, extra: str | None, agent: AgentConfig | None = None) -> str | None:
+        """The harness's instructions (an agent config's instead, when it has some), then the
+        run's."""
+        own = agent.instructions if agent is not None and agent.instructions else self.instructions
+        parts = [p for p in (own, extra) if p]
         return "\n\n".join(parts) or None
 
     def _offered(self) -> list[str]:
@@ -574,6 +640,7 @@ class Harness:
         patterns = list(configured if self._tool_patterns is None else [])
         patterns.extend(self._tool_patterns or [])
         patterns.extend(tool.function_id for tool in self._brings.tools.values())
+        patterns.extend(self._memory_tools)
         patterns.extend(f"{AGENT_PREFIX}{agent.name}" for agent in self._config.agents)
         return list(dict.fromkeys(patterns))
 
@@ -586,7 +653,10 @@ class Harness:
         max_turns: int | None,
         run_id: str | None = None,
         task: str | None = None,
+        output: OutputSchema[Any] | None = None,
+        agent: AgentConfig | None = None,
     ) -> RunStream:
+        self._boot_models_of(agent)
         await self.start()
         session_id = session or _new_id("s")
         run_id = run_id or _new_id("run")
@@ -598,6 +668,8 @@ class Harness:
             instructions=instructions,
             max_turns=max_turns,
             task=task,
+            output=output,
+            agent=agent,
         )
         stream = await RunStream.open(
             self,
@@ -633,8 +705,10 @@ class Harness:
         max_turns: int | None,
         if_busy: Literal["refuse", "queue"] = "refuse",
         task: str | None = None,
+        output: OutputSchema[Any] | None = None,
+        agent: AgentConfig | None = None,
     ) -> RunStartRequest:
-        return RunStartRequest(
+        request = RunStartRequest(
             session_id=session_id,
             run_id=run_id,
             provider=self.provider,
@@ -649,22 +723,45 @@ class Harness:
             context=self.context,
             fallbacks=list(self.fallbacks),
             task=task,
+            output_schema=None if output is None else output.schema,
+            output_name=None if output is None else output.name,
+            output_retries=None if output is None else self.output_retries,
         )
+        if agent is None:
+            return request
+        context = self._config.agent.context
+        registered = self._brings.tools.keys()
+        configured_request = configured(request, agent, registered=registered, context=context)
+        # What the call itself says wins over the config; the instructions are composed already.
+        given = {"instructions": True, "max_turns": bool(max_turns), "task": task is not None}
+        kept = {name: getattr(request, name) for name, wins in given.items() if wins}
+        return configured_request.model_copy(update=kept)
+
+    def _boot_models_of(self, agent: AgentConfig | None) -> None:
+        """Before the harness starts, the providers an agent config names join the boot list
+        (on a harness already started, a config's model must be one it booted)."""
+        if agent is None or self._bus is not None:
+            return
+        booted = {self.provider, *(ref.provider for ref in self.fallbacks)}
+        for ref in agent.models() or ():
+            if ref.provider not in booted and ref.provider not in self._extra_providers:
+                self._extra_providers.append(ref.provider)
 
     async def _trigger_start(self, request: RunStartRequest) -> RunStartResponse:
-        if not self._model_checked:
+        if self._check_models:
             # Every model of the chain: a misspelt fallback would only show when it is needed.
-            for provider, model in [(self.provider, self.model), *self._fallback_pairs()]:
-                if serves_elsewhere(self._config, provider):
+            # Each once: a harness's own chain, and the chains of the configs its runs name.
+            chain = [(request.provider, request.model)]
+            chain.extend((ref.provider, ref.model) for ref in request.fallbacks)
+            for provider, model in chain:
+                if (provider, model) in self._models_checked:
                     continue
-                problem = await unknown_model_problem(self.bus, provider, model)
-                if problem is not None:
-                    raise UsageError(problem)
-            self._model_checked = True
+                if not serves_elsewhere(self._config, provider):
+                    problem = await unknown_model_problem(self.bus, provider, model)
+                    if problem is not None:
+                        raise UsageError(problem)
+                self._models_checked.add((provider, model))
         return await RUN_START.call(self.bus, request)
-
-    def _fallback_pairs(self) -> list[tuple[str, str]]:
-        return [(ref.provider, ref.model) for ref in self.fallbacks]
 
     async def _finish(self, stream: RunStream, *, return_when_parked: bool) -> RunResult[Any]:
         """Fold the run into its result; a parked run's stream stays open for :meth:`wait`."""
@@ -676,18 +773,6 @@ class Harness:
             else:
                 await stream.aclose()
         return stream.result
-
-    async def _validated(self, result: RunResult[Any], schema: OutputSchema[Any]) -> RunResult[Any]:
-        async def ask_again(correction: str) -> RunResult[Any]:
-            stream = await self._begin(
-                correction,
-                session=result.session_id,
-                instructions=self._instructions(None, schema),
-                max_turns=None,
-            )
-            return await self._finish(stream, return_when_parked=self.on_approval is None)
-
-        return await validated(result, schema, retries=self.output_retries, ask_again=ask_again)
 
     def forget_parked(self, run_id: str) -> None:
         self._parked.pop(run_id, None)

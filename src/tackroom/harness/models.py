@@ -116,7 +116,7 @@ def model_worker(model: StreamingModel, *, model_name: str) -> WorkerSpec[Any]:
             raise FunctionError("invalid_request", describe_validation_error(exc)) from None
 
     async def finished(request: ProviderRequest, sink: StreamSink) -> dict[str, Any]:
-        with model_call_span(provider=provider, model=model_name) as span:
+        with model_call_span(provider=provider, model=model_name, request=request) as span:
             try:
                 await answer(request, sink)
                 message = sink.finish(provider=provider, model=model_name, prices=Prices())
@@ -126,7 +126,12 @@ def model_worker(model: StreamingModel, *, model_name: str) -> WorkerSpec[Any]:
             except Exception as exc:
                 span.failed("permanent", _describe(exc))
                 return {"type": "error", "kind": "permanent", "message": _describe(exc)}
-            span.answered(model=model_name, stop_reason=message.stop_reason, usage=message.usage)
+            span.answered(
+                model=model_name,
+                stop_reason=message.stop_reason,
+                usage=message.usage,
+                message=message,
+            )
             return {"type": "done", "message": message.model_dump(mode="json")}
 
     async def start(ctx: WorkerContext[_NoConfig]) -> None:

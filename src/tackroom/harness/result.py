@@ -34,7 +34,7 @@ from tackroom.contracts.messages import (
     text_of,
 )
 
-__all__ = ["PendingApproval", "RunCollector", "RunResult"]
+__all__ = ["AgentResult", "PendingApproval", "RunCollector", "RunResult"]
 
 OutputT = TypeVar("OutputT")
 
@@ -90,7 +90,8 @@ class RunResult(Generic[OutputT]):
     """The agent that finished the run: after a handoff, the one handed to (``None``: the
     harness's own agent)."""
     output_retries: int = 0
-    """Corrective retries spent to get an answer that validates against ``output_type``."""
+    """Corrective model calls the run made (inside its turn) for an answer that validates
+    against ``output_type``."""
     parts: list[MessagePart] = field(default_factory=list, repr=False)
     """The messages as collected (models or stored JSON); read :attr:`messages` instead."""
 
@@ -158,6 +159,7 @@ class RunCollector:
         self.usage = Usage()
         self.error: str | None = None
         self.agent: str | None = None
+        self.output_retries = 0
 
     def add(self, event: AgentEvent) -> None:
         """Fold a typed event (what ``Harness.stream`` hands out)."""
@@ -178,6 +180,7 @@ class RunCollector:
             error = data.error.message if data.error is not None else None
             self._end(data.state, data.stop_reason, data.usage, error)
             self.agent = data.agent
+            self.output_retries = data.output_retries
 
     def add_frame(self, frame: dict[str, Any], parse: Any) -> None:
         """Fold a stored event without typing it where the result need not (messages stay
@@ -204,6 +207,8 @@ class RunCollector:
             )
             agent = data.get("agent")
             self.agent = agent if isinstance(agent, str) else None
+            retries = data.get("output_retries")
+            self.output_retries = retries if isinstance(retries, int) else 0
         elif kind == "error":
             self.error = str(data.get("message"))
         elif kind in ("approval_requested", "approval_resolved"):
@@ -230,7 +235,12 @@ class RunCollector:
             error=None if normal else self.error,
             pending=[] if self.ended else list(self.pending.values()),
             agent=self.agent,
+            output_retries=self.output_retries,
             parts=list(self.parts),
         )
         result.output = result.text
         return result
+
+
+AgentResult = RunResult
+"""Seed 003's name for :class:`RunResult` (``Harness.run(...) -> AgentResult``)."""

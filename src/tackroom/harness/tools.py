@@ -18,23 +18,29 @@ from __future__ import annotations
 import asyncio
 import inspect
 import re
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass, field
 from typing import Any, TypedDict, get_type_hints
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model
 from pydantic_core import to_jsonable_python
 
-from tackroom.contracts.tools import CallContext, ToolTraits, model_schema, split_call
+from tackroom.contracts.agentconfig import TOOL_PREFIX
+from tackroom.contracts.tools import (
+    CallContext,
+    OnPolicyError,
+    ToolTraits,
+    model_schema,
+    split_call,
+    with_traits,
+)
 from tackroom.engine.errors import FunctionError
 from tackroom.harness.errors import UsageError
+from tackroom.harness.schema_tools import input_problems, input_validator
 from tackroom.runtime.typed import describe_validation_error
 from tackroom.runtime.worker import WorkerConfig, WorkerContext, WorkerSpec
 
 __all__ = ["TOOL_PREFIX", "ToolOptions", "ToolSpec", "tools_worker"]
-
-TOOL_PREFIX = "tool::"
-"""Function ids of tools registered through the facade: ``tool::<name>``."""
 
 _NAME = re.compile(r"^[a-zA-Z0-9_-]{1,64}$")
 _PARAM_LINE = re.compile(r"^\s*(?::param\s+)?\*{0,2}(\w+)\s*(?:\([^)]*\))?\s*:\s*(.*)$")
@@ -55,16 +61,28 @@ class ToolOptions(TypedDict, total=False):
     parallel: bool
     read_only: bool
     required_permission: str | None
+    on_policy_error: OnPolicyError | None
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ToolSpec:
-    """A function offered to models: what it is called, takes, does, and how it may be run."""
+    """A function offered to models: what it is called, takes, does, and how it may be run.
 
-    function: Callable[..., Any]
+    Two ways to make one: :meth:`from_function` (the schema from a Python function's type
+    hints; ``function`` and ``arguments`` set), or seed 003's ``ToolSpec(name=, description=,
+    input_schema=, handler=)`` — a JSON schema, and a function of the input dict returning the
+    result (validated against the schema before it runs: :mod:`tackroom.harness.schema_tools`).
+    """
+
     name: str
-    description: str
-    arguments: type[BaseModel]
+    description: str = ""
+    input_schema: dict[str, Any] | None = None
+    """The input's JSON schema (seed form, with ``handler``)."""
+    handler: Callable[..., Any] | None = None
+    """Called with the input dict (seed form); sync ones run in a thread."""
+    function: Callable[..., Any] | None = None
+    """Called with the arguments by keyword (:meth:`from_function`)."""
+    arguments: type[BaseModel] | None = None
     context_parameter: str | None = None
     idempotent: bool = False
     """Safe to run again after a crash mid-call (else the model is told the outcome is unknown)."""
@@ -75,6 +93,39 @@ class ToolSpec:
     """Changes nothing: runs in plan and ask mode."""
     required_permission: str | None = None
     """A role the run's principal must hold for the call to run."""
+    on_policy_error: OnPolicyError | None = None
+    """When the policy cannot decide: ``"deny"`` the call, or ``"allow"`` it (audited); ``None``:
+    the orchestrator's ``policy_on_error`` (default deny)."""
+    _validator: Any = field(default=None, init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.name, str) or not _NAME.match(self.name):
+            raise UsageError(
+                f"tool name {self.name!r} must be 1-64 letters, digits, '_' or '-' (pass name=...)"
+            )
+        if self.timeout is not None and not (self.timeout > 0 and self.timeout < float("inf")):
+            raise UsageError(f"tool {self.name}: timeout must be a positive number of seconds")
+        seed_form = self.handler is not None or self.input_schema is not None
+        if seed_form == (self.function is not None or self.arguments is not None):
+            raise UsageError(
+                f"tool {self.name}: give handler= and input_schema= (a function of the input"
+                " dict), or use ToolSpec.from_function(fn)"
+            )
+        if seed_form:
+            if self.handler is None or self.input_schema is None or not callable(self.handler):
+                raise UsageError(
+                    f"tool {self.name}: handler= (a callable) and input_schema= go together"
+                )
+            object.__setattr__(self, "_validator", input_validator(self.name, self.input_schema))
+        elif self.function is None or self.arguments is None:
+            raise UsageError(f"tool {self.name}: use ToolSpec.from_function(fn)")
+
+    @property
+    def target(self) -> Callable[..., Any]:
+        """What runs a call: ``handler`` or ``function``."""
+        target = self.handler if self.handler is not None else self.function
+        assert target is not None  # __post_init__ saw one
+        return target
 
     @property
     def function_id(self) -> str:
@@ -82,6 +133,8 @@ class ToolSpec:
 
     def request_schema(self) -> dict[str, Any]:
         """The arguments' JSON schema, with the traits the orchestrator reads."""
+        if self.arguments is None:
+            return with_traits(dict(self.input_schema or {}), self.traits)
         return model_schema(self.arguments, traits=self.traits)
 
     @classmethod
@@ -97,14 +150,13 @@ class ToolSpec:
         parallel: bool = False,
         read_only: bool = False,
         required_permission: str | None = None,
+        on_policy_error: OnPolicyError | None = None,
     ) -> ToolSpec:
         name = name or str(getattr(function, "__name__", ""))
         if not _NAME.match(name):
             raise UsageError(
                 f"tool name {name!r} must be 1-64 letters, digits, '_' or '-' (pass name=...)"
             )
-        if timeout is not None and not (timeout > 0 and timeout < float("inf")):
-            raise UsageError(f"tool {name}: timeout must be a positive number of seconds")
         summary, params = _parse_docstring(inspect.getdoc(function) or "")
         arguments, context_parameter = _arguments_model(function, name, params)
         return cls(
@@ -119,6 +171,7 @@ class ToolSpec:
             parallel=parallel,
             read_only=read_only,
             required_permission=required_permission,
+            on_policy_error=on_policy_error,
         )
 
     @property
@@ -131,30 +184,39 @@ class ToolSpec:
             timeout=self.timeout,
             read_only=self.read_only,
             required_permission=self.required_permission,
+            on_policy_error=self.on_policy_error,
         )
 
     async def invoke(self, payload: Any) -> Any:
         """Run the tool on a bus payload: validate, call, and return a JSON-shaped value."""
         raw, call = split_call({} if payload is None else payload)
+        if self.arguments is None:
+            problem = input_problems(self._validator, raw)
+            if problem is not None:
+                raise FunctionError("invalid_request", problem)
+            return _jsonable(await _called(self.target, raw))
         try:
             arguments = self.arguments.model_validate(raw)
         except ValidationError as exc:
             raise FunctionError("invalid_request", describe_validation_error(exc)) from None
-        kwargs = {field: getattr(arguments, field) for field in type(arguments).model_fields}
+        kwargs = {key: getattr(arguments, key) for key in type(arguments).model_fields}
         if self.context_parameter is not None:
             kwargs[self.context_parameter] = call
-        try:
-            if inspect.iscoroutinefunction(self.function):
-                value = await self.function(**kwargs)
-            else:
-                value = await asyncio.to_thread(self.function, **kwargs)
-                if inspect.isawaitable(value):
-                    value = await value
-        except FunctionError:
-            raise
-        except Exception as exc:
-            raise FunctionError(_error_code(exc), f"{type(exc).__name__}: {exc}") from exc
-        return _jsonable(value)
+        return _jsonable(await _called(self.target, **kwargs))
+
+
+async def _called(target: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+    """``target(...)``: an async function on the loop, a sync one in a thread (it may block); an
+    exception becomes the error the model reads."""
+    try:
+        if inspect.iscoroutinefunction(target):
+            return await target(*args, **kwargs)
+        value = await asyncio.to_thread(target, *args, **kwargs)
+        return await value if inspect.isawaitable(value) else value
+    except FunctionError:
+        raise
+    except Exception as exc:
+        raise FunctionError(_error_code(exc), f"{type(exc).__name__}: {exc}") from exc
 
 
 def _error_code(exc: Exception) -> str:
@@ -255,11 +317,17 @@ def tools_worker(name: str, tools: Sequence[ToolSpec]) -> WorkerSpec[Any]:
     """A worker serving ``tools`` as ``tool::<name>`` functions."""
     chosen = list(tools)
 
+    def served(tool: ToolSpec) -> Callable[[Any], Awaitable[Any]]:
+        async def call(payload: Any) -> Any:
+            return await tool.invoke(payload)
+
+        return call
+
     async def start(ctx: WorkerContext[_NoConfig]) -> None:
         for tool in chosen:
             await ctx.register_function(
                 tool.function_id,
-                tool.invoke,
+                served(tool),
                 description=tool.description,
                 # Built now, not lazily: a harness offers all its tools to every run, and a
                 # type with no JSON schema (a Callable parameter) fails the start, not a run.

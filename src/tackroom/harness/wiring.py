@@ -153,7 +153,7 @@ def agent_workers(
     """The boot list of an agent run: the config's agent workers, its own workers, the provider's
     worker, the trace store when spans go to the bus, the quota worker (and the hooks it charges
     tokens through) when ``worker_config.quota`` sets limits; ``sessions`` replaces the
-    ``sessions`` worker (``Harness.use_memory``)."""
+    ``sessions`` worker (``Harness.use_session_store``)."""
     names = [*config.agent.workers, *config.workers, *config.installed_workers]
     mcp = config.worker_config.get("mcp")
     if isinstance(mcp, Mapping) and mcp.get("servers"):

@@ -11,6 +11,7 @@ from pydantic import ValidationError
 from starlette.requests import Request
 from starlette.responses import Response
 
+from tackroom.contracts.context import ContextSettings
 from tackroom.contracts.gateway import AbortBody, MessageBody, RunBody, RunResponse
 from tackroom.contracts.messages import UserMessage
 from tackroom.contracts.principal import Principal
@@ -29,7 +30,6 @@ from tackroom.contracts.turn import (
     TurnStateView,
     parse_model_chain,
 )
-from tackroom.kit.output import answer_format
 from tackroom.workers.gateway.access import may, may_on_session, new_session
 from tackroom.workers.gateway.errors import ApiError, invalid
 from tackroom.workers.gateway.identity import principal_of
@@ -129,46 +129,60 @@ def run_principal(gateway: Gateway, principal: Principal, named: Principal | Non
 
 
 def run_request(gateway: Gateway, body: RunBody, *, principal: Principal) -> RunStartRequest:
-    """``run::start``'s request: the body over the gateway's defaults, in the principal's
-    tenant."""
+    """``run::start``'s request: the body over its ``agent_config`` over the gateway's
+    defaults, in the principal's tenant."""
     defaults = gateway.config.defaults
-    model = body.model or defaults.model
-    if model is None:
+    config = _agent_fields(body, defaults.context)
+    model = body.model or (None if "provider" in config else defaults.model)
+    if model is None and "provider" not in config:
         raise ApiError(
             422,
             "invalid_request",
             "body.model: name a model (PROVIDER:MODEL); this gateway has no default",
             details={"field": "body.model"},
         )
-    try:
-        first, *fallbacks = parse_model_chain(model)
-    except ValueError as exc:
-        raise ApiError(
-            422, "invalid_request", f"body.model: {exc}", details={"field": "body.model"}
-        ) from None
-    instructions = body.instructions
+    if model is not None:
+        try:
+            first, *fallbacks = parse_model_chain(model)
+        except ValueError as exc:
+            field = "body.model" if body.model else "defaults.model"
+            raise ApiError(
+                422, "invalid_request", f"{field}: {exc}", details={"field": field}
+            ) from None
+        config.update(provider=first.provider, model=first.model, fallbacks=fallbacks)
     if body.output_schema is not None:
         _check_schema(body.output_schema)
-        asked = answer_format(body.output_schema, name="output")
-        instructions = f"{instructions}\n\n{asked}" if instructions else asked
+    tools = config.get("tools", defaults.tools) if body.tools is None else body.tools
     try:
         return RunStartRequest(
             session_id=new_session(principal, body.session_id or _new_id("s")),
             run_id=body.run_id or _new_id("run"),
-            provider=first.provider,
-            model=first.model,
-            fallbacks=fallbacks,
-            task=body.task,
-            mode=body.mode or defaults.mode,
+            provider=config["provider"],
+            model=config["model"],
+            fallbacks=config["fallbacks"],
+            task=body.task or config.get("task"),
+            mode=body.mode or config.get("mode") or defaults.mode,
             messages=[UserMessage.text(body.prompt)],
-            max_turns=body.max_turns or defaults.max_turns,
-            instructions=instructions,
-            tools=list(defaults.tools if body.tools is None else body.tools),
+            max_turns=body.max_turns or config.get("max_turns") or defaults.max_turns,
+            system_prompt=config.get("system_prompt"),
+            instructions=body.instructions or config.get("instructions"),
+            output_schema=body.output_schema,
+            tools=list(tools),
             if_busy=body.if_busy,
             principal=principal,
+            context=config.get("context"),
         )
     except ValidationError as exc:
         raise invalid(exc, where="body") from None
+
+
+def _agent_fields(body: RunBody, context: ContextSettings | None) -> dict[str, Any]:
+    """What ``body.agent_config`` sets of the run request (``context``: the gateway's, which a
+    window limit alone is merged into)."""
+    config = body.agent_config
+    if config is None:
+        return {}
+    return config.run_fields(context=context)
 
 
 def _check_schema(schema: dict[str, Any]) -> None:

@@ -27,6 +27,7 @@ from tackroom.contracts.events import EVENTS, AgentEnd, MessageComplete
 from tackroom.contracts.messages import AssistantMessage, UserMessage, text_of
 from tackroom.contracts.tasks import (
     RUNS_SCOPE,
+    AgentSpec,
     Instance,
     StepSpec,
     TaskRun,
@@ -179,29 +180,31 @@ class Runner:
     ) -> Outcome:
         agent = step.agent
         assert agent is not None
-        model = agent.model or plan.graph.model or run.model
-        if model is None or ":" not in model:
+        fields = _configured(agent)
+        if isinstance(fields, Outcome):
+            return fields
+        model = agent.model or (None if "provider" in fields else plan.graph.model or run.model)
+        if model is not None and ":" in model:
+            provider, _, model_name = model.partition(":")
+            fields.update(provider=provider, model=model_name, fallbacks=[])
+        elif "provider" not in fields or model is not None:
             message = "no model: give the step (or the graph) model: PROVIDER:MODEL"
             return Outcome("failure", error_class="input", message=message, retryable=False)
         try:
             prompt = render(agent.prompt, scope)
-            instructions = render(agent.instructions, scope)
+            instructions = render(agent.instructions, scope) or fields.pop("instructions", None)
         except RefError as exc:
             return Outcome("failure", error_class="input", message=str(exc), retryable=False)
         if agent.output_schema is not None:
             format_ = answer_format(agent.output_schema, name=step.id)
             instructions = f"{instructions}\n\n{format_}" if instructions else format_
         session, agent_run = agent_ids(run.run_id, instance_id, instance)
-        provider, _, model_name = model.partition(":")
+        fields["instructions"] = instructions
         request = RunStartRequest(
+            **fields,
             session_id=session,
             run_id=agent_run,
-            provider=provider,
-            model=model_name,
             messages=[UserMessage.text(_text(prompt))],
-            tools=agent.tools,
-            max_turns=agent.max_turns,
-            instructions=instructions,
         )
         reply = await RUN_START.call(self._engine, request)
         if not reply.started and not reply.resumed:
@@ -233,6 +236,20 @@ class Runner:
             elif isinstance(event, AgentEnd):
                 return answer, event
         raise EngineUnavailable("the event stream ended before the agent run did")
+
+
+def _configured(agent: AgentSpec) -> dict[str, Any] | Outcome:
+    """The run request's fields from the step's ``agent_config`` under what the step sets
+    itself (``tools``, ``max_turns``; the model and instructions are merged by the caller)."""
+    config = agent.agent_config
+    fields: dict[str, Any] = {"tools": [], "max_turns": 8}
+    if config is not None:
+        fields.update(config.run_fields())
+    if agent.tools is not None:
+        fields["tools"] = list(agent.tools)
+    if agent.max_turns is not None:
+        fields["max_turns"] = agent.max_turns
+    return fields
 
 
 def _child_result(child: TaskRun) -> Outcome:
