@@ -177,7 +177,9 @@ async def test_storage_per_append_does_not_grow_with_the_session(
     for i in range(1, 201):
         backend.reset()
         clock.advance()
-        await store.append(sid, [(f"e{i:04d}", user("the same text every turn"))])
+        # whole seconds: a real clock's float would vary in width and measure the clock
+        message = user("the same text every turn").model_copy(update={"timestamp": clock.now})
+        await store.append(sid, [(f"e{i:04d}", message)])
         written.append(sum(w.stored_bytes for w in backend.writes))
         op_counts.append(len(backend.ops))
     # entry 200 differs from entry 1 only in a few digits (seq, counters), nothing else
