@@ -110,9 +110,13 @@ async def test_a_pip_worker_is_added_booted_with_its_version_and_removed(project
         reply = await host.engine.trigger("tool::tackroom_hello_worker", {"name": "Ada"})
         assert reply == {"greeting": "hello Ada"}
 
+    with (project / "tackroom.yaml").open("a") as file:
+        file.write("# a note of the user's after the block\n")
     removed = _tackroom("worker", "remove", "hello", cwd=project)
     assert removed.returncode == 0, removed.stderr
-    assert "installed_workers" not in (project / "tackroom.yaml").read_text()
+    left = (project / "tackroom.yaml").read_text()
+    assert "installed_workers" not in left
+    assert "# a note of the user's after the block" in left
     assert not _pip_has("tackroom-hello-worker")  # uninstalled
 
 

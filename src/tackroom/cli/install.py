@@ -274,7 +274,7 @@ def _write_installed(config: Path, installed: dict[str, InstalledWorker]) -> Non
         if line.startswith("installed_workers:"):
             inside = True
             continue
-        if inside and (not line.strip() or line[0] in " \t#"):
+        if inside and (not line.strip() or line[0] in " \t"):
             continue
         inside = False
         kept.append(line)
