@@ -41,7 +41,7 @@ for point in entry_points(group="tackroom.workers"):
         continue
     found[point.name] = {
         "package": point.dist.name,
-        "version": version_of(spec) if not spec.version else spec.version,
+        "version": version_of(spec),
         "contracts": dict(spec.contracts),
     }
 json.dump(found, sys.stdout)

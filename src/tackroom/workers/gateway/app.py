@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Sequence
-from importlib import metadata
 from pathlib import Path
 from typing import Any
 
@@ -18,6 +17,7 @@ from starlette.responses import FileResponse, HTMLResponse, JSONResponse, Respon
 from starlette.routing import BaseRoute, Mount, Route
 from starlette.staticfiles import StaticFiles
 
+from tackroom._version import __version__
 from tackroom.workers.gateway import approvals, catalog, curate, runs, sessions, signin, traces
 from tackroom.workers.gateway.errors import ApiError, CatchAll, api_error, http_exception
 from tackroom.workers.gateway.identity import Authenticate, Authenticator
@@ -50,11 +50,7 @@ _PLACEHOLDER = """<!doctype html><meta charset="utf-8"><title>tackroom</title>
 @functools.cache
 def openapi_document() -> dict[str, Any]:
     """Built once (pydantic's schemas take tens of milliseconds)."""
-    try:
-        version = metadata.version("tackroom")
-    except metadata.PackageNotFoundError:
-        version = "0"
-    return document(OPERATIONS, version=version)
+    return document(OPERATIONS, version=__version__)
 
 
 async def _openapi(request: Request) -> Response:
