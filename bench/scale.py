@@ -107,8 +107,7 @@ async def measure(
         command = [sys.executable, __file__, "--serve", url, str(workdir), "--think", str(think)]
         children: list[subprocess.Popen[bytes]] = []
         try:
-            # One after the other: processes creating a replicas=3 namespace at the same moment
-            # can fail to start (tests/faults/test_cluster_start.py).
+            # One after the other, each awaited until it says READY.
             for _ in range(processes):
                 child = await asyncio.to_thread(subprocess.Popen, command, stdout=subprocess.PIPE)
                 children.append(child)

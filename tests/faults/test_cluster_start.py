@@ -7,6 +7,9 @@ process had just created the replicated ``_meta`` bucket, which takes writes onl
 replicas have elected a leader; a publish before that finds no responder, and the start gives up
 at once instead of waiting for the bucket it was told exists.
 
+A publish that finds no responder on a replicated namespace is now asked again until the
+leader is there (nothing was stored, so it cannot duplicate).
+
 The reproduction: three engines on one fresh ``replicas=3`` namespace of a 3-node cluster,
 started together (three times, on three namespaces); every start must succeed.
 """
@@ -34,14 +37,6 @@ def cluster(tmp_path: Path) -> Iterator[NatsCluster]:
         yield started
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason=(
-        "a start that finds the namespace's replicated _meta bucket before its leader is "
-        "elected fails at once with EngineUnavailable (engine/nats/engine.py _provision: "
-        "js_publish answers 'no JetStream stream stores'), where it could wait for the leader"
-    ),
-)
 async def test_processes_creating_a_replicated_namespace_at_once_all_start(
     cluster: NatsCluster,
 ) -> None:

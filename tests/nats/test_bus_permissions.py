@@ -79,10 +79,15 @@ def test_a_tool_gets_its_functions_and_no_state_nor_other_calls() -> None:
         "perm.pairs",
         "_INBOX_weather.>",
     )
-    assert perms.publish == ("$KV.perm_catalog.*", "$JS.API.DIRECT.GET.KV_perm_meta")
+    assert perms.publish == (
+        "$KV.perm_catalog.*",
+        "$JS.API.DIRECT.GET.KV_perm_meta",
+        "$JS.API.STREAM.MSG.GET.KV_perm_meta",
+    )
     assert perms.allow_responses
     everything = " ".join(perms.publish + perms.subscribe)
-    for forbidden in ("perm_state", "CONSUMER", "STREAM", "perm.fn.>", "perm.>", "_INBOX.>"):
+    managing = ("STREAM.CREATE", "STREAM.UPDATE", "STREAM.DELETE", "STREAM.PURGE", "CONSUMER")
+    for forbidden in ("perm_state", *managing, "perm.fn.>", "perm.>", "_INBOX.>"):
         assert forbidden not in everything
     assert NAMES.function_subject(ap.RESOLVE.id) not in perms.publish
 

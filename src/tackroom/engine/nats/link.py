@@ -27,6 +27,7 @@ from nats.js import JetStreamContext, api
 
 import nats
 from tackroom.engine.errors import EngineClosed, EngineError, EngineUnavailable, PermissionDenied
+from tackroom.engine.nats import leader_reads
 from tackroom.engine.nats.naming import NatsOptions
 
 __all__ = [
@@ -331,7 +332,7 @@ class Link:
         self, subject: str, data: bytes, *, headers: dict[str, str] | None = None
     ) -> PubAck:
         try:
-            reply = await self.request(subject, data, headers=headers, timeout=_JS_TIMEOUT)
+            reply = await self._stored_publish(subject, data, headers=headers)
         except NoResponders:
             raise EngineUnavailable(f"no JetStream stream stores {subject!r}") from None
         except TimeoutError:
@@ -344,8 +345,50 @@ class Link:
             raise cls(err_code, str(error.get("description", "")))
         return PubAck(seq=int(answer["seq"]), duplicate=bool(answer.get("duplicate", False)))
 
+    async def _stored_publish(
+        self, subject: str, data: bytes, *, headers: dict[str, str] | None
+    ) -> Msg:
+        """The publish's request; on a replicated namespace, a "no responders" is asked again
+        for a while: a stream just created takes writes only once its replicas elected a
+        leader, and nothing was stored meanwhile, so repeating cannot duplicate."""
+        deadline = asyncio.get_running_loop().time() + _JS_TIMEOUT
+        while True:
+            try:
+                return await self.request(subject, data, headers=headers, timeout=_JS_TIMEOUT)
+            except NoResponders:
+                if not self.replicated or asyncio.get_running_loop().time() >= deadline:
+                    raise
+            await asyncio.sleep(0.05)
+
     async def direct_get(self, stream: str, query: dict[str, Any]) -> list[Msg]:
-        """A (batch) direct get: the stored messages that match, oldest first."""
+        """A (batch) direct get: the stored messages that match, oldest first; on a replicated
+        namespace, never older than the last acknowledged write (:mod:`.leader_reads`)."""
+        if not self.replicated:
+            return await self._stored(stream, query)
+        if "batch" not in query:
+            return await leader_reads.leader_get(self, stream, query)
+        seq = int(query.get("seq", 0))
+
+        def complete(page: list[Msg], fence: int) -> bool:
+            # A full page is complete as it stands; the next page is fenced again.
+            return (
+                fence < seq or len(page) >= int(query["batch"]) or leader_reads.reaches(page, fence)
+            )
+
+        return await leader_reads.fenced(
+            self,
+            stream,
+            str(query["next_by_subj"]),
+            lambda: self._stored(stream, query),
+            complete=complete,
+        )
+
+    @property
+    def replicated(self) -> bool:
+        """Whether a stream has followers, whose direct gets may lag its leader."""
+        return self.options.replicas > 1
+
+    async def _stored(self, stream: str, query: dict[str, Any]) -> list[Msg]:
         return [m for m in await self._direct_get(stream, query) if not _status(m)]
 
     async def _direct_get(self, stream: str, query: dict[str, Any]) -> list[Msg]:
@@ -366,6 +409,17 @@ class Link:
         One batch direct get; past the server's cap on subjects per request (413), an ordered
         consumer with ``DeliverPolicy.LAST_PER_SUBJECT`` reads them instead.
         """
+        if not self.replicated:
+            return await self._last_per_subject(stream, filter_subject)
+        return await leader_reads.fenced(
+            self,
+            stream,
+            filter_subject,
+            lambda: self._last_per_subject(stream, filter_subject),
+            complete=leader_reads.reaches,
+        )
+
+    async def _last_per_subject(self, stream: str, filter_subject: str) -> list[Msg]:
         found = await self._direct_get(stream, {"multi_last": [filter_subject], "batch": 100_000})
         if not (found and _status(found[-1]) == "413"):
             return [m for m in found if not _status(m)]

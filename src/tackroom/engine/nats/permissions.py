@@ -132,6 +132,7 @@ def permissions_for(namespace: str, user: BusUser) -> Permissions:
         publish=(
             f"$KV.{names.catalog_bucket}.*",  # its process's catalog entry (put, purge at close)
             f"$JS.API.DIRECT.GET.KV_{names.meta_bucket}",  # namespace record, queue pairs
+            f"$JS.API.STREAM.MSG.GET.KV_{names.meta_bucket}",  # the same, replicated
         ),
         subscribe=(
             *(names.function_subject(fid) for fid in user.function_ids),
