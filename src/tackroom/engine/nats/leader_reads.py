@@ -24,14 +24,12 @@ import base64
 import json
 import time
 from collections.abc import Awaitable, Callable
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
+from nats.aio.client import Client
 from nats.aio.msg import Msg
 
 from tackroom.engine.errors import EngineUnavailable
-
-if TYPE_CHECKING:
-    from tackroom.engine.nats.link import Link
 
 __all__ = ["fenced", "leader_get", "leader_last_seq", "reaches"]
 
@@ -39,6 +37,17 @@ _ATTEMPT_TIMEOUT = 2.0
 _DEADLINE = 10.0
 """How long a read waits for a leader (an election) or for a replica to catch up."""
 _NOT_FOUND = 404
+
+
+class Link(Protocol):
+    """What these reads need of the engine's connection (:class:`~.link.Link`)."""
+
+    @property
+    def nc(self) -> Client: ...
+
+    async def request(
+        self, subject: str, data: bytes, *, headers: dict[str, str] | None = None, timeout: float
+    ) -> Msg: ...
 
 
 async def leader_get(link: Link, stream: str, query: dict[str, Any]) -> list[Msg]:
