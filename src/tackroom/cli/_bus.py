@@ -11,20 +11,14 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
-from typing import Any, Protocol
 
 from tackroom.engine.errors import EngineLocked
+from tackroom.engine.protocol import Caller
 from tackroom.runtime.client import LocalClient
 from tackroom.runtime.config import HarnessConfig
 from tackroom.runtime.host import Host
 
 __all__ = ["Caller", "bus"]
-
-
-class Caller(Protocol):
-    async def trigger(
-        self, function_id: str, payload: Any = None, *, timeout: float = ...
-    ) -> Any: ...
 
 
 @asynccontextmanager

@@ -18,11 +18,18 @@ importing a contract module costs no schema work.
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
-from typing import Any, Generic, Literal, Protocol, TypeVar, cast
+from typing import Any, Generic, Literal, TypeVar, cast
 
 from pydantic import BaseModel, TypeAdapter
 
-from tackroom.engine.protocol import DEFAULT_TIMEOUT, Engine, StateEntry, Subscription
+from tackroom.engine.protocol import (
+    DEFAULT_TIMEOUT,
+    Caller,
+    StateBackend,
+    StateEntry,
+    Streams,
+    Subscription,
+)
 
 __all__ = ["Caller", "Function", "Scope", "Stream", "Tool", "dump", "load"]
 
@@ -73,14 +80,6 @@ def dump(value: Any) -> Any:
 
 def load(type_: type[V], data: Any) -> V:
     return _Codec[V](type_).load(data)
-
-
-class Caller(Protocol):
-    """What :meth:`Function.call` needs: an ``Engine``, or a client of one (a local endpoint)."""
-
-    async def trigger(
-        self, function_id: str, payload: Any = None, *, timeout: float = DEFAULT_TIMEOUT
-    ) -> Any: ...
 
 
 class Function(Generic[Req, Resp]):
@@ -230,26 +229,28 @@ class Scope(Generic[V]):
         self.name = name
         self._value: _Codec[V] = _Codec(value)
 
-    async def get(self, bus: Engine, key: str) -> V | None:
+    async def get(self, bus: StateBackend, key: str) -> V | None:
         entry = await bus.get_state(self.name, key)
         return None if entry is None else self._value.load(entry.value)
 
-    async def get_entry(self, bus: Engine, key: str) -> tuple[V, int] | None:
+    async def get_entry(self, bus: StateBackend, key: str) -> tuple[V, int] | None:
         """The value and its revision (for a compare-and-set after)."""
         entry = await bus.get_state(self.name, key)
         return None if entry is None else (self._value.load(entry.value), entry.revision)
 
     async def set(
-        self, bus: Engine, key: str, value: V, *, expected_revision: int | None = None
+        self, bus: StateBackend, key: str, value: V, *, expected_revision: int | None = None
     ) -> StateEntry:
         return await bus.set_state(
             self.name, key, self._value.dump(value), expected_revision=expected_revision
         )
 
-    async def delete(self, bus: Engine, key: str, *, expected_revision: int | None = None) -> bool:
+    async def delete(
+        self, bus: StateBackend, key: str, *, expected_revision: int | None = None
+    ) -> bool:
         return await bus.delete_state(self.name, key, expected_revision=expected_revision)
 
-    async def list(self, bus: Engine, *, prefix: str = "") -> list[tuple[str, V]]:
+    async def list(self, bus: StateBackend, *, prefix: str = "") -> list[tuple[str, V]]:
         entries = await bus.list_state(self.name, prefix=prefix)
         return [(entry.key, self._value.load(entry.value)) for entry in entries]
 
@@ -272,21 +273,21 @@ class Stream(Generic[E]):
         self.name = name
         self._event: _Codec[E] = _Codec(event)
 
-    async def append(self, bus: Engine, group_id: str, event: E) -> int:
+    async def append(self, bus: Streams, group_id: str, event: E) -> int:
         return await bus.append(self.name, group_id, self._event.dump(event))
 
     async def read(
-        self, bus: Engine, group_id: str, *, after: int = 0, limit: int = 1000
+        self, bus: Streams, group_id: str, *, after: int = 0, limit: int = 1000
     ) -> list[tuple[int, E]]:
         records = await bus.read(self.name, group_id, after=after, limit=limit)
         return [(record.seq, self._event.load(record.data)) for record in records]
 
-    async def subscribe(self, bus: Engine, group_id: str, *, after: int = 0) -> Subscription:
+    async def subscribe(self, bus: Streams, group_id: str, *, after: int = 0) -> Subscription:
         """The raw subscription (records carry JSON data); :meth:`parse` types one record."""
         return await bus.subscribe(self.name, group_id, after=after)
 
     async def events(
-        self, bus: Engine, group_id: str, *, after: int = 0
+        self, bus: Streams, group_id: str, *, after: int = 0
     ) -> AsyncIterator[tuple[int, E]]:
         """``(seq, event)`` pairs from ``after`` on, stored first, then live; closes the
         subscription when the caller stops iterating."""

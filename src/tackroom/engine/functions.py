@@ -26,7 +26,8 @@ from tackroom.engine.errors import (
     InvocationTimeout,
 )
 from tackroom.engine.jsonvalue import MAX_RESULT_DEPTH, to_json_value
-from tackroom.engine.protocol import (
+from tackroom.engine.tracing import EngineTracer
+from tackroom.engine.values import (
     FunctionInfo,
     Handler,
     Invocation,
@@ -36,7 +37,6 @@ from tackroom.engine.protocol import (
     reset_invocation,
     set_current_invocation,
 )
-from tackroom.engine.tracing import EngineTracer
 
 __all__ = [
     "FunctionRegistry",

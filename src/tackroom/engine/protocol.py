@@ -1,297 +1,76 @@
-"""The ``Engine`` protocol: the one bus every worker talks through.
+"""The ``Engine`` protocol: the one bus every worker talks through, and its parts.
 
-Every backend (``embedded`` today, ``nats`` next) implements this protocol and passes the one
-conformance suite in ``tests/conformance``. Payloads, results, state values and stream records
-are JSON values; a pydantic model given as a payload is serialized at the edge.
+Every backend (``embedded``, ``nats``) implements ``Engine`` and passes the one conformance
+suite in ``tests/conformance``. Payloads, results, state values and stream records are JSON
+values; a pydantic model given as a payload is serialized at the edge.
+
+``Engine`` is composed of parts — :class:`Caller`, :class:`Functions`, :class:`Queues`,
+:class:`StateBackend`, :class:`Triggers`, :class:`Appender`, :class:`Streams`,
+:class:`LiveFrames`, :class:`Channels`, :class:`Transactions`, :class:`Lifecycle` — and code
+that needs only some of the bus asks for those parts (``StateBackend``, or a protocol composed
+of parts), so a client of an engine, a wrapper or a test fake that offers them serves as well.
 """
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
+from collections.abc import AsyncIterator, Callable
 from contextlib import AbstractAsyncContextManager
-from contextvars import ContextVar
-from dataclasses import dataclass, field
-from typing import Any, Literal, Protocol, TypedDict, runtime_checkable
+from typing import Any, Protocol, TypeVar, runtime_checkable
+
+from tackroom.engine.values import (
+    DEFAULT_TIMEOUT,
+    ChannelRef,
+    DeadLetter,
+    FunctionInfo,
+    Handler,
+    Invocation,
+    InvocationKind,
+    LazySchema,
+    QueueConfig,
+    StateEntry,
+    StreamRecord,
+    StreamRetention,
+    UpdateOp,
+    WorkerInfo,
+    current_invocation,
+)
 
 __all__ = [
     "DEFAULT_TIMEOUT",
+    "Appender",
+    "Caller",
     "Channel",
     "ChannelRef",
     "ChannelWriter",
+    "Channels",
     "DeadLetter",
     "Engine",
     "FunctionInfo",
+    "Functions",
     "Handler",
     "Invocation",
     "InvocationKind",
     "LazySchema",
+    "Lifecycle",
+    "LiveFrames",
     "QueueConfig",
+    "Queues",
     "Registration",
+    "StateBackend",
     "StateEntry",
     "StreamRecord",
     "StreamRetention",
+    "Streams",
     "Subscription",
+    "Transactions",
+    "Triggers",
     "UpdateOp",
     "WorkerInfo",
     "current_invocation",
+    "journal",
 ]
 
-DEFAULT_TIMEOUT = 30.0
-
-Handler = Callable[[Any], Awaitable[Any]]
-"""A function handler: takes the JSON payload, returns a JSON result (or raises)."""
-
-InvocationKind = Literal["trigger", "queue", "state_trigger", "stream_trigger", "cron"]
-
-
-@dataclass(slots=True)
-class Invocation:
-    """What the runtime knows about the call a handler is serving.
-
-    Read it with :func:`current_invocation` inside a handler. ``attempt`` counts deliveries of a
-    queue message (1 on the first). ``extend_visibility`` keeps a long queue handler's lease.
-    """
-
-    function_id: str
-    kind: InvocationKind
-    attempt: int = 1
-    message_id: str | None = None
-    group: str | None = None
-    _extend: Callable[[float], Awaitable[None]] | None = field(default=None, repr=False)
-
-    async def extend_visibility(self, seconds: float) -> None:
-        """Push this delivery's visibility deadline ``seconds`` from now (queue deliveries only)."""
-        if self._extend is not None:
-            await self._extend(seconds)
-
-
-_current_invocation: ContextVar[Invocation | None] = ContextVar("tackroom_invocation", default=None)
-
-
-def current_invocation() -> Invocation | None:
-    """The invocation the running handler serves, or ``None`` outside a handler."""
-    return _current_invocation.get()
-
-
-def set_current_invocation(invocation: Invocation | None) -> object:
-    """Backend hook: make ``invocation`` current; returns a token for :func:`reset_invocation`."""
-    return _current_invocation.set(invocation)
-
-
-def reset_invocation(token: object) -> None:
-    _current_invocation.reset(token)  # type: ignore[arg-type]
-
-
-class UpdateOp(TypedDict, total=False):
-    """One atomic op of :meth:`Engine.update_state`.
-
-    ``op`` is one of ``set``, ``merge`` (shallow dict merge), ``append`` (to a list),
-    ``increment`` (a number), ``remove`` (a dict field). ``path`` is a list of dict keys from
-    the root of the value (empty or absent: the root itself).
-    """
-
-    op: Literal["set", "merge", "append", "increment", "remove"]
-    path: list[str]
-    value: Any
-
-
-@dataclass(frozen=True, slots=True)
-class StateEntry:
-    scope: str
-    key: str
-    value: Any
-    revision: int
-
-
-@dataclass(frozen=True, slots=True)
-class StreamRecord:
-    """A stored record, or (``live``) a frame :meth:`Engine.publish` sent or a value
-    :meth:`Engine.snapshot` returned, which is never stored.
-
-    A live record has no sequence of its own: its ``seq`` is that of the stored record it
-    follows (for a subscription, the last stored record it handed out), so a reader that keeps
-    ``seq`` as its resume cursor is never moved past a stored record by a live one.
-    """
-
-    stream: str
-    group_id: str
-    seq: int
-    data: Any
-    timestamp: float
-    live: bool = False
-
-
-class LazySchema:
-    """A JSON schema built the first time it is read, then kept.
-
-    What a worker gives ``register_function`` when building a schema costs time: pydantic takes
-    milliseconds a model, a boot registers dozens of functions, and a run reads only its tools'
-    schemas. :class:`FunctionInfo` builds it when its schema is read (``engine::functions::list``
-    reads them all; the NATS catalog, which publishes them, too). A build that raises raises
-    there, and again at the next read: where the schema is read, not where it was registered.
-    """
-
-    __slots__ = ("_build", "_schema")
-
-    def __init__(self, build: Callable[[], dict[str, Any]]) -> None:
-        self._build: Callable[[], dict[str, Any]] | None = build
-        self._schema: dict[str, Any] = {}
-
-    def get(self) -> dict[str, Any]:
-        if self._build is not None:
-            self._schema = self._build()
-            self._build = None
-        return self._schema
-
-
-class FunctionInfo:
-    """A function in the catalog. A schema registered as a :class:`LazySchema` is built when its
-    attribute is first read."""
-
-    __slots__ = (
-        "_request",
-        "_response",
-        "contract_version",
-        "description",
-        "function_id",
-        "version",
-        "worker",
-    )
-
-    def __init__(
-        self,
-        function_id: str,
-        worker: str,
-        description: str,
-        request_schema: dict[str, Any] | LazySchema | None,
-        response_schema: dict[str, Any] | LazySchema | None,
-        *,
-        version: str = "",
-        contract_version: int | None = None,
-    ) -> None:
-        self.function_id = function_id
-        self.worker = worker
-        self.description = description
-        self._request = request_schema
-        self._response = response_schema
-        self.version = version
-        """The serving worker's own version (``""``: it announced none)."""
-        self.contract_version = contract_version
-        """The ``schema_version`` of the contract it serves (``None``: no declared contract)."""
-
-    @property
-    def request_schema(self) -> dict[str, Any] | None:
-        return self._request.get() if isinstance(self._request, LazySchema) else self._request
-
-    @property
-    def response_schema(self) -> dict[str, Any] | None:
-        return self._response.get() if isinstance(self._response, LazySchema) else self._response
-
-    def _fields(self) -> tuple[Any, ...]:
-        return (
-            self.function_id,
-            self.worker,
-            self.description,
-            self.request_schema,
-            self.response_schema,
-            self.version,
-            self.contract_version,
-        )
-
-    def __eq__(self, other: object) -> bool:
-        if not isinstance(other, FunctionInfo):
-            return NotImplemented
-        return self._fields() == other._fields()
-
-    def __repr__(self) -> str:
-        return f"FunctionInfo({self.function_id!r}, worker={self.worker!r})"
-
-
-@dataclass(frozen=True, slots=True)
-class WorkerInfo:
-    """A worker as one process announces it: what it serves, at which versions, where."""
-
-    name: str
-    functions: list[str]
-    pid: int
-    host: str
-    version: str = ""
-    """The worker's own version (``""``: it announced none)."""
-    contracts: dict[str, int] = field(default_factory=dict)
-    """``function_id -> schema_version`` of each contract function it serves."""
-
-    @classmethod
-    def of(cls, functions: Iterable[FunctionInfo], *, pid: int, host: str) -> list[WorkerInfo]:
-        """One ``WorkerInfo`` per worker name among ``functions`` (one process's), sorted."""
-        grouped: dict[str, list[FunctionInfo]] = {}
-        for info in functions:
-            grouped.setdefault(info.worker, []).append(info)
-        return [
-            cls(
-                name=name,
-                functions=sorted({info.function_id for info in infos}),
-                pid=pid,
-                host=host,
-                version=next((info.version for info in infos if info.version), ""),
-                contracts={
-                    info.function_id: info.contract_version
-                    for info in sorted(infos, key=lambda info: info.function_id)
-                    if info.contract_version is not None
-                },
-            )
-            for name, infos in sorted(grouped.items())
-        ]
-
-
-@dataclass(frozen=True, slots=True)
-class DeadLetter:
-    message_id: str
-    queue: str
-    function_id: str
-    payload: Any
-    group: str | None
-    attempts: int
-    last_error: str
-
-
-@dataclass(frozen=True, slots=True)
-class QueueConfig:
-    """Delivery policy of one queue.
-
-    A failed delivery is retried after ``backoff_initial * 2**(attempt-1)`` seconds (capped at
-    ``backoff_max``, with jitter) until ``max_deliveries``; then the message is dead-lettered.
-    A handler still running after ``visibility_timeout`` loses its lease and the message is
-    delivered again.
-    """
-
-    max_deliveries: int = 5
-    visibility_timeout: float = 30.0
-    backoff_initial: float = 0.5
-    backoff_max: float = 30.0
-    concurrency: int = 32
-
-
-@dataclass(frozen=True, slots=True)
-class StreamRetention:
-    """How long a stream keeps records: ``max_age`` seconds and/or ``max_len`` per group."""
-
-    max_age: float | None = None
-    max_len: int | None = None
-
-
-@dataclass(frozen=True, slots=True)
-class ChannelRef:
-    """A serializable reference to a channel's write end; pass it in a payload."""
-
-    channel_id: str
-    schema_version: int = 1
-
-    def to_json(self) -> dict[str, Any]:
-        return {"channel_id": self.channel_id, "schema_version": self.schema_version}
-
-    @classmethod
-    def from_json(cls, data: dict[str, Any]) -> ChannelRef:
-        return cls(channel_id=str(data["channel_id"]), schema_version=int(data["schema_version"]))
+T = TypeVar("T")
 
 
 class Registration(Protocol):
@@ -342,16 +121,23 @@ class Channel(Protocol):
     async def aclose(self) -> None: ...
 
 
-@runtime_checkable
-class Engine(Protocol):
-    """The bus. See ``docs/engine.md`` for semantics every backend must keep."""
-
-    atomic_transactions: bool
-    """Whether :meth:`transaction` makes its writes all-or-nothing on this backend."""
-
+class Lifecycle(Protocol):
     async def start(self) -> None: ...
 
     async def close(self) -> None: ...
+
+
+class Transactions(Protocol):
+    """Units of work. Code that commits a record with what it implies writes one shape on
+    every backend: the record carries :func:`journal` of its effects and the effects are
+    applied inside the same :meth:`transaction` — one commit where it is atomic, the record's
+    compare-and-set first and then each effect in order elsewhere, a reader that finds a
+    journal applying it again (each effect idempotent)."""
+
+    @property
+    def atomic_transactions(self) -> bool:
+        """Whether :meth:`transaction` makes its writes all-or-nothing on this backend."""
+        ...
 
     def transaction(self) -> AbstractAsyncContextManager[None]:
         """A unit of work: the writes made inside it — by this task and by the handlers it
@@ -363,7 +149,16 @@ class Engine(Protocol):
         the same group before the unit ends."""
         ...
 
-    # -- functions -------------------------------------------------------------------------
+
+class Caller(Protocol):
+    """What calling a function needs: an ``Engine``, or a client of one (a local endpoint)."""
+
+    async def trigger(
+        self, function_id: str, payload: Any = None, *, timeout: float = DEFAULT_TIMEOUT
+    ) -> Any: ...
+
+
+class Functions(Caller, Protocol):
     async def register_function(
         self,
         function_id: str,
@@ -384,15 +179,12 @@ class Engine(Protocol):
         and the ``schema_version`` of the contract the function keeps."""
         ...
 
-    async def trigger(
-        self, function_id: str, payload: Any = None, *, timeout: float = DEFAULT_TIMEOUT
-    ) -> Any: ...
-
     async def list_functions(self) -> list[FunctionInfo]: ...
 
     async def list_workers(self) -> list[WorkerInfo]: ...
 
-    # -- queues ----------------------------------------------------------------------------
+
+class Queues(Protocol):
     async def configure_queue(self, queue: str, config: QueueConfig) -> None: ...
 
     async def enqueue(
@@ -413,7 +205,10 @@ class Engine(Protocol):
         """Put dead letters back on their queue with a fresh delivery count; returns how many."""
         ...
 
-    # -- state -----------------------------------------------------------------------------
+
+class StateBackend(Protocol):
+    """The engine's state: values by scope and key, each with a revision."""
+
     async def get_state(self, scope: str, key: str) -> StateEntry | None: ...
 
     async def set_state(
@@ -432,7 +227,8 @@ class Engine(Protocol):
 
     async def list_state(self, scope: str, *, prefix: str = "") -> list[StateEntry]: ...
 
-    # -- triggers --------------------------------------------------------------------------
+
+class Triggers(Protocol):
     async def add_state_trigger(
         self, scope: str, function_id: str, *, worker: str = "anonymous"
     ) -> Registration:
@@ -451,12 +247,15 @@ class Engine(Protocol):
         """Call ``function_id`` on a cron schedule (5 fields, or 6 with seconds first)."""
         ...
 
-    # -- streams ---------------------------------------------------------------------------
-    async def configure_stream(self, stream: str, retention: StreamRetention) -> None: ...
 
+class Appender(Protocol):
     async def append(self, stream: str, group_id: str, data: Any) -> int:
         """Append a record; returns its sequence, monotonic per ``(stream, group_id)``."""
         ...
+
+
+class Streams(Appender, Protocol):
+    async def configure_stream(self, stream: str, retention: StreamRetention) -> None: ...
 
     async def read(
         self, stream: str, group_id: str, *, after: int = 0, limit: int = 1000
@@ -474,7 +273,10 @@ class Engine(Protocol):
         """
         ...
 
-    # -- live frames -----------------------------------------------------------------------
+
+class LiveFrames(Protocol):
+    """Frames for the readers connected now, never stored."""
+
     async def publish(self, stream: str, group_id: str, data: Any) -> None:
         """Hand ``data`` to the group's subscriptions open now, as a ``live`` record.
 
@@ -498,7 +300,32 @@ class Engine(Protocol):
         record they follow). Empty, at once, when nothing is offered."""
         ...
 
-    # -- channels --------------------------------------------------------------------------
+
+class Channels(Protocol):
     async def open_channel(self, *, capacity: int = 64) -> Channel: ...
 
     def channel_writer(self, ref: ChannelRef) -> ChannelWriter: ...
+
+
+@runtime_checkable
+class Engine(
+    Lifecycle,
+    Transactions,
+    Functions,
+    Queues,
+    StateBackend,
+    Triggers,
+    Streams,
+    LiveFrames,
+    Channels,
+    Protocol,
+):
+    """The bus: every part. See ``docs/engine.md`` for semantics every backend must keep."""
+
+
+def journal(engine: Transactions, effects: list[T]) -> list[T]:
+    """What a record committed in a unit of work must carry of the ``effects`` the unit applies
+    after writing it: none where :meth:`~Transactions.transaction` is atomic (the effects
+    commit with the record, or nothing does), all of them elsewhere (a crash after the record's
+    compare-and-set leaves them there, for the next reader to apply)."""
+    return [] if engine.atomic_transactions else list(effects)

@@ -6,12 +6,20 @@ from __future__ import annotations
 import asyncio
 import random
 from collections.abc import Callable
-from typing import Any, Protocol, TypeVar
+from typing import Any, TypeVar
 
 from tackroom.engine.errors import FunctionError, RevisionConflict
-from tackroom.engine.protocol import StateEntry
+from tackroom.engine.protocol import StateBackend
 
-__all__ = ["CONTENTION_ERROR", "DELETE", "UNCHANGED", "Contention", "StateBackend", "mutate"]
+__all__ = [
+    "CONTENTION_ERROR",
+    "DELETE",
+    "UNCHANGED",
+    "Contention",
+    "StateBackend",
+    "backoff",
+    "mutate",
+]
 
 T = TypeVar("T")
 
@@ -21,22 +29,6 @@ UNCHANGED: Any = object()
 """A change that returns this as its new value writes nothing."""
 DELETE: Any = object()
 """A change that returns this as its new value deletes the key."""
-
-
-class StateBackend(Protocol):
-    """The engine's state methods (an ``Engine`` is one)."""
-
-    async def get_state(self, scope: str, key: str) -> StateEntry | None: ...
-
-    async def set_state(
-        self, scope: str, key: str, value: Any, *, expected_revision: int | None = None
-    ) -> StateEntry: ...
-
-    async def delete_state(
-        self, scope: str, key: str, *, expected_revision: int | None = None
-    ) -> bool: ...
-
-    async def list_state(self, scope: str, *, prefix: str = "") -> list[StateEntry]: ...
 
 
 class Contention(FunctionError):
@@ -49,10 +41,10 @@ class Contention(FunctionError):
         )
 
 
-async def _backoff(attempt: int) -> None:
-    """A short random pause before attempt ``attempt`` (none before the first)."""
-    if attempt:
-        await asyncio.sleep(random.uniform(0, min(0.05, 0.0005 * 2**attempt)))
+async def backoff(attempt: int) -> None:
+    """After losing compare-and-set race ``attempt`` (0: the first): yield to the other tasks,
+    and from the second loss on pause a short random time that grows with each loss."""
+    await asyncio.sleep(random.uniform(0, min(0.05, 0.0005 * 2**attempt)) if attempt else 0)
 
 
 async def mutate(
@@ -68,7 +60,8 @@ async def mutate(
     must have no side effects (it may run several times). :class:`Contention` after
     ``attempts`` lost races."""
     for attempt in range(attempts):
-        await _backoff(attempt)
+        if attempt:
+            await backoff(attempt)
         entry = await backend.get_state(scope, key)
         new, result = change(None if entry is None else entry.value)
         if new is UNCHANGED:

@@ -32,20 +32,12 @@ from tackroom.contracts.events import (
     event_of,
 )
 from tackroom.engine.errors import EngineError
-from tackroom.engine.protocol import StreamRecord, Subscription
+from tackroom.engine.protocol import LiveFrames, StreamRecord, Subscription
 
 __all__ = ["NO_LIVE", "LiveBus", "LiveFeed", "LiveSink", "RunLive"]
 
 _COMPLETED_KEPT = 256
 """Completed message ids a feed remembers, to drop a late frame of one."""
-
-
-class LivePublisher(Protocol):
-    async def publish(self, stream: str, group_id: str, data: Any) -> None: ...
-
-    def offer_snapshot(
-        self, stream: str, group_id: str, provider: Callable[[], Any]
-    ) -> AbstractAsyncContextManager[None]: ...
 
 
 class LiveSink(Protocol):
@@ -63,7 +55,7 @@ class LiveSink(Protocol):
 class RunLive:
     """One run's live events on the session's ``agent::events`` group."""
 
-    def __init__(self, engine: LivePublisher, *, session_id: str, run_id: str) -> None:
+    def __init__(self, engine: LiveFrames, *, session_id: str, run_id: str) -> None:
         self._engine = engine
         self._session_id = session_id
         self._run_id = run_id

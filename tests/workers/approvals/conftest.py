@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from tackroom.engine import Engine, RevisionConflict, StateEntry, open_engine
+from tackroom.engine import Engine, RevisionConflict, StateEntry, UpdateOp, open_engine
 from tackroom.runtime import Host
 from tackroom.runtime.config import HarnessConfig
 from tackroom.workers.approvals.worker import approvals_worker
@@ -65,6 +65,13 @@ class Interleaving:
         await self._pause()
         return entry
 
+    async def update_state(self, scope: str, key: str, ops: list[UpdateOp]) -> StateEntry:
+        await self._pause()
+        entry = await self.engine.update_state(scope, key, ops)
+        self.writes[scope] += 1
+        await self._pause()
+        return entry
+
     async def delete_state(
         self, scope: str, key: str, *, expected_revision: int | None = None
     ) -> bool:
@@ -80,6 +87,10 @@ class Interleaving:
     async def append(self, stream: str, group_id: str, data: Any) -> int:
         await self._pause()
         return await self.engine.append(stream, group_id, data)
+
+    @property
+    def atomic_transactions(self) -> bool:
+        return self.engine.atomic_transactions
 
     def transaction(self) -> AbstractAsyncContextManager[None]:
         return self.engine.transaction()

@@ -1,9 +1,10 @@
 """State backends wrapping a real engine: one that interleaves callers, one that counts writes,
-one that dies at a chosen write. The store takes any ``StateBackend``."""
+one that dies at a chosen write."""
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import random
 from collections.abc import Callable
 from contextlib import AbstractAsyncContextManager
@@ -100,6 +101,12 @@ class WrappedBackend:
         await self._pause()
         self._enter("list", scope, prefix)
         return await self.engine.list_state(scope, prefix=prefix)
+
+    atomic_transactions = False
+    """Each write lands at once, as on a backend without atomic units of work (NATS)."""
+
+    def transaction(self) -> AbstractAsyncContextManager[None]:
+        return contextlib.nullcontext()
 
     def reset(self) -> None:
         self.ops.clear()

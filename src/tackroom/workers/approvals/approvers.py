@@ -10,18 +10,18 @@ refused resolve leave on ``audit::facts`` (the decision itself is audited throug
 from __future__ import annotations
 
 import uuid
-from typing import Any, Protocol
+from typing import Any
 
 from tackroom.contracts import approvals as c
 from tackroom.contracts.approvers import ApprovalVote, person_of, tenant_of_call
 from tackroom.contracts.audit import AuditFact
 from tackroom.contracts.principal import Principal
+from tackroom.engine.protocol import Appender
 from tackroom.kit.audit import record_fact
 
 __all__ = [
     "REFUSED_KIND",
     "VOTE_KIND",
-    "Appender",
     "record_refusal",
     "record_vote",
     "visible_to",
@@ -32,10 +32,6 @@ VOTE_KIND = "approval_vote"
 """An allow counted towards a quorum not yet reached (the call still waits)."""
 REFUSED_KIND = "approval_refused"
 """A resolve refused: an approver the call's rules do not allow, or of another tenant."""
-
-
-class Appender(Protocol):
-    async def append(self, stream: str, group_id: str, data: Any) -> int: ...
 
 
 def visible_to(

@@ -9,13 +9,13 @@ from __future__ import annotations
 
 import contextlib
 import logging
-from typing import Any, Protocol
+from typing import Protocol
 
 from tackroom.contracts import approvals as c
 from tackroom.contracts.events import ApprovalResolvedData
 from tackroom.contracts.principal import Principal
 from tackroom.engine.errors import EngineError, RevisionConflict
-from tackroom.engine.protocol import StateEntry
+from tackroom.engine.protocol import Appender, StateBackend, Transactions
 from tackroom.kit.events import EventEmitter
 from tackroom.workers.approvals.records import parse
 from tackroom.workers.approvals.settings import Clock
@@ -25,24 +25,8 @@ __all__ = ["ApprovalsBackend", "Decisions", "record_of"]
 _log = logging.getLogger("tackroom.approvals")
 
 
-class ApprovalsBackend(Protocol):
-    """The engine methods the worker uses (an ``Engine`` is one)."""
-
-    async def get_state(self, scope: str, key: str) -> StateEntry | None: ...
-
-    async def set_state(
-        self, scope: str, key: str, value: Any, *, expected_revision: int | None = None
-    ) -> StateEntry: ...
-
-    async def delete_state(
-        self, scope: str, key: str, *, expected_revision: int | None = None
-    ) -> bool: ...
-
-    async def list_state(self, scope: str, *, prefix: str = "") -> list[StateEntry]: ...
-
-    async def append(self, stream: str, group_id: str, data: Any) -> int: ...
-
-    def transaction(self) -> contextlib.AbstractAsyncContextManager[None]: ...
+class ApprovalsBackend(StateBackend, Appender, Transactions, Protocol):
+    """The engine's parts the worker uses (an ``Engine`` is one)."""
 
 
 def record_of(

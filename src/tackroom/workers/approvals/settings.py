@@ -4,11 +4,11 @@ globs, the functions allowed for the rest of the session — the configured defa
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any, Protocol
+from typing import Any
 
 from tackroom.contracts import approvals as c
-from tackroom.engine.errors import FunctionError, RevisionConflict
-from tackroom.engine.protocol import StateEntry
+from tackroom.engine.protocol import StateBackend
+from tackroom.kit.cas import mutate
 from tackroom.workers.approvals.records import parse
 
 __all__ = ["Clock", "SettingsStore"]
@@ -19,18 +19,10 @@ Clock = Callable[[], float]
 _SETTINGS_ATTEMPTS = 64
 
 
-class _State(Protocol):
-    async def get_state(self, scope: str, key: str) -> StateEntry | None: ...
-
-    async def set_state(
-        self, scope: str, key: str, value: Any, *, expected_revision: int | None = None
-    ) -> StateEntry: ...
-
-
 class SettingsStore:
     def __init__(
         self,
-        engine: _State,
+        engine: StateBackend,
         *,
         default_mode: c.ApprovalMode,
         default_always_allow: list[str],
@@ -72,22 +64,13 @@ class SettingsStore:
     async def _update(
         self, session_id: str, change: Callable[[c.SessionSettings], c.SessionSettings]
     ) -> c.SessionSettings:
-        for _ in range(_SETTINGS_ATTEMPTS):
-            entry = await self._engine.get_state(c.SETTINGS_SCOPE.name, session_id)
-            current = None if entry is None else parse(c.SessionSettings, entry.value, session_id)
+        def write(value: Any) -> tuple[Any, c.SessionSettings]:
+            current = None if value is None else parse(c.SessionSettings, value, session_id)
             updated = change(current or self._default(session_id)).model_copy(
                 update={"updated_at": self._clock()}
             )
-            try:
-                await self._engine.set_state(
-                    c.SETTINGS_SCOPE.name,
-                    session_id,
-                    updated.model_dump(mode="json"),
-                    expected_revision=0 if entry is None else entry.revision,
-                )
-            except RevisionConflict:
-                continue
-            return updated
-        raise FunctionError(
-            c.CONTENTION_ERROR, f"settings of session {session_id} kept changing; retry"
+            return updated.model_dump(mode="json"), updated
+
+        return await mutate(
+            self._engine, c.SETTINGS_SCOPE.name, session_id, write, attempts=_SETTINGS_ATTEMPTS
         )

@@ -22,16 +22,17 @@ from dataclasses import dataclass
 from typing import Any
 
 from tackroom.contracts.approvals import DECISIONS_SCOPE, DecisionRecord, call_key
-from tackroom.contracts.events import EVENTS, BudgetDecidedData, EventData
+from tackroom.contracts.events import EVENTS, BudgetDecidedData, EventData, attempt_key
+from tackroom.contracts.hooks import TURN_END
 from tackroom.engine.errors import (
     EngineClosed,
     InvalidPayload,
     RevisionConflict,
     unavailable_cause,
 )
-from tackroom.engine.protocol import Engine, current_invocation
-from tackroom.hooks import TURN_END, HookSubscriptions
+from tackroom.engine.protocol import Engine, current_invocation, journal
 from tackroom.kit.events import EventEmitter
+from tackroom.kit.hooks.publish import HookSubscriptions
 from tackroom.kit.lifecycle import StepContext, in_step
 from tackroom.workers.orchestrator.aborts import AbortWatch
 from tackroom.workers.orchestrator.context import ContextAssembler, context_overflow, mark_span
@@ -135,9 +136,9 @@ class Driver:
             attempt=1 if invocation is None else invocation.attempt,
             events_seq=record.events_seq,
         )
-        if record.outbox and not self._engine.atomic_transactions:
+        if record.outbox:
             # Perhaps applied, perhaps cut short by a crash after the commit: finish it. (Where
-            # the commit and its outbox are one transaction, a committed outbox was applied.)
+            # the commit and its outbox are one transaction, none is stored: see ``_commit``.)
             await self._replay_outbox(record, progress)
         if record.terminal:
             self._aborts.forget(session_id)
@@ -169,11 +170,7 @@ class Driver:
             if previous.state == "steering_check" or earlier:
                 await self._remove_taken(record)
             if record.terminal:
-                self._aborts.forget(session_id)
-                if previous.state == "function_awaiting_approval":
-                    await self._dispatcher.gate.release_parked(previous, record)
-                await self._subagents.ended(record, parent_told=progress.parent_told)
-                await self._settled(record, progress)  # last: until then a restart wakes it
+                await self._ended(previous, record, progress)
                 return
             if record.state == "function_awaiting_approval":
                 if previous.state == "function_awaiting_approval":
@@ -183,16 +180,25 @@ class Driver:
                 # outcome needs no such pass: its wake is a step queued behind this delivery.)
                 parked_pass = any(call.status == "parked" for call in record.calls)
 
+    async def _ended(self, previous: TurnRecord, record: TurnRecord, progress: _Progress) -> None:
+        """What a run owes once its last step is committed by this delivery."""
+        self._aborts.forget(record.session_id)
+        if previous.state == "function_awaiting_approval":
+            await self._dispatcher.gate.release_parked(previous, record)
+        await self._subagents.ended(record, parent_told=progress.parent_told)
+        await self._settled(record, progress)  # last: until then a restart wakes it
+
     def _step_unit(self, record: TurnRecord) -> contextlib.AbstractAsyncContextManager[None]:
         """A batch of subagent calls only: its children's starts (and the calls' start events)
-        commit with the step that parks for them, in one transaction, where the engine can.
+        commit with the step that parks for them, in one unit of work (one transaction where
+        the engine's units are atomic; elsewhere the writes land in order, as without one).
 
         Starting a child is idempotent (its ids derive from the call), so a step cut short
         starts nothing and its redelivery starts them. Not with other tools in the batch: a
         tool's ledger entry must be committed before its result is, or a crash would run it
         twice.
         """
-        if not self._engine.atomic_transactions or record.state != "function_execute":
+        if record.state != "function_execute":
             return contextlib.nullcontext()
         open_calls = [call for call in record.calls if call.status in ("pending", "approved")]
         for call in open_calls:
@@ -271,7 +277,7 @@ class Driver:
             return AssistantCompleted(context_overflow(assembled.overflow))
         if assembled.decision is not None:
             key = f"t{record.turn_count + 1}:context"
-            await emit(key if attempt == 1 else f"{key}@{attempt}", assembled.decision)
+            await emit(attempt_key(key, attempt), assembled.decision)
             mark_span(assembled.decision)
         messages = assembled.messages
         reservation = await self._budget.reserve(record, messages)
@@ -279,7 +285,7 @@ class Driver:
             # A redelivered call reserves again and may be decided otherwise: its own event id.
             key = f"t{record.turn_count + 1}:budget"
             await emit(
-                key if attempt == 1 else f"{key}@{attempt}",
+                attempt_key(key, attempt),
                 BudgetDecidedData(
                     allowed=reservation.allowed,
                     estimate_usd=reservation.estimate_usd,
@@ -374,11 +380,10 @@ class Driver:
         record = with_outbox(
             step.record, step.effects, events_seq=progress.events_seq, earlier=earlier or ()
         )
-        # Where the engine can, the record and its effects are one transaction, so the stored
-        # record needs no outbox (a committed one was applied): its messages and frames are
-        # stored once, where they go. Elsewhere the outbox order alone keeps the step whole.
-        atomic = self._engine.atomic_transactions
-        stored = record.model_copy(update={"outbox": []}) if atomic else record
+        # The record and its effects are one unit of work. Where it is atomic the stored record
+        # carries no outbox (a committed one was applied): its messages and frames are stored
+        # once, where they go. Elsewhere the stored outbox keeps the step whole after a crash.
+        stored = record.model_copy(update={"outbox": journal(self._engine, record.outbox)})
         try:
             async with self._engine.transaction():
                 entry = await self._engine.set_state(
@@ -402,7 +407,7 @@ class Driver:
             failed = transition(before, StepFailed("invalid_payload", reason))
             return await self._commit(before, failed, progress)
         progress.revision = entry.revision
-        return record
+        return stored
 
     async def _commit_step(
         self,
@@ -413,11 +418,11 @@ class Driver:
         earlier: list[tuple[TurnRecord, list[Effect]]],
     ) -> TurnRecord | None:
         """:meth:`_commit`; a child run's last step also writes its outcome and its parent's
-        wake, in the same transaction, where the engine makes a commit and its effects one
-        (elsewhere they are written after it: a commit lost to another delivery must not tell
-        the parent anything)."""
+        wake, in the same unit of work, once the commit is made: a commit lost to another
+        delivery tells the parent nothing. (Where the unit is not atomic, a crash between the
+        commit and the wake is made good by the next delivery, which finds the run ended.)"""
         ending = step.record
-        if ending.parent is None or not ending.terminal or not self._engine.atomic_transactions:
+        if ending.parent is None or not ending.terminal:
             return await self._commit(before, step, progress, earlier=earlier)
         try:
             async with self._engine.transaction():
@@ -431,9 +436,9 @@ class Driver:
 
     async def _settled(self, record: TurnRecord, progress: _Progress) -> None:
         """A finished run's last outbox, applied (and its inbox and parent told), is cleared
-        where the commit and its effects are not one transaction: a restart then wakes only the
+        where the commit stored one (its unit of work not atomic): a restart then wakes only the
         finished runs a crash may have cut short (``recover``), not every finished run."""
-        if not record.outbox or self._engine.atomic_transactions:
+        if not record.outbox:
             return
         cleared = record.model_copy(update={"outbox": []})
         try:

@@ -27,7 +27,7 @@ from typing import Any
 
 from pydantic import ConfigDict, ValidationError
 
-from tackroom.contracts.hooks import AfterModelCall
+from tackroom.contracts.hooks import AFTER_MODEL_CALL, AfterModelCall
 from tackroom.contracts.quota import (
     ADMIT,
     RELEASE,
@@ -36,7 +36,7 @@ from tackroom.contracts.quota import (
     Released,
     ReleaseRequest,
 )
-from tackroom.hooks import AFTER_MODEL_CALL, hook
+from tackroom.kit.hooks.subscribe import hook
 from tackroom.kit.quota import acquire_run, admit_request, record_tokens, release_run
 from tackroom.kit.quota_base import QuotaExceeded, QuotaSettings
 from tackroom.runtime.worker import WorkerContext, WorkerSpec

@@ -23,14 +23,14 @@ from typing import Any
 
 from pydantic import Field, field_validator
 
-from tackroom.contracts.hooks import hook_function
+from tackroom.contracts.hooks import AFTER_FUNCTION_CALL, hook_function
 from tackroom.contracts.redaction import (
     DEFAULT_PATTERNS,
     DEFAULT_REPLACEMENT,
     RedactPattern,
     check_replacement,
 )
-from tackroom.hooks import AFTER_FUNCTION_CALL, block, hook, replace
+from tackroom.kit.hooks.subscribe import block, hook, replace
 from tackroom.kit.redaction import Redactor, TooDeep
 from tackroom.runtime.worker import WorkerConfig, WorkerContext, WorkerSpec
 

@@ -8,11 +8,11 @@ from __future__ import annotations
 
 from tackroom.contracts.sessions import BROKEN_HISTORY_ERROR, SessionEntry
 from tackroom.engine.errors import FunctionError
+from tackroom.engine.protocol import StateBackend
 from tackroom.workers.sessions.paths import Address, BrokenHistory, walk
 from tackroom.workers.sessions.records import (
     ENTRIES_SCOPE,
     SessionMeta,
-    StateBackend,
     entry_key,
     session_prefix,
 )

@@ -12,8 +12,9 @@ from typing import Any
 from tackroom.contracts.messages import AgentMessage, messages_adapter
 from tackroom.contracts.sessions import CONTENTION_ERROR, SCHEMA_VERSION
 from tackroom.engine.errors import FunctionError, RevisionConflict
-from tackroom.workers.sessions.records import INBOX_SCOPE, StateBackend, entry_key
-from tackroom.workers.sessions.retry import backoff
+from tackroom.engine.protocol import StateBackend
+from tackroom.kit.cas import backoff
+from tackroom.workers.sessions.records import INBOX_SCOPE, entry_key
 
 __all__ = ["Inbox"]
 

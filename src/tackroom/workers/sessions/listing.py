@@ -14,6 +14,7 @@ from typing import Literal
 
 from tackroom.contracts.sessions import INVALID_CURSOR_ERROR
 from tackroom.engine.errors import FunctionError
+from tackroom.engine.protocol import StateBackend
 from tackroom.workers.sessions.records import (
     DAYS_SCOPE,
     INDEX_SCOPE,
@@ -21,7 +22,6 @@ from tackroom.workers.sessions.records import (
     DayRecord,
     IndexRecord,
     SessionMeta,
-    StateBackend,
 )
 
 __all__ = ["SessionIndex"]
