@@ -1,4 +1,4 @@
-"""The typed events of ``agent::events``: one discriminated union, one id scheme.
+"""The typed events of ``agent::events``: one table of events, one id scheme.
 
 Every frame is ``{schema_version, type, session_id, run_id, event_id, data}`` (group = session id;
 the stream gives the sequence), and ``type`` decides the model of ``data``. Readers validate a
@@ -9,6 +9,10 @@ frame with :data:`EVENTS` (``EVENTS.parse(record.data)``) and match on the class
             print(update.delta, end="")
         case AgentEnd(data=end):
             ...
+
+Each event is declared once: its data model (an :class:`EventData`) and, right after it, its
+frame, which names the ``type`` and the data model. :data:`AgentEvent` lists the frames; the
+types (:data:`EVENT_TYPES`) and the frame of each data model (:func:`event_of`) are read from it.
 
 ``event_id`` is deterministic per run and step (:func:`event_id`), so a UI drops a repeat caused
 by a crash between emitting and committing a step.
@@ -22,7 +26,7 @@ keeps working when a newer writer adds one.
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal, cast
+from typing import Annotated, Any, Literal, get_args
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -34,6 +38,7 @@ from tackroom.contracts.turn import TurnState
 __all__ = [
     "EVENTS",
     "EVENT_SCHEMA_VERSION",
+    "EVENT_TYPES",
     "TURN_END",
     "AgentEnd",
     "AgentEndData",
@@ -49,7 +54,6 @@ __all__ = [
     "ContextAssembledData",
     "ErrorData",
     "EventData",
-    "EventType",
     "FunctionExecutionEnd",
     "FunctionExecutionEndData",
     "FunctionExecutionStart",
@@ -75,6 +79,7 @@ __all__ = [
     "TurnEndData",
     "TurnStateChanged",
     "TurnStateChangedData",
+    "attempt_key",
     "event_id",
     "event_of",
     "event_type_of",
@@ -88,11 +93,24 @@ def event_id(run_id: str, *parts: str | int) -> str:
     return ":".join([run_id, *(str(part) for part in parts)])
 
 
+def attempt_key(key: str, attempt: int) -> str:
+    """The key of an event a step makes anew on each delivery (a redelivered model call decides
+    its budget again): ``key`` on the first attempt, ``key@<attempt>`` on a later one."""
+    return key if attempt == 1 else f"{key}@{attempt}"
+
+
 class _Data(BaseModel):
     model_config = ConfigDict(extra="ignore", populate_by_name=True, serialize_by_alias=True)
 
 
+class EventData(_Data):
+    """The ``data`` of an event: what an emitter is handed, its model decides the event's type
+    (:func:`event_of`)."""
+
+
 class _Frame(BaseModel):
+    """What every frame has; each event's frame adds its ``type`` and its ``data`` model."""
+
     model_config = ConfigDict(extra="ignore")
 
     schema_version: int = EVENT_SCHEMA_VERSION
@@ -101,7 +119,7 @@ class _Frame(BaseModel):
     event_id: str
 
 
-class TurnStateChangedData(_Data):
+class TurnStateChangedData(EventData):
     from_: TurnState = Field(alias="from")
     to: TurnState
     turn_count: int
@@ -117,11 +135,16 @@ class TurnStateChanged(_Frame):
 StreamedKind = Literal["text", "thinking", "function_call"]
 
 
-class MessageUpdateData(_Data):
-    """Live only (never stored)."""
+class _LiveData(EventData):
+    """Live only (never stored): a message while it streams, in the stream ``stream_id``."""
 
     message_id: str
     stream_id: str | None = None
+
+
+class MessageUpdateData(_LiveData):
+    """Live only (never stored)."""
+
     kind: StreamedKind
     delta: str
     """Consecutive deltas of one kind, coalesced."""
@@ -141,11 +164,9 @@ class StreamedPart(_Data):
     text: str
 
 
-class MessageSnapshotData(_Data):
+class MessageSnapshotData(_LiveData):
     """Live only: a message while it streams, as a reader connecting now has missed it."""
 
-    message_id: str
-    stream_id: str | None = None
     parts: list[StreamedPart] = Field(default_factory=list)
     """Everything streamed so far, in order: the updates through ``through``, joined."""
     through: int = 0
@@ -157,7 +178,7 @@ class MessageSnapshot(_Frame):
     data: MessageSnapshotData
 
 
-class MessageCompleteData(_Data):
+class MessageCompleteData(EventData):
     message_id: str
     message: AgentMessage
 
@@ -167,9 +188,14 @@ class MessageComplete(_Frame):
     data: MessageCompleteData
 
 
-class FunctionExecutionStartData(_Data):
+class _CallData(EventData):
+    """An event of one function call (the function's id, or the tool name of one not offered)."""
+
     function_call_id: str
     function_id: str
+
+
+class FunctionExecutionStartData(_CallData):
     arguments: dict[str, Any] = Field(default_factory=dict)
 
 
@@ -178,9 +204,7 @@ class FunctionExecutionStart(_Frame):
     data: FunctionExecutionStartData
 
 
-class FunctionExecutionEndData(_Data):
-    function_call_id: str
-    function_id: str
+class FunctionExecutionEndData(_CallData):
     result: FunctionResultMessage
     is_error: bool = False
     duration_ms: float | None = None
@@ -191,9 +215,7 @@ class FunctionExecutionEnd(_Frame):
     data: FunctionExecutionEndData
 
 
-class ApprovalRequestedData(_Data):
-    function_call_id: str
-    function_id: str
+class ApprovalRequestedData(_CallData):
     arguments: dict[str, Any] = Field(default_factory=dict)
     reason: str = ""
 
@@ -203,9 +225,7 @@ class ApprovalRequested(_Frame):
     data: ApprovalRequestedData
 
 
-class ApprovalResolvedData(_Data):
-    function_call_id: str
-    function_id: str
+class ApprovalResolvedData(_CallData):
     decision: Literal["allow", "deny", "aborted", "expired"] | str
     reason: str | None = None
     approver: str | None = None
@@ -225,9 +245,7 @@ class ApprovalResolved(_Frame):
     data: ApprovalResolvedData
 
 
-class GateDecidedData(_Data):
-    function_call_id: str
-    function_id: str
+class GateDecidedData(_CallData):
     decision: Literal["allow", "deny", "needs_approval"]
     decided_by: str
     rule_id: str | None = None
@@ -244,7 +262,7 @@ class GateDecided(_Frame):
     data: GateDecidedData
 
 
-class BudgetDecidedData(_Data):
+class BudgetDecidedData(EventData):
     allowed: bool
     estimate_usd: float = 0.0
     reason: str | None = None
@@ -258,7 +276,7 @@ class BudgetDecided(_Frame):
     data: BudgetDecidedData
 
 
-class ContextAssembledData(_Data):
+class ContextAssembledData(EventData):
     """The context budget of one model call: what the window holds and what was sent."""
 
     message_id: str
@@ -284,7 +302,7 @@ class ContextAssembled(_Frame):
     data: ContextAssembledData
 
 
-class ModelSwitchData(_Data):
+class ModelSwitchData(EventData):
     """A model call moved to the next model of the run's chain (failover).
 
     Only before the failed model streamed anything, so nothing shown is taken back; the next
@@ -307,7 +325,7 @@ class ModelSwitch(_Frame):
     data: ModelSwitchData
 
 
-class TurnEndData(_Data):
+class TurnEndData(EventData):
     turn_count: int
     message_id: str
     function_results: list[FunctionResultMessage] = Field(default_factory=list)
@@ -318,12 +336,17 @@ class TurnEnd(_Frame):
     data: TurnEndData
 
 
-class ErrorData(_Data):
+class ErrorData(EventData):
     kind: str
     message: str
 
 
-class AgentEndData(_Data):
+class AgentError(_Frame):
+    type: Literal["error"] = "error"
+    data: ErrorData
+
+
+class AgentEndData(EventData):
     state: Literal["stopped", "failed"]
     stop_reason: str | None = None
     usage: Usage = Field(default_factory=Usage)
@@ -341,19 +364,16 @@ class AgentEnd(_Frame):
     data: AgentEndData
 
 
-class AgentError(_Frame):
-    type: Literal["error"] = "error"
-    data: ErrorData
-
-
-class SubagentStartedData(_Data):
-    """A call of ``agent::<name>`` started a child run; its own events are in the child's session
-    group of ``agent::events`` (a UI follows ``child_session_id``)."""
-
+class _ChildRunData(EventData):
     function_call_id: str
     agent: str
     child_session_id: str
     child_run_id: str
+
+
+class SubagentStartedData(_ChildRunData):
+    """A call of ``agent::<name>`` started a child run; its own events are in the child's session
+    group of ``agent::events`` (a UI follows ``child_session_id``)."""
 
 
 class SubagentStarted(_Frame):
@@ -361,11 +381,7 @@ class SubagentStarted(_Frame):
     data: SubagentStartedData
 
 
-class SubagentEndedData(_Data):
-    function_call_id: str
-    agent: str
-    child_session_id: str
-    child_run_id: str
+class SubagentEndedData(_ChildRunData):
     state: Literal["stopped", "failed"]
     stop_reason: str | None = None
 
@@ -375,7 +391,7 @@ class SubagentEnded(_Frame):
     data: SubagentEndedData
 
 
-class HandoffData(_Data):
+class HandoffData(EventData):
     """The session goes on with ``to_agent``'s instructions, model and tools."""
 
     function_call_id: str
@@ -411,84 +427,49 @@ AgentEvent = Annotated[
     | Handoff,
     Field(discriminator="type"),
 ]
-"""One frame of ``agent::events``."""
+"""One frame of ``agent::events``: the table of every event, the one place that lists them."""
 
-EventType = Literal[
-    "turn_state_changed",
-    "message_update",
-    "message_snapshot",
-    "message_complete",
-    "function_execution_start",
-    "function_execution_end",
-    "approval_requested",
-    "approval_resolved",
-    "gate_decision",
-    "budget_decision",
-    "context_assembled",
-    "model_switch",
-    "turn_end",
-    "agent_end",
-    "error",
-    "subagent_started",
-    "subagent_ended",
-    "handoff",
-]
+_FRAMES: tuple[type[AgentEvent], ...] = get_args(get_args(AgentEvent)[0])
 
-EventData = (
-    TurnStateChangedData
-    | MessageUpdateData
-    | MessageSnapshotData
-    | MessageCompleteData
-    | FunctionExecutionStartData
-    | FunctionExecutionEndData
-    | ApprovalRequestedData
-    | ApprovalResolvedData
-    | GateDecidedData
-    | BudgetDecidedData
-    | ContextAssembledData
-    | ModelSwitchData
-    | TurnEndData
-    | AgentEndData
-    | ErrorData
-    | SubagentStartedData
-    | SubagentEndedData
-    | HandoffData
-)
-"""What an emitter is handed: the data decides the event's type (:func:`event_of`)."""
 
-_FRAME_OF: dict[type[_Data], type[_Frame]] = {
-    TurnStateChangedData: TurnStateChanged,
-    MessageUpdateData: MessageUpdate,
-    MessageSnapshotData: MessageSnapshot,
-    MessageCompleteData: MessageComplete,
-    FunctionExecutionStartData: FunctionExecutionStart,
-    FunctionExecutionEndData: FunctionExecutionEnd,
-    ApprovalRequestedData: ApprovalRequested,
-    ApprovalResolvedData: ApprovalResolved,
-    GateDecidedData: GateDecided,
-    BudgetDecidedData: BudgetDecided,
-    ContextAssembledData: ContextAssembled,
-    ModelSwitchData: ModelSwitch,
-    TurnEndData: TurnEnd,
-    AgentEndData: AgentEnd,
-    ErrorData: AgentError,
-    SubagentStartedData: SubagentStarted,
-    SubagentEndedData: SubagentEnded,
-    HandoffData: Handoff,
+def _data_model(frame: type[AgentEvent]) -> type[EventData]:
+    data = frame.model_fields["data"].annotation
+    if not (isinstance(data, type) and issubclass(data, EventData)):
+        raise TypeError(f"{frame.__name__}: an event's data must be an EventData model")
+    return data
+
+
+_FRAME_OF: dict[type[EventData], type[AgentEvent]] = {
+    _data_model(frame): frame for frame in _FRAMES
 }
+_TYPE_OF: dict[type[EventData], str] = {
+    data: frame.model_fields["type"].default for data, frame in _FRAME_OF.items()
+}
+EVENT_TYPES: tuple[str, ...] = tuple(_TYPE_OF.values())
+"""Every event's ``type``, in the order of :data:`AgentEvent`."""
 
 
 def event_type_of(data: EventData) -> str:
     """The ``type`` of the event that carries ``data``."""
-    type_: str = _FRAME_OF[type(data)].model_fields["type"].default
-    return type_
+    try:
+        return _TYPE_OF[type(data)]
+    except KeyError:
+        raise _no_event(data) from None
 
 
 def event_of(*, session_id: str, run_id: str, event_id: str, data: EventData) -> AgentEvent:
     """The event carrying ``data`` (its type follows from the data's model)."""
-    frame = _FRAME_OF[type(data)]
-    return cast(
-        AgentEvent, frame(session_id=session_id, run_id=run_id, event_id=event_id, data=data)
+    try:
+        frame = _FRAME_OF[type(data)]
+    except KeyError:
+        raise _no_event(data) from None
+    return frame(session_id=session_id, run_id=run_id, event_id=event_id, data=data)
+
+
+def _no_event(data: object) -> TypeError:
+    return TypeError(
+        f"{type(data).__name__} is the data of no event: declare its frame after it and list the"
+        " frame in AgentEvent"
     )
 
 

@@ -11,7 +11,6 @@ written in that order (a crash in between re-emits them all, and the audit keeps
 
 from __future__ import annotations
 
-from contextlib import AbstractAsyncContextManager
 from typing import Any, Protocol
 
 from tackroom.contracts.audit import AuditFact
@@ -24,18 +23,16 @@ from tackroom.contracts.events import (
     event_id,
     event_of,
 )
+from tackroom.engine import protocol as engine
+from tackroom.engine.protocol import Transactions
 from tackroom.kit.audit import record_fact
 from tackroom.kit.audit_facts import AUDITED, fact_of
 
 __all__ = ["Appender", "EventEmitter"]
 
 
-class Appender(Protocol):
+class Appender(engine.Appender, Transactions, Protocol):
     """What the emitter needs of an engine: stream appends, in a unit of work."""
-
-    async def append(self, stream: str, group_id: str, data: Any) -> int: ...
-
-    def transaction(self) -> AbstractAsyncContextManager[None]: ...
 
 
 class EventEmitter:

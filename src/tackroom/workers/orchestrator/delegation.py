@@ -14,12 +14,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from tackroom.contracts.agents import HandoffTarget, SubagentOutcome
-from tackroom.contracts.events import (
-    FunctionExecutionEndData,
-    HandoffData,
-    SubagentEndedData,
-)
+from tackroom.contracts.events import FunctionExecutionEndData, HandoffData, SubagentEndedData
 from tackroom.contracts.messages import CustomMessage, FunctionResultMessage, TextBlock, Usage
+from tackroom.workers.orchestrator.callevents import call_ended
 from tackroom.workers.orchestrator.planning import text_result
 from tackroom.workers.orchestrator.record import CallState, TurnRecord
 
@@ -62,7 +59,6 @@ def child_ended(call: CallState, outcome: SubagentOutcome) -> ChildEnded:
         if outcome.output is not None:
             shown = json.dumps(outcome.output, ensure_ascii=False)
         result = text_result(call, shown, details=details)
-    function_id = call.function_id or call.tool_name
     return ChildEnded(
         result=result,
         ended=SubagentEndedData(
@@ -73,13 +69,7 @@ def child_ended(call: CallState, outcome: SubagentOutcome) -> ChildEnded:
             state=outcome.state,
             stop_reason=outcome.stop_reason,
         ),
-        end=FunctionExecutionEndData(
-            function_call_id=call.id,
-            function_id=function_id,
-            result=result,
-            is_error=result.is_error,
-            duration_ms=None,
-        ),
+        end=call_ended(call, result),
         usage=outcome.usage,
     )
 

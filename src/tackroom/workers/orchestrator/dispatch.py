@@ -19,7 +19,6 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from tackroom.contracts.events import FunctionExecutionStartData
 from tackroom.contracts.messages import FunctionResultMessage, TextBlock
 from tackroom.contracts.tools import CALL_CONTEXT_KEY, TRANSIENT_ERROR_CODES, CallContext
 from tackroom.engine.errors import (
@@ -33,7 +32,8 @@ from tackroom.engine.errors import (
 from tackroom.engine.jsonvalue import MAX_CONTENT_DEPTH, MAX_VALUE_BYTES, to_json_value
 from tackroom.engine.protocol import Engine, StateEntry
 from tackroom.kit.genai import tool_call_span
-from tackroom.workers.orchestrator.gate import Emit, Gate, denial, emit_call_end
+from tackroom.workers.orchestrator.callevents import Emit, emit_call_end, emit_call_start
+from tackroom.workers.orchestrator.gate import Gate, denial
 from tackroom.workers.orchestrator.planning import error_result
 from tackroom.workers.orchestrator.record import CallState, ToolOffer, TurnRecord
 from tackroom.workers.orchestrator.subagents import Subagents
@@ -119,7 +119,7 @@ class Dispatcher:
     ) -> FunctionResultMessage:
         key = _ledger_key(record, call)
         if entry is None:
-            if await self._claim(key, lambda: _emit_start(emit, call, tool)):
+            if await self._claim(key, lambda: emit_call_start(emit, call)):
                 return await self._invoke_and_record(record, call, tool, key, emit)
             entry = await self._engine.get_state(LEDGER_SCOPE, key)
         assert entry is not None
@@ -127,10 +127,10 @@ class Dispatcher:
             # Settled before a crash: answer from the ledger, and end the call for a client that
             # saw it start (the same event id, if the end was already emitted).
             done = FunctionResultMessage.model_validate(entry.value["result"])
-            await emit_call_end(emit, call, tool, done, duration_ms=entry.value.get("duration_ms"))
+            await emit_call_end(emit, call, done, duration_ms=entry.value.get("duration_ms"))
             return done
         if tool.traits.idempotent:
-            await _emit_start(emit, call, tool)
+            await emit_call_start(emit, call)
             return await self._invoke_and_record(record, call, tool, key, emit)
         unknown = error_result(
             call,
@@ -142,7 +142,7 @@ class Dispatcher:
         await self._record_done(
             key,
             {"status": "done", "result": unknown.model_dump(mode="json")},
-            lambda: emit_call_end(emit, call, tool, unknown, duration_ms=None),
+            lambda: emit_call_end(emit, call, unknown),
         )
         return unknown
 
@@ -201,7 +201,7 @@ class Dispatcher:
             "duration_ms": duration_ms,
         }
         await self._record_done(
-            key, done, lambda: emit_call_end(emit, call, tool, result, duration_ms=duration_ms)
+            key, done, lambda: emit_call_end(emit, call, result, duration_ms=duration_ms)
         )
         return result
 
@@ -295,15 +295,6 @@ async def _retrying_write(write: Callable[[], Awaitable[object]]) -> None:
 
 def _ledger_key(record: TurnRecord, call: CallState) -> str:
     return f"{record.session_id}/{record.run_id}/{call.id}"
-
-
-async def _emit_start(emit: Emit, call: CallState, tool: ToolOffer) -> None:
-    await emit(
-        f"{call.id}:start",
-        FunctionExecutionStartData(
-            function_call_id=call.id, function_id=tool.function_id, arguments=call.arguments
-        ),
-    )
 
 
 def _keepable(

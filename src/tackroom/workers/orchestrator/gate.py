@@ -20,7 +20,6 @@ from __future__ import annotations
 import contextlib
 import json
 import logging
-from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -29,46 +28,22 @@ from pydantic import ValidationError
 
 from tackroom.contracts.approvals import REQUEST, RESOLVE, ApprovalRequest, ResolveRequest
 from tackroom.contracts.approvers import ApproverRules
-from tackroom.contracts.events import EventData, FunctionExecutionEndData, GateDecidedData
+from tackroom.contracts.events import GateDecidedData
+from tackroom.contracts.hooks import AFTER_FUNCTION_CALL, BEFORE_FUNCTION_CALL
 from tackroom.contracts.messages import FunctionResultMessage
 from tackroom.contracts.policy import CHECK_PERMISSIONS, CheckRequest, protected_by
 from tackroom.contracts.tools import OnPolicyError
 from tackroom.engine.errors import EngineError
 from tackroom.engine.protocol import Engine
-from tackroom.hooks import AFTER_FUNCTION_CALL, BEFORE_FUNCTION_CALL, HookSubscriptions
+from tackroom.kit.hooks.publish import HookSubscriptions
 from tackroom.runtime.typed import describe_validation_error
+from tackroom.workers.orchestrator.callevents import Emit, function_of
 from tackroom.workers.orchestrator.planning import error_result
 from tackroom.workers.orchestrator.record import CallState, ToolOffer, TurnRecord
 
-__all__ = ["Emit", "Gate", "GateDecision", "denial"]
-
-Emit = Callable[[str, EventData], Awaitable[None]]
+__all__ = ["Gate", "GateDecision", "denial"]
 
 _log = logging.getLogger("tackroom.orchestrator.gate")
-
-
-async def emit_call_end(
-    emit: Emit,
-    call: CallState,
-    tool: ToolOffer,
-    result: FunctionResultMessage,
-    *,
-    duration_ms: float | None = None,
-) -> None:
-    """The ``function_execution_end`` event of a call (run, refused or answered by a child)."""
-    await emit(
-        f"{call.id}:end",
-        FunctionExecutionEndData(
-            function_call_id=call.id,
-            function_id=tool.function_id,
-            result=result,
-            is_error=result.is_error,
-            duration_ms=duration_ms,
-        ),
-    )
-
-
-"""``emit(event_key, data)``: the event ``<run_id>:<event_key>`` carrying ``data``."""
 
 DecidedBy = Literal[
     "thin",
@@ -141,7 +116,7 @@ class Gate:
             f"{call.id}:gate",
             GateDecidedData(
                 function_call_id=call.id,
-                function_id=call.function_id or call.tool_name,
+                function_id=function_of(call),
                 decision=decision.decision,
                 decided_by=decision.decided_by,
                 rule_id=decision.rule_id,
@@ -152,7 +127,7 @@ class Gate:
         )
         span = trace.get_current_span()
         attributes = {
-            "tackroom.gate.function_id": call.function_id or call.tool_name,
+            "tackroom.gate.function_id": function_of(call),
             "tackroom.gate.decision": decision.decision,
             "tackroom.gate.decided_by": decision.decided_by,
             "tackroom.gate.rule_id": decision.rule_id or "",
@@ -287,7 +262,7 @@ class Gate:
     def _policy_failed(self, call: CallState, tool: ToolOffer | None, why: str) -> GateDecision:
         """The policy function failed: denied (closed), or allowed where the tool (else this
         gate) fails open — never a protected function. Either way a warning says so."""
-        function_id = call.function_id or call.tool_name
+        function_id = function_of(call)
         trait = None if tool is None else tool.traits.on_policy_error
         mode = trait or self._on_error
         if mode == "deny" or protected_by(function_id) is not None:

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 
 from opentelemetry import trace
 
-from tackroom.contracts.events import ModelSwitchData
+from tackroom.contracts.events import ModelSwitchData, attempt_key
 from tackroom.contracts.hooks import AFTER_MODEL_CALL
 from tackroom.contracts.messages import AgentMessage, AssistantMessage, Usage
 from tackroom.contracts.provider import (
@@ -154,8 +154,7 @@ class ModelCall:
                 reason=message.error_message or "",
                 position=position + 1,
             )
-            key = f"t{turn}:switch{position + 1}"
-            await emit(key if attempt == 1 else f"{key}@{attempt}", data)
+            await emit(attempt_key(f"t{turn}:switch{position + 1}", attempt), data)
             _on_span(data)
         if message.stop_reason == "aborted" or not self._hooks.listening(AFTER_MODEL_CALL):
             return message

@@ -27,10 +27,7 @@ from tackroom.contracts.agents import (
     child_ids,
     outcome_key,
 )
-from tackroom.contracts.events import (
-    FunctionExecutionStartData,
-    SubagentStartedData,
-)
+from tackroom.contracts.events import SubagentStartedData
 from tackroom.contracts.messages import FunctionResultMessage, text_of
 from tackroom.contracts.tools import CALL_CONTEXT_KEY, CallContext
 from tackroom.contracts.turn import RUN_ABORT, RunAbortRequest
@@ -41,8 +38,8 @@ from tackroom.engine.errors import (
     unavailable_cause,
 )
 from tackroom.engine.protocol import Engine
+from tackroom.workers.orchestrator.callevents import Emit, emit_call_end, emit_call_start
 from tackroom.workers.orchestrator.delegation import ChildEnded, child_ended
-from tackroom.workers.orchestrator.gate import Emit, emit_call_end
 from tackroom.workers.orchestrator.planning import error_result, validation_error
 from tackroom.workers.orchestrator.record import CallState, ToolOffer, TurnRecord
 from tackroom.workers.orchestrator.transcript import SessionsClient
@@ -81,7 +78,7 @@ class Subagents:
         if not calls:
             return waiting
         allowed, over = calls[: self._max_fanout], calls[self._max_fanout :]
-        for call, tool in over:
+        for call, _ in over:
             refused = error_result(
                 call,
                 f"Refused: at most {self._max_fanout} subagent calls in one message; call the"
@@ -89,19 +86,14 @@ class Subagents:
                 details={"error": "subagent_fanout"},
             )
             results[call.id] = refused
-            await emit_call_end(emit, call, tool, refused)
+            await emit_call_end(emit, call, refused)
 
         async def start(call: CallState, tool: ToolOffer) -> None:
-            await emit(
-                f"{call.id}:start",
-                FunctionExecutionStartData(
-                    function_call_id=call.id, function_id=tool.function_id, arguments=call.arguments
-                ),
-            )
+            await emit_call_start(emit, call)
             outcome = await self._start(record, call, tool)
             if isinstance(outcome, FunctionResultMessage):
                 results[call.id] = outcome
-                await emit_call_end(emit, call, tool, outcome)
+                await emit_call_end(emit, call, outcome)
             else:
                 waiting[call.id] = outcome
 

@@ -14,10 +14,8 @@ from typing import Any
 from tackroom.contracts.approvals import EXPIRY_APPROVER, DecisionRecord
 from tackroom.contracts.events import (
     AgentEndData,
-    ApprovalRequestedData,
     ErrorData,
     EventData,
-    FunctionExecutionEndData,
     MessageCompleteData,
     SubagentStartedData,
     TurnEndData,
@@ -33,6 +31,7 @@ from tackroom.contracts.messages import (
     Usage,
 )
 from tackroom.contracts.turn import TurnError
+from tackroom.workers.orchestrator.callevents import approval_requested, call_ended
 from tackroom.workers.orchestrator.delegation import WAITS, ChildEnded, handoff_in, take_handoff
 from tackroom.workers.orchestrator.guards import (
     DEFAULT_GUARD,
@@ -46,7 +45,7 @@ from tackroom.workers.orchestrator.planning import (
     plan_calls,
     unique_call_ids,
 )
-from tackroom.workers.orchestrator.record import CallState, ToolOffer, TurnRecord
+from tackroom.workers.orchestrator.record import ToolOffer, TurnRecord
 from tackroom.workers.orchestrator.structured import (
     OUTPUT_INVALID,
     Correct,
@@ -305,7 +304,7 @@ def _assistant_completed(r: TurnRecord, message: AssistantMessage, effects: list
             signature = call_signature(call.function_id, call.arguments)
             r.call_counts[signature] = r.call_counts.get(signature, 0) + 1
         if call.result is not None:
-            effects.append(_execution_end(call, call.result, duration_ms=0))
+            effects.append(EmitEvent(call_ended(call, call.result, duration_ms=0)))
     r.state = "function_execute"
 
 
@@ -321,16 +320,7 @@ def _calls_settled(
             call.status, call.result, call.park_reason = "done", results[call.id], None
         elif call.id in parked and call.status == "pending":
             call.status, call.park_reason = "parked", parked[call.id]
-            effects.append(
-                EmitEvent(
-                    ApprovalRequestedData(
-                        function_call_id=call.id,
-                        function_id=call.function_id or call.tool_name,
-                        arguments=call.arguments,
-                        reason=parked[call.id],
-                    )
-                )
-            )
+            effects.append(EmitEvent(approval_requested(call, reason=parked[call.id])))
         elif call.id in waiting and call.status in ("pending", "approved"):
             call.status = "waiting"
             effects.append(EmitEvent(waiting[call.id]))
@@ -505,19 +495,5 @@ def _finish(r: TurnRecord, state: str, effects: list[Effect]) -> None:
                 agent=r.agent,
                 output_retries=r.output_retries,
             )
-        )
-    )
-
-
-def _execution_end(
-    call: CallState, result: FunctionResultMessage, *, duration_ms: float
-) -> EmitEvent:
-    return EmitEvent(
-        FunctionExecutionEndData(
-            function_call_id=call.id,
-            function_id=call.function_id or call.tool_name,
-            result=result,
-            is_error=result.is_error,
-            duration_ms=duration_ms,
         )
     )
