@@ -281,6 +281,7 @@ async def test_retries_used_up_end_with_the_last_error(
     async with boot(engine, "openai", openai_server, time=time):
         stream = await collect_stream(engine, "openai", request())
     assert stream.error == {
+        "schema_version": 1,
         "type": "error",
         "kind": "rate_limited",
         "message": "HTTP 429 (requests): slow down",

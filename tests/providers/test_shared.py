@@ -4,7 +4,8 @@ keys, the catalog and cost, the stream sink, the transcript repair, the profile 
 from __future__ import annotations
 
 import json
-from typing import Any
+from collections.abc import Mapping
+from typing import Any, ClassVar
 
 import pytest
 from pydantic import ValidationError
@@ -20,9 +21,15 @@ from tackroom.contracts.messages import (
     Usage,
     UserMessage,
 )
+from tackroom.contracts.provider import FunctionCallDelta, ProviderEvent
 from tackroom.engine import Engine
 from tackroom.kit.providers.catalog import CatalogClient, ModelInfo, Prices, priced
-from tackroom.kit.providers.config import ProfileSettings, RateLimitSettings, RetrySettings
+from tackroom.kit.providers.config import (
+    ProfilesConfig,
+    ProfileSettings,
+    RateLimitSettings,
+    RetrySettings,
+)
 from tackroom.kit.providers.errors import (
     ProviderFailure,
     StreamEndedEarly,
@@ -253,8 +260,7 @@ async def test_no_key_names_what_to_set(engine: Engine) -> None:
     keys = await source.resolve()
     assert (keys.present, keys.source) == (False, "none")
     assert source.missing_hint() == (
-        "no API key for 'p': set K1 or K2 or MY_KEY"
-        ' (or store one with auth::set_token {"provider": "p"})'
+        "no API key for 'p': set K1 or K2 or MY_KEY (or store one with `tackroom auth set p`)"
     )
 
 
@@ -335,9 +341,9 @@ def test_a_model_the_catalog_does_not_know_keeps_the_profiles_choices() -> None:
 
 
 async def test_sink_announces_a_call_once_its_name_is_known() -> None:
-    frames: list[dict[str, Any]] = []
+    frames: list[ProviderEvent] = []
 
-    async def send(frame: dict[str, Any]) -> None:
+    async def send(frame: ProviderEvent) -> None:
         frames.append(frame)
 
     sink = StreamSink(send)
@@ -347,12 +353,10 @@ async def test_sink_announces_a_call_once_its_name_is_known() -> None:
     await sink.call(3, id="c-3", name="fs__read")
     await sink.call(3, arguments="not json")
     assert frames == [
-        {"type": "function_call_delta", "index": 0, "id": "c-7", "name": "calc__add",
-         "arguments_delta": '{"a": 1}'},
-        {"type": "function_call_delta", "index": 1, "id": "c-3", "name": "fs__read",
-         "arguments_delta": ""},
-        {"type": "function_call_delta", "index": 1, "arguments_delta": "not json"},
-    ]  # fmt: skip
+        FunctionCallDelta(index=0, id="c-7", name="calc__add", arguments_delta='{"a": 1}'),
+        FunctionCallDelta(index=1, id="c-3", name="fs__read", arguments_delta=""),
+        FunctionCallDelta(index=1, arguments_delta="not json"),
+    ]
     sink.stop("end")
     message = sink.finish(provider="p", model="m", prices=Prices())
     assert message.stop_reason == "function_call"  # a server said "stop" after tool calls
@@ -471,6 +475,30 @@ def test_profiles_merge_field_by_field_over_the_shipped_ones() -> None:
     assert "deepseek" not in config.profiles
     assert config.profiles["together"].requires_key
     assert config.profiles["moonshot"].aliases == ["kimi"]
+
+
+class _WireProfile(ProfileSettings):
+    dialect: str = "plain"
+
+
+class _WireConfig(ProfilesConfig[_WireProfile]):
+    shipped: ClassVar[Mapping[str, Mapping[str, Any]]] = {
+        "wire": {"base_url": "http://wire/v1", "dialect": "fancy"}
+    }
+
+
+def test_a_new_sdk_worker_gets_its_section_from_the_kit() -> None:
+    shipped = _WireConfig().profiles["wire"]
+    assert isinstance(shipped, _WireProfile)
+    assert shipped.dialect == "fancy"
+    changed = _WireConfig.model_validate({"profiles": {"wire": {"dialect": "terse"}}})
+    assert (changed.profiles["wire"].base_url, changed.profiles["wire"].dialect) == (
+        "http://wire/v1",
+        "terse",
+    )
+    assert _WireConfig.model_validate({"profiles": {"wire": None}}).profiles == {}
+    with pytest.raises(ValidationError, match="'wire' is used by"):
+        _WireConfig.model_validate({"profiles": {"two": {"base_url": "u", "aliases": ["wire"]}}})
 
 
 @pytest.mark.parametrize(

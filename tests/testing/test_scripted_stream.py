@@ -61,13 +61,18 @@ async def test_text_turn_streams_in_order(engine: Engine) -> None:
     assert types[0] == "start"
     assert types[-1] == "done"
     assert types[1:-1] == ["thinking_delta"] * 10 + ["text_delta"] * 10 + ["usage", "stop"]
-    assert stream.frames[0] == {"type": "start", "provider": "scripted", "model": "test-model"}
+    assert stream.frames[0] == {
+        "schema_version": 1,
+        "type": "start",
+        "provider": "scripted",
+        "model": "test-model",
+    }
     assert stream.thinking == "Let me think about foxes."
     assert stream.frames[10]["signature"] == "sig-1"
-    assert all("signature" not in f for f in stream.frames[1:10])
+    assert all(f["signature"] is None for f in stream.frames[1:10])
     assert stream.text == text
     assert stream.frames[-3]["usage"]["output_tokens"] == 40
-    assert stream.frames[-2] == {"type": "stop", "stop_reason": "end"}
+    assert stream.frames[-2] == {"schema_version": 1, "type": "stop", "stop_reason": "end"}
     message = stream.message
     assert message is not None
     assert message.content == [
@@ -111,6 +116,7 @@ async def test_tool_calls_reassemble(engine: Engine) -> None:
     deltas = [f for f in stream.frames if f["type"] == "function_call_delta"]
     # id and name come first, alone; then the argument pieces.
     assert deltas[0] == {
+        "schema_version": 1,
         "type": "function_call_delta",
         "index": 0,
         "id": "call_1_0",
@@ -121,7 +127,11 @@ async def test_tool_calls_reassemble(engine: Engine) -> None:
     assert "".join(d["arguments_delta"] for d in deltas[1:5]) == json.dumps(
         arguments, ensure_ascii=False
     )
-    assert stream.frames[-2] == {"type": "stop", "stop_reason": "function_call"}
+    assert stream.frames[-2] == {
+        "schema_version": 1,
+        "type": "stop",
+        "stop_reason": "function_call",
+    }
     message = stream.message
     assert message is not None
     assert message.stop_reason == "function_call"
@@ -141,6 +151,7 @@ async def test_error_turn_sends_error_instead_of_done(engine: Engine) -> None:
 
     assert stream.types == ["start", "text_delta", "text_delta", "usage", "error"]
     assert stream.error == {
+        "schema_version": 1,
         "type": "error",
         "kind": "rate_limited",
         "message": "slow down",

@@ -354,7 +354,9 @@ async def test_an_unknown_provider_stops_the_run_with_a_visible_error(tmp_path: 
         assert "no provider worker serves provider::nope::stream" in record.error.message
         entries = await messages_of(harness.engine, "s")
         assert roles(entries) == [("run-m0", "user"), ("run-t1-a", "assistant")]
-        assert "no provider worker serves provider::nope::stream" in text(entries[1]["message"])
+        answer = entries[1]["message"]
+        assert answer["content"] == []  # an error is not an answer the model gave
+        assert "no provider worker serves provider::nope::stream" in answer["error_message"]
         events = [r.data for r in await events_of(harness.engine, "s")]
         assert events[-1]["type"] == "agent_end"
         assert events[-1]["data"]["stop_reason"] == "error"

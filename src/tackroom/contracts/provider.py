@@ -2,8 +2,10 @@
 
 A provider worker registers ``provider::<name>::stream``: it receives a :class:`ProviderRequest`
 whose ``writer`` is a channel reference, sends :data:`ProviderEvent` frames on that channel (JSON,
-``model_dump(mode="json")``), ends with exactly one terminal frame — ``done`` (the finished
-:class:`AssistantMessage`) or ``error`` — and then closes the channel. The function's own result
+:func:`frame_json`), ends with exactly one terminal frame — ``done`` (the finished
+:class:`AssistantMessage`) or ``error`` — and then closes the channel. A reader takes each frame
+back with :func:`read_frame`: a frame of a type it does not know (a newer provider's) is skipped,
+a malformed terminal frame raises :class:`MalformedFrame`. The function's own result
 is ``{"schema_version": 1, "ok": true}`` once the stream is finished. ``provider::<name>::complete``
 takes the same request without ``writer`` and returns the finished message as JSON.
 
@@ -16,9 +18,9 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Mapping
 from functools import cache
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, get_args
 
-from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
 
 from tackroom.contracts.bus import Function
 from tackroom.contracts.messages import (
@@ -35,6 +37,7 @@ __all__ = [
     "DoneEvent",
     "ErrorEvent",
     "FunctionCallDelta",
+    "MalformedFrame",
     "OutputFormat",
     "ProviderCheckRequest",
     "ProviderEvent",
@@ -52,8 +55,10 @@ __all__ = [
     "UsageEvent",
     "check_function",
     "complete_function",
+    "frame_json",
     "profile_function",
     "provider_event_adapter",
+    "read_frame",
     "request_field",
     "stream_function",
     "tool_name_for",
@@ -234,24 +239,31 @@ class ProviderRequest(_Model):
     )
 
 
-class StartEvent(_Model):
+class _Frame(_Model):
+    """A frame on a stream channel; ``schema_version`` is the provider protocol's (a frame
+    without one, from a provider older than the field, is version 1)."""
+
+    schema_version: int = SCHEMA_VERSION
+
+
+class StartEvent(_Frame):
     type: Literal["start"] = "start"
     provider: str = ""
     model: str = ""
 
 
-class TextDelta(_Model):
+class TextDelta(_Frame):
     type: Literal["text_delta"] = "text_delta"
     delta: str
 
 
-class ThinkingDelta(_Model):
+class ThinkingDelta(_Frame):
     type: Literal["thinking_delta"] = "thinking_delta"
     delta: str
     signature: str | None = None
 
 
-class FunctionCallDelta(_Model):
+class FunctionCallDelta(_Frame):
     """A piece of the ``index``-th tool call: ``id`` and ``name`` come first, then arguments."""
 
     type: Literal["function_call_delta"] = "function_call_delta"
@@ -261,24 +273,24 @@ class FunctionCallDelta(_Model):
     arguments_delta: str = ""
 
 
-class UsageEvent(_Model):
+class UsageEvent(_Frame):
     type: Literal["usage"] = "usage"
     usage: Usage
 
 
-class StopEvent(_Model):
+class StopEvent(_Frame):
     type: Literal["stop"] = "stop"
     stop_reason: StopReason
 
 
-class DoneEvent(_Model):
+class DoneEvent(_Frame):
     """Terminal: the finished message (tool calls carry the *tool names* the model used)."""
 
     type: Literal["done"] = "done"
     message: AssistantMessage
 
 
-class ErrorEvent(_Model):
+class ErrorEvent(_Frame):
     """Terminal: the stream failed; ``kind`` decides whether the caller may retry."""
 
     type: Literal["error"] = "error"
@@ -300,6 +312,47 @@ ProviderEvent = Annotated[
 ]
 
 provider_event_adapter: TypeAdapter[ProviderEvent] = TypeAdapter(ProviderEvent)
+
+_TERMINAL = frozenset({"done", "error"})
+_FRAME_TYPES: dict[str, type[ProviderEvent]] = {
+    model.model_fields["type"].default: model for model in get_args(get_args(ProviderEvent)[0])
+}
+"""Each frame model by its ``type`` (one lookup, then that model's validator: a frame is read
+without trying the union)."""
+
+
+class MalformedFrame(ValueError):
+    """A terminal frame (``done`` or ``error``) that does not parse: the stream has no answer."""
+
+    def __init__(self, frame_type: str, reason: str) -> None:
+        super().__init__(f"the provider sent a malformed {frame_type} frame: {reason}")
+        self.frame_type = frame_type
+        self.reason = reason
+
+
+def frame_json(frame: ProviderEvent) -> dict[str, Any]:
+    """``frame`` as the JSON a stream channel carries."""
+    json: dict[str, Any] = frame.__pydantic_serializer__.to_python(frame, mode="json")
+    return json
+
+
+def read_frame(raw: Any) -> ProviderEvent | None:
+    """A frame read off a stream channel, typed; ``None`` for one this version cannot use (a
+    type it does not know, a malformed delta: deltas only show the answer the terminal frame
+    carries whole). Raises :class:`MalformedFrame` for a terminal frame that does not parse."""
+    frame_type = raw.get("type") if isinstance(raw, dict) else None
+    model = _FRAME_TYPES.get(frame_type) if isinstance(frame_type, str) else None
+    if model is None:
+        return None
+    try:
+        return model.model_validate(raw)
+    except ValidationError as exc:
+        if frame_type not in _TERMINAL:
+            return None
+        first = exc.errors()[0]
+        where = ".".join(str(part) for part in first["loc"]) or "frame"
+        raise MalformedFrame(str(frame_type), f"{where}: {first['msg']}") from None
+
 
 _INVALID = re.compile(r"[^a-zA-Z0-9_-]")
 

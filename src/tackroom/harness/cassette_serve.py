@@ -15,25 +15,20 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from pydantic import ValidationError
-
 from tackroom.contracts.cassette import Cassette, CassetteTool, Divergence, ToolExchange
-from tackroom.contracts.messages import AgentMessage
+from tackroom.contracts.messages import AgentMessage, AssistantMessage
 from tackroom.contracts.provider import (
     FunctionCallDelta,
     ProviderRequest,
     TextDelta,
     ThinkingDelta,
-    complete_function,
-    stream_function,
 )
 from tackroom.contracts.sessions import INBOX_PUSH, InboxPushRequest
 from tackroom.contracts.tools import CALL_CONTEXT_KEY
-from tackroom.engine.errors import FunctionError
-from tackroom.engine.protocol import ChannelRef, Engine
+from tackroom.engine.protocol import Engine
 from tackroom.harness.replay_diff import request_divergence
-from tackroom.kit.providers.streaming import send_stream
-from tackroom.runtime.typed import ByReference, describe_validation_error
+from tackroom.kit.providers.errors import ProviderFailure
+from tackroom.kit.providers.streaming import Outcome, Send, register_provider
 from tackroom.runtime.worker import WorkerConfig, WorkerContext, WorkerSpec
 
 __all__ = ["REPLAY_DROPS_TRAITS", "CassetteProvider", "ToolAnswers", "cassette_tools_worker"]
@@ -87,27 +82,29 @@ class CassetteProvider:
             self._verified = exchange.context
         return found
 
-    def _frames(self, request: ProviderRequest) -> list[dict[str, Any]]:
-        """The frames answering the next call, or an ``error`` frame naming the divergence."""
+    async def _answer(
+        self, engine: Engine, request: ProviderRequest, send: Send | None
+    ) -> AssistantMessage | ProviderFailure:
+        """The next recorded answer (its deltas sent as they were streamed), or a failure
+        naming the divergence."""
         self.calls += 1
         found = self.check(request)
         if found is not None:
             if self.divergence is None:
                 self.divergence = found
             text = "replay diverged from the recording: " + found.describe()
-            return [{"type": "error", "kind": "permanent", "message": text}]
+            return ProviderFailure("permanent", text)
         exchange = self.cassette.exchanges[self.calls - 1]
-        frames: list[dict[str, Any]] = []
-        for chunk in exchange.chunks:
-            if chunk.kind == "text":
-                frames.append(TextDelta(delta=chunk.delta).model_dump(mode="json"))
-            elif chunk.kind == "thinking":
-                frames.append(ThinkingDelta(delta=chunk.delta).model_dump(mode="json"))
-            else:
-                delta = FunctionCallDelta(index=0, arguments_delta=chunk.delta)
-                frames.append(delta.model_dump(mode="json"))
-        frames.append({"type": "done", "message": exchange.response.model_dump(mode="json")})
-        return frames
+        if send is not None:
+            await self._steer(engine, self.calls)
+            for chunk in exchange.chunks:
+                if chunk.kind == "text":
+                    await send(TextDelta(delta=chunk.delta))
+                elif chunk.kind == "thinking":
+                    await send(ThinkingDelta(delta=chunk.delta))
+                else:
+                    await send(FunctionCallDelta(index=0, arguments_delta=chunk.delta))
+        return exchange.response
 
     async def _steer(self, engine: Engine, turn: int) -> None:
         """What reached the run's inbox during model call ``turn``, in the inbox again: the
@@ -122,49 +119,19 @@ class CassetteProvider:
         provider, model = self.name, self.model
 
         async def start(ctx: WorkerContext[_NoConfig]) -> None:
-            engine = ctx.engine
+            async def answer(request: ProviderRequest, send: Send | None) -> Outcome:
+                return await self._answer(ctx.engine, request, send)
 
-            async def handle_stream(payload: Any) -> dict[str, Any]:
-                request = _parse(payload)
-                if request.writer is None:
-                    raise FunctionError(
-                        "invalid_request", f"{stream_function(provider).id}: no writer"
-                    )
-                writer = engine.channel_writer(ChannelRef.from_json(request.writer))
-
-                async def frames() -> None:
-                    await writer.send({"type": "start", "provider": provider, "model": model})
-                    answer = self._frames(request)
-                    if answer[-1]["type"] == "done":
-                        await self._steer(engine, self.calls)
-                    for frame in answer:
-                        await writer.send(frame)
-
-                return await send_stream(writer, frames, who=f"cassette of {provider!r}")
-
-            async def handle_complete(payload: Any) -> dict[str, Any]:
-                last = self._frames(_parse(payload))[-1]
-                if last["type"] == "done":
-                    message: dict[str, Any] = last["message"]
-                    return message
-                return {
-                    "role": "assistant",
-                    "stop_reason": "error",
-                    "error_kind": "permanent",
-                    "error_message": last["message"],
-                    "provider": provider,
-                    "model": model,
-                }
-
-            await ctx.register_function(
-                stream_function(provider).id,
-                ByReference(handle_stream),
-                description=f"The recorded answers of {provider!r}, streamed again.",
-            )
-            await ctx.register_function(
-                complete_function(provider).id,
-                ByReference(handle_complete),
-                description=f"The recorded answers of {provider!r}, whole.",
+            await register_provider(
+                ctx,
+                provider=provider,
+                model=model,
+                answer=answer,
+                descriptions=(
+                    f"The recorded answers of {provider!r}, streamed again.",
+                    f"The recorded answers of {provider!r}, whole.",
+                ),
+                hop=False,
             )
 
         return WorkerSpec(
@@ -184,15 +151,6 @@ def _steered(cassette: Cassette) -> dict[int, list[AgentMessage]]:
         if entry.entry_id.startswith(prefix) and marker and turn.isdigit() and index.isdigit():
             taken.setdefault(int(turn), []).append(entry.message)
     return taken
-
-
-def _parse(payload: Any) -> ProviderRequest:
-    if isinstance(payload, ProviderRequest):
-        return payload
-    try:
-        return ProviderRequest.model_validate(payload)
-    except ValidationError as exc:
-        raise FunctionError("invalid_request", describe_validation_error(exc)) from None
 
 
 @dataclass(slots=True)

@@ -22,18 +22,13 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
-from pydantic import ValidationError
-
 from tackroom.contracts.messages import Usage
-from tackroom.contracts.provider import ProviderRequest, complete_function, stream_function
-from tackroom.engine.errors import FunctionError
-from tackroom.engine.protocol import ChannelRef
+from tackroom.contracts.provider import ProviderRequest
 from tackroom.kit.genai import model_call_span
 from tackroom.kit.providers.catalog import Prices
 from tackroom.kit.providers.errors import ProviderFailure
 from tackroom.kit.providers.sink import StreamSink
-from tackroom.kit.providers.streaming import send_stream
-from tackroom.runtime.typed import ByReference, describe_validation_error
+from tackroom.kit.providers.streaming import Outcome, Send, register_provider
 from tackroom.runtime.worker import WorkerConfig, WorkerContext, WorkerSpec
 
 __all__ = ["ModelChunk", "StreamingModel", "Thinking", "ToolCall", "model_worker"]
@@ -77,7 +72,7 @@ def model_worker(model: StreamingModel, *, model_name: str) -> WorkerSpec[Any]:
     """A provider worker serving ``model`` (messages say ``provider=<name>, model=model_name``)."""
     provider = model.name
 
-    async def answer(request: ProviderRequest, sink: StreamSink) -> None:
+    async def chunks(request: ProviderRequest, sink: StreamSink) -> None:
         index = 0
         async for chunk in model.stream(request):
             if isinstance(chunk, str):
@@ -107,77 +102,37 @@ def model_worker(model: StreamingModel, *, model_name: str) -> WorkerSpec[Any]:
                 )
         sink.stop("end")
 
-    def parse(payload: Any) -> ProviderRequest:
-        if isinstance(payload, ProviderRequest):
-            return payload
-        try:
-            return ProviderRequest.model_validate(payload)
-        except ValidationError as exc:
-            raise FunctionError("invalid_request", describe_validation_error(exc)) from None
-
-    async def finished(request: ProviderRequest, sink: StreamSink) -> dict[str, Any]:
+    async def answer(request: ProviderRequest, send: Send | None) -> Outcome:
+        sink = StreamSink(send)
         with model_call_span(provider=provider, model=model_name, request=request) as span:
             try:
-                await answer(request, sink)
+                await chunks(request, sink)
                 message = sink.finish(provider=provider, model=model_name, prices=Prices())
             except ProviderFailure as exc:
                 span.failed(exc.kind, exc.message)
-                return {"type": "error", "kind": exc.kind, "message": exc.message}
+                return exc
             except Exception as exc:
                 span.failed("permanent", _describe(exc))
-                return {"type": "error", "kind": "permanent", "message": _describe(exc)}
+                return ProviderFailure("permanent", _describe(exc))
             span.answered(
                 model=model_name,
                 stop_reason=message.stop_reason,
                 usage=message.usage,
                 message=message,
             )
-            return {"type": "done", "message": message.model_dump(mode="json")}
+            return message
 
     async def start(ctx: WorkerContext[_NoConfig]) -> None:
-        engine = ctx.engine
-
-        async def handle_stream(payload: Any) -> dict[str, Any]:
-            request = parse(payload)
-            if request.writer is None:
-                raise FunctionError(
-                    "invalid_request", f"{stream_function(provider).id} needs writer"
-                )
-            writer = engine.channel_writer(ChannelRef.from_json(request.writer))
-
-            async def frames() -> None:
-                await writer.send({"type": "start", "provider": provider, "model": model_name})
-                await writer.send(await finished(request, StreamSink(writer.send)))
-
-            return await send_stream(writer, frames, who=f"model {provider!r}")
-
-        async def handle_complete(payload: Any) -> dict[str, Any]:
-            frame = await finished(parse(payload), StreamSink(None))
-            if frame["type"] == "done":
-                message: dict[str, Any] = frame["message"]
-                return message
-            return {
-                "schema_version": 1,
-                "role": "assistant",
-                "content": [],
-                "stop_reason": "error",
-                "error_kind": frame["kind"],
-                "error_message": frame["message"],
-                "provider": provider,
-                "model": model_name,
-            }
-
-        await ctx.register_function(
-            stream_function(provider).id,
-            ByReference(handle_stream),
-            description=f"Stream the Python model {provider!r}'s answer as provider frames.",
-            hop=True,  # the GenAI span of ``finished`` stands for the call
-        )
-        await ctx.register_function(
-            complete_function(provider).id,
-            ByReference(handle_complete),
-            description=f"The Python model {provider!r}'s finished answer.",
-            hop=True,
+        await register_provider(
+            ctx,
+            provider=provider,
+            model=model_name,
+            answer=answer,
+            descriptions=(
+                f"Stream the Python model {provider!r}'s answer as provider frames.",
+                f"The Python model {provider!r}'s finished answer.",
+            ),
+            hop=True,  # the GenAI span of ``answer`` stands for the call
         )
 
     return WorkerSpec(

@@ -8,10 +8,15 @@ import asyncio
 import contextlib
 from typing import Any
 
-from pydantic import ValidationError
-
 from tackroom.contracts.messages import AssistantMessage, TextBlock
-from tackroom.contracts.provider import ProviderRequest, stream_function
+from tackroom.contracts.provider import (
+    DoneEvent,
+    ErrorEvent,
+    MalformedFrame,
+    ProviderRequest,
+    read_frame,
+    stream_function,
+)
 from tackroom.engine.errors import ChannelAborted, EngineError, unavailable_cause
 from tackroom.engine.protocol import Engine
 
@@ -51,16 +56,15 @@ async def complete(
     return final[0] if final else _failed("the provider ended the stream without a message")
 
 
-def _terminal(frame: Any) -> AssistantMessage | None:
-    if not isinstance(frame, dict):
-        return None
-    if frame.get("type") == "done":
-        try:
-            return AssistantMessage.model_validate(frame["message"])
-        except (ValidationError, KeyError) as exc:
-            return _failed(f"the provider sent a malformed message: {exc}")
-    if frame.get("type") == "error":
-        return _failed(str(frame.get("message", "provider error")))
+def _terminal(raw: Any) -> AssistantMessage | None:
+    try:
+        frame = read_frame(raw)
+    except MalformedFrame as exc:
+        return _failed(str(exc))
+    if isinstance(frame, DoneEvent):
+        return frame.message
+    if isinstance(frame, ErrorEvent):
+        return _failed(frame.message)
     return None
 
 

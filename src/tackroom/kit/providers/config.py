@@ -5,22 +5,24 @@ A **profile** is one provider name served by a worker: ``provider::<name>::strea
 ``profiles:`` mapping of its config section is merged over them **field by field** (name a
 shipped profile to change one field of it, map it to ``null`` to drop it, give a new name to add
 one). ``retry:`` and ``rate_limit:`` at the top of the section apply to every profile that does
-not set its own.
+not set its own. :class:`ProfilesConfig` is such a section, for a worker's own profile model.
 """
 
 from __future__ import annotations
 
 import re
 from collections.abc import Mapping
-from typing import Any, Literal
+from typing import Any, ClassVar, Generic, Literal, Self, TypeVar
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from tackroom.kit.providers.profiles import merge_profiles
+from tackroom.runtime.worker import WorkerConfig
 
 __all__ = [
     "PROVIDER_NAME_PATTERN",
     "ProfileSettings",
+    "ProfilesConfig",
     "RateLimitSettings",
     "RetrySettings",
     "check_profile_names",
@@ -153,3 +155,41 @@ def check_profile_names(profiles: Mapping[str, ProfileSettings]) -> None:
             if provider in seen:
                 raise ValueError(f"provider name {provider!r} is used by {seen[provider]!r} too")
             seen[provider] = name
+
+
+ProfileT = TypeVar("ProfileT", bound=ProfileSettings)
+
+
+class ProfilesConfig(WorkerConfig, Generic[ProfileT]):
+    """A profile-based provider worker's section: its profiles (``profiles:`` merged field by
+    field over the ones it ships, :attr:`shipped`), and the retry and rate-limit defaults.
+
+    A worker subclasses it with its profile model and sets ``shipped``::
+
+        class OpenAIConfig(ProfilesConfig[OpenAIProfile]):
+            shipped = OPENAI_PROFILES
+    """
+
+    shipped: ClassVar[Mapping[str, Mapping[str, Any]]] = {}
+    """The profiles the worker serves unless its config drops them (plain data)."""
+
+    profiles: dict[str, ProfileT] = Field(
+        default_factory=dict,
+        description="provider name → profile; merged field by field over the shipped profiles",
+    )
+    retry: RetrySettings = RetrySettings()
+    rate_limit: RateLimitSettings = RateLimitSettings()
+
+    @model_validator(mode="before")
+    @classmethod
+    def _merge_shipped(cls, data: Any) -> Any:
+        if data is None:
+            data = {}
+        if isinstance(data, dict):
+            return {**data, "profiles": merge_profiles(cls.shipped, data.get("profiles"))}
+        return data
+
+    @model_validator(mode="after")
+    def _unique_names(self) -> Self:
+        check_profile_names(self.profiles)
+        return self

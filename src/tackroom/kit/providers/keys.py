@@ -23,7 +23,7 @@ from typing import Literal
 
 from pydantic import ValidationError
 
-from tackroom.contracts.credentials import AUTH_GET_TOKEN, AUTH_SET_TOKEN, ProviderRequest
+from tackroom.contracts.credentials import AUTH_GET_TOKEN, ProviderRequest
 from tackroom.engine.errors import EngineError, FunctionNotFound
 from tackroom.engine.protocol import Engine
 from tackroom.kit.providers.config import ProfileSettings
@@ -101,7 +101,7 @@ class KeySource:
         where = " or ".join(names) if names else "a key"
         return (
             f"no API key for {self._credential!r}: set {where}"
-            f' (or store one with {AUTH_SET_TOKEN.id} {{"provider": "{self._credential}"}})'
+            f" (or store one with `tackroom auth set {self._credential}`)"
         )
 
     async def _from_vault(self) -> tuple[str | None, Source]:

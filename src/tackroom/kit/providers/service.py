@@ -4,8 +4,9 @@ The service owns what every provider shares — request parsing, the channel pro
 the rate limit, retries, the fallback model, the catalog and cost — and hands one attempt at a
 time to a :class:`WireAdapter`, the only part that knows an SDK.
 
-A call: ``start`` frame → for each attempt: keys, rate limit, ``adapter.run`` feeding a
-:class:`StreamSink` (frames go out as they arrive) → ``usage``, ``stop``, ``done``. A failure
+A call (served by :func:`~tackroom.kit.providers.streaming.serve_stream`): ``start`` frame → for
+each attempt: keys, rate limit, ``adapter.run`` feeding a :class:`StreamSink` (frames go out as
+they arrive) → ``usage``, ``stop``, ``done``. A failure
 **before any content frame was sent** is retried by its kind (see :func:`retry_delay`); once
 content went out, a failure ends the stream with an ``error`` frame and is **not** retried —
 the reader already showed the partial answer, and a second answer would repeat or contradict
@@ -26,21 +27,20 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 from urllib.parse import urlsplit
 
-from pydantic import ValidationError
-
 from tackroom.contracts.messages import AssistantMessage
 from tackroom.contracts.provider import (
     CheckResult,
     ProviderProfile,
     ProviderRequest,
+    StopEvent,
+    UsageEvent,
     check_function,
     complete_function,
     profile_function,
-    request_field,
     stream_function,
 )
-from tackroom.engine.errors import ChannelClosed, FunctionError
-from tackroom.engine.protocol import ChannelRef, ChannelWriter, Engine
+from tackroom.engine.errors import ChannelClosed
+from tackroom.engine.protocol import Engine
 from tackroom.kit.genai import ModelCallSpan, model_call_span
 from tackroom.kit.providers.catalog import CatalogClient, ModelInfo
 from tackroom.kit.providers.config import ProfileSettings, RateLimitSettings, RetrySettings
@@ -49,8 +49,8 @@ from tackroom.kit.providers.keys import KeySource
 from tackroom.kit.providers.ratelimit import RateLimiter, estimate_tokens
 from tackroom.kit.providers.retry import DEFAULT_RUNTIME, Runtime, retry_delay
 from tackroom.kit.providers.sink import StreamSink
-from tackroom.kit.providers.streaming import send_stream
-from tackroom.runtime.typed import ByReference, describe_validation_error
+from tackroom.kit.providers.streaming import Outcome, Send, serve_complete, serve_stream
+from tackroom.runtime.typed import ByReference
 
 __all__ = ["ProviderService", "WireAdapter", "WireCall"]
 
@@ -77,30 +77,6 @@ class WireAdapter(Protocol):
         ...
 
     async def aclose(self) -> None: ...
-
-
-def _model_of(payload: Any) -> str:
-    model = request_field(payload, "model")
-    return model if isinstance(model, str) else ""
-
-
-def _error_frame(failure: ProviderFailure) -> dict[str, Any]:
-    return {
-        "type": "error",
-        "kind": failure.kind,
-        "message": failure.message,
-        "retry_after": failure.retry_after,
-    }
-
-
-def _error_message(provider: str, model: str, failure: ProviderFailure) -> dict[str, Any]:
-    return AssistantMessage(
-        stop_reason="error",
-        error_kind=failure.kind,
-        error_message=failure.message,
-        provider=provider,
-        model=model,
-    ).model_dump(mode="json")
 
 
 class ProviderService:
@@ -168,54 +144,21 @@ class ProviderService:
         return ByReference(handler)
 
     # -- handlers ----------------------------------------------------------------------------
-    def _writer(self, payload: Any, provider: str) -> ChannelWriter:
-        raw = request_field(payload, "writer")
-        if not isinstance(raw, dict):
-            raise FunctionError("invalid_request", f"{stream_function(provider).id} needs writer")
-        try:
-            ref = ChannelRef.from_json(raw)
-        except (KeyError, TypeError, ValueError) as exc:
-            raise FunctionError("invalid_request", f"writer is not a channel ref: {exc}") from None
-        return self._engine.channel_writer(ref)
-
-    @staticmethod
-    def _parse(payload: Any) -> ProviderRequest | ProviderFailure:
-        if isinstance(payload, ProviderRequest):
-            return payload
-        try:
-            return ProviderRequest.model_validate(payload)
-        except ValidationError as exc:
-            return ProviderFailure(
-                "permanent", f"invalid request: {describe_validation_error(exc)}"
-            )
-
     async def handle_stream(self, payload: Any, provider: str) -> dict[str, Any]:
-        writer = self._writer(payload, provider)
+        async def answer(request: ProviderRequest, send: Send | None) -> Outcome:
+            outcome = await self.answer(request, StreamSink(send), provider)
+            if send is not None and isinstance(outcome, AssistantMessage):
+                await send(UsageEvent(usage=outcome.usage))
+                await send(StopEvent(stop_reason=outcome.stop_reason))
+            return outcome
 
-        async def frames() -> None:
-            await writer.send({"type": "start", "provider": provider, "model": _model_of(payload)})
-            request = self._parse(payload)
-            if isinstance(request, ProviderFailure):
-                outcome: AssistantMessage | ProviderFailure = request
-            else:
-                outcome = await self.answer(request, StreamSink(writer.send), provider)
-            if isinstance(outcome, ProviderFailure):
-                await writer.send(_error_frame(outcome))
-            else:
-                await writer.send({"type": "usage", "usage": outcome.usage.model_dump()})
-                await writer.send({"type": "stop", "stop_reason": outcome.stop_reason})
-                await writer.send({"type": "done", "message": outcome.model_dump(mode="json")})
-
-        return await send_stream(writer, frames, who=f"provider {provider!r}")
+        return await serve_stream(self._engine, payload, provider=provider, answer=answer)
 
     async def handle_complete(self, payload: Any, provider: str) -> dict[str, Any]:
-        request = self._parse(payload)
-        if isinstance(request, ProviderFailure):
-            return _error_message(provider, _model_of(payload), request)
-        outcome = await self.answer(request, StreamSink(None), provider)
-        if isinstance(outcome, ProviderFailure):
-            return _error_message(provider, request.model, outcome)
-        return outcome.model_dump(mode="json")
+        async def answer(request: ProviderRequest, send: Send | None) -> Outcome:
+            return await self.answer(request, StreamSink(send), provider)
+
+        return await serve_complete(payload, provider=provider, answer=answer)
 
     async def handle_profile(self, payload: Any, provider: str) -> dict[str, Any]:
         return ProviderProfile(
@@ -364,7 +307,7 @@ class ProviderService:
             failure = classify_exception(exc).redacted(self._keys.secrets | {key})
             if failure.kind == "auth":
                 self._keys.invalidate()
-            if failure.connection and not sink.opened and not self.profile.requires_key:
+            if failure.connection and not sink.opened:  # name the URL, keyed or not
                 failure = failure.saying(self._unreachable(failure.message))
             elif failure.connection and sink.opened and "mid-stream" not in failure.message:
                 # SDKs differ in what they raise when the body breaks off (anthropic >= 2.17

@@ -3,11 +3,11 @@
 An adapter calls :meth:`StreamSink.text`, :meth:`~StreamSink.thinking`,
 :meth:`~StreamSink.call` (tool-call pieces) as the wire delivers them, records usage and the
 stop reason, and returns; :meth:`StreamSink.finish` then builds the :class:`AssistantMessage`.
-With a writer each piece is sent at once as one plain-dict frame (no model validation on the
-hot path) and :attr:`StreamSink.emitted` turns true; without one (``complete``) the pieces are
-only collected. After each content frame the sink yields to the event loop once, so the reader
-(and the event stream it feeds) handles the delta before the SDK goes back to its socket: the
-SDK's read path would otherwise run first and delay every delta by its cost.
+With ``send`` (:func:`~tackroom.kit.providers.streaming.serve_stream`'s) each piece goes out at
+once as one typed frame and :attr:`StreamSink.emitted` turns true; without it (``complete``) the
+pieces are only collected. After each content frame the sink yields to the event loop once, so
+the reader (and the event stream it feeds) handles the delta before the SDK goes back to its
+socket: the SDK's read path would otherwise run first and delay every delta by its cost.
 
 The frames of a call are re-numbered densely (``index`` 0, 1, …) in the order the calls are
 announced, and a call is announced only once its name is known.
@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import Awaitable, Callable, Hashable
+from collections.abc import Hashable
 from typing import Any
 
 from tackroom.contracts.messages import (
@@ -30,14 +30,14 @@ from tackroom.contracts.messages import (
     ThinkingBlock,
     Usage,
 )
+from tackroom.contracts.provider import FunctionCallDelta, ProviderEvent, TextDelta, ThinkingDelta
 from tackroom.engine.errors import InvalidPayload
 from tackroom.engine.jsonvalue import MAX_CONTENT_DEPTH, to_json_value
 from tackroom.kit.providers.catalog import Prices, priced
 from tackroom.kit.providers.errors import ProviderFailure, StreamEndedEarly
+from tackroom.kit.providers.streaming import Send
 
 __all__ = ["RAW_ARGUMENTS_KEY", "REDACTED_THINKING_PREFIX", "Send", "StreamSink"]
-
-Send = Callable[[dict[str, Any]], Awaitable[None]]
 
 REDACTED_THINKING_PREFIX = "redacted:"
 """A redacted thinking block is kept as a ``ThinkingBlock`` with empty text and this prefix
@@ -118,7 +118,7 @@ class StreamSink:
         self.reported_cost: float | None = None
 
     # -- pieces ------------------------------------------------------------------------------
-    async def _emit(self, frame: dict[str, Any]) -> None:
+    async def _emit(self, frame: ProviderEvent) -> None:
         assert self._send is not None
         self.emitted = True
         await self._send(frame)
@@ -138,7 +138,7 @@ class StreamSink:
             block = self._open("text", key)
         block.parts.append(delta)
         if self._send is not None:
-            await self._emit({"type": "text_delta", "delta": delta})
+            await self._emit(TextDelta(delta=delta))
 
     async def thinking(
         self, delta: str, key: Hashable = None, *, signature: str | None = None
@@ -153,10 +153,7 @@ class StreamSink:
         if signature is not None:
             block.signature = (block.signature or "") + signature
         if self._send is not None:
-            frame: dict[str, Any] = {"type": "thinking_delta", "delta": delta}
-            if signature is not None:
-                frame["signature"] = signature
-            await self._emit(frame)
+            await self._emit(ThinkingDelta(delta=delta, signature=signature))
 
     def redacted_thinking(self, data: str, key: Hashable = None) -> None:
         """An opaque thinking block: kept for the next request, not shown."""
@@ -192,18 +189,15 @@ class StreamSink:
             self._last = call
             if self._send is not None:
                 await self._emit(
-                    {
-                        "type": "function_call_delta",
-                        "index": call.index,
-                        "id": call.id,
-                        "name": call.name,
-                        "arguments_delta": "".join(call.parts),
-                    }
+                    FunctionCallDelta(
+                        index=call.index,
+                        id=call.id,
+                        name=call.name,
+                        arguments_delta="".join(call.parts),
+                    )
                 )
         elif arguments and self._send is not None:
-            await self._emit(
-                {"type": "function_call_delta", "index": call.index, "arguments_delta": arguments}
-            )
+            await self._emit(FunctionCallDelta(index=call.index, arguments_delta=arguments))
 
     def usage(
         self,

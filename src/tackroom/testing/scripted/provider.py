@@ -15,7 +15,8 @@ same script); turns marked ``session: ID`` form that session's own sequence in e
 request holding ``i`` assistant messages) instead of from a count of calls, so a call repeated
 after a crash, or made to a restarted provider, gets the answer its transcript calls for. With
 ``cursor_state="engine"`` (the ``scripted`` worker's default) the count of calls lives in engine
-state, so replicas of the provider in any number of processes answer as one.
+state, so replicas of the provider in any number of processes answer as one, and a call repeated
+after its process was killed gets the turn it got before (see :mod:`.tally`).
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, ValidationError
+from pydantic import BaseModel, ConfigDict
 
 from tackroom.contracts.messages import AssistantMessage, Usage
 from tackroom.contracts.provider import (
@@ -37,24 +38,24 @@ from tackroom.contracts.provider import (
     stream_function,
 )
 from tackroom.engine.errors import FunctionError
-from tackroom.engine.protocol import ChannelRef, ChannelWriter, Engine, Registration
+from tackroom.engine.protocol import Engine, Registration
 from tackroom.kit.genai import ModelCallSpan, model_call_span
-from tackroom.kit.providers.streaming import send_stream
-from tackroom.runtime.typed import ByReference, describe_validation_error
+from tackroom.kit.providers.errors import ProviderFailure
+from tackroom.kit.providers.streaming import (
+    Outcome,
+    Send,
+    model_of,
+    parse_request,
+    serve_complete,
+    serve_stream,
+)
+from tackroom.runtime.typed import ByReference
 from tackroom.runtime.worker import WorkerConfig, WorkerContext, WorkerSpec
 from tackroom.testing.scripted.cursors import CursorMode, Cursors, CursorState, Miss, NoSession
 from tackroom.testing.scripted.expect import mismatches
-from tackroom.testing.scripted.frames import (
-    CompiledTurn,
-    compile_turn,
-    done_frame,
-    error_frame,
-    error_message,
-    finished_message,
-    start_frame,
-)
+from tackroom.testing.scripted.frames import CompiledTurn, compile_turn, finished_message
 from tackroom.testing.scripted.script import Script, ScriptTurn
-from tackroom.testing.scripted.tally import EngineCounter, script_digest
+from tackroom.testing.scripted.tally import EngineCounter, request_digest, script_digest
 
 __all__ = ["ScriptAssertionError", "ScriptedProvider", "Violation", "status_function"]
 
@@ -63,11 +64,6 @@ Sleep = Callable[[float], Awaitable[None]]
 
 def status_function(provider: str) -> str:
     return f"provider::{provider}::status"
-
-
-def _model_of(payload: Any) -> str:
-    model = request_field(payload, "model")
-    return model if isinstance(model, str) else ""
 
 
 class ScriptAssertionError(AssertionError):
@@ -269,7 +265,8 @@ class ScriptedProvider:
         """The turn answering ``request``, or the error message of a violation."""
         session_id = request.session_id
         assistant_turns = sum(isinstance(m, AssistantMessage) for m in request.messages)
-        taken = await self._cursors.take(session_id, assistant_turns=assistant_turns)
+        asked = request_digest(request) if self._counter is not None else ""
+        taken = await self._cursors.take(session_id, assistant_turns=assistant_turns, request=asked)
         if isinstance(taken, Miss):
             who = None if isinstance(taken, NoSession) else session_id
             return self._violate(call, who, None, taken.describe(call=call, provider=self.name))
@@ -284,108 +281,80 @@ class ScriptedProvider:
             )
         return taken
 
-    def _parse(self, payload: Any, call: int) -> ProviderRequest | str:
-        try:
-            request = (
-                payload
-                if isinstance(payload, ProviderRequest)
-                else ProviderRequest.model_validate(payload)
-            )
-        except ValidationError as exc:
-            session = payload.get("session_id") if isinstance(payload, dict) else None
-            return self._violate(
-                call,
-                session if isinstance(session, str) else None,
-                None,
-                f"invalid request: {describe_validation_error(exc)}",
-            )
+    def _parse(
+        self, payload: Any, call: int, span: ModelCallSpan
+    ) -> ProviderRequest | ProviderFailure:
+        request = parse_request(payload)
+        if isinstance(request, ProviderFailure):
+            session = request_field(payload, "session_id")
+            who = session if isinstance(session, str) else None
+            return self._refuse(span, self._violate(call, who, None, request.message))
         if self.record_requests:
             self.requests.append(request)
         return request
 
-    async def _answer(self, payload: Any, call: int) -> tuple[CompiledTurn, str] | str:
-        """The turn and model answering ``payload``, or the error message of a violation."""
-        request = self._parse(payload, call)
-        if isinstance(request, str):
-            return request
-        plan = await self._take(request, call)
-        return plan if isinstance(plan, str) else (plan, request.model)
+    @staticmethod
+    def _refuse(span: ModelCallSpan, message: str) -> ProviderFailure:
+        span.failed("permanent", message)
+        return ProviderFailure("permanent", message)
 
     # -- handlers ----------------------------------------------------------------------------
-    def _writer(self, payload: Any) -> ChannelWriter:
-        raw = request_field(payload, "writer")
-        if not isinstance(raw, dict):
-            raise FunctionError("invalid_request", f"{self.stream_function} needs writer")
+    async def _serve(self, payload: Any, *, stream: bool) -> dict[str, Any]:
+        """One call of ``stream`` or ``complete``: the next turn played (or a violation)."""
         if self._engine is None:
             raise FunctionError("internal", "the scripted provider is not registered")
-        try:
-            ref = ChannelRef.from_json(raw)
-        except (KeyError, TypeError, ValueError) as exc:
-            raise FunctionError("invalid_request", f"writer is not a channel ref: {exc}") from None
-        return self._engine.channel_writer(ref)
-
-    async def handle_stream(self, payload: Any) -> dict[str, Any]:
-        writer = self._writer(payload)
         self.calls += 1
         call = self.calls
+        with self._span(payload) as span:
 
-        async def frames() -> None:
-            with self._span(payload) as span:
-                plan = await self._answer(payload, call)
+            def parse(raw: Any) -> ProviderRequest | ProviderFailure:
+                return self._parse(raw, call, span)
+
+            async def answer(request: ProviderRequest, send: Send | None) -> Outcome:
+                plan = await self._take(request, call)
                 if isinstance(plan, str):
-                    span.failed("permanent", plan)
-                    await writer.send(start_frame(self.name, _model_of(payload)))
-                    await writer.send(error_frame("permanent", plan))
-                else:
-                    _tell(span, *plan)
-                    await self._play(writer, *plan)
+                    return self._refuse(span, plan)
+                _tell(span, plan, request.model)
+                return await self._play(plan, request.model, send)
 
-        return await send_stream(writer, frames, who=f"scripted provider {self.name!r}")
+            if stream:
+                who = f"scripted provider {self.name!r}"
+                return await serve_stream(
+                    self._engine, payload, provider=self.name, answer=answer, parse=parse, who=who
+                )
+            return await serve_complete(payload, provider=self.name, answer=answer, parse=parse)
 
-    async def _play(self, writer: ChannelWriter, compiled: CompiledTurn, model: str) -> None:
+    async def handle_stream(self, payload: Any) -> dict[str, Any]:
+        return await self._serve(payload, stream=True)
+
+    async def handle_complete(self, payload: Any) -> dict[str, Any]:
+        return await self._serve(payload, stream=False)
+
+    async def _play(self, compiled: CompiledTurn, model: str, send: Send | None) -> Outcome:
+        """The turn's frames through ``send`` (none for ``complete``), its delays and stalls;
+        its message, or its scripted failure when it streams."""
         turn = compiled.turn
         if turn.delay:
             await self._sleep(turn.delay)
-        send, gap = writer.send, turn.delay_between_frames
-        await send(start_frame(self.name, model))
-        for sent, frame in enumerate(compiled.frames):
-            if sent == turn.stall_after_frames:
-                await _stall()
-            if gap:
-                await self._sleep(gap)
-            await send(frame)
+        gap = turn.delay_between_frames if send is not None else None
+        if send is not None:
+            for sent, frame in enumerate(compiled.frames):
+                if sent == turn.stall_after_frames:
+                    await _stall()
+                if gap:
+                    await self._sleep(gap)
+                await send(frame)
         if turn.stall_after_frames is not None:
             await _stall()
         if gap:
             await self._sleep(gap)
         failure = turn.error
-        if failure is None:
-            await send(done_frame(compiled, model))
-        else:
-            await send(error_frame(failure.kind, failure.message, failure.retry_after))
+        if failure is not None and send is not None:
+            return ProviderFailure(failure.kind, failure.message, retry_after=failure.retry_after)
+        return finished_message(compiled, model)
 
     def _span(self, payload: Any) -> AbstractContextManager[ModelCallSpan]:
-        return model_call_span(provider=self.name, model=_model_of(payload), request=payload)
-
-    async def handle_complete(self, payload: Any) -> dict[str, Any]:
-        self.calls += 1
-        call = self.calls
-        with self._span(payload) as span:
-            plan = await self._answer(payload, call)
-            if isinstance(plan, str):
-                span.failed("permanent", plan)
-            else:
-                _tell(span, *plan)
-        if isinstance(plan, str):
-            return error_message(
-                provider=self.name, model=_model_of(payload), kind="permanent", message=plan
-            )
-        compiled, model = plan
-        if compiled.turn.delay:
-            await self._sleep(compiled.turn.delay)
-        if compiled.turn.stall_after_frames is not None:
-            await _stall()
-        return finished_message(compiled, model)
+        return model_call_span(provider=self.name, model=model_of(payload), request=payload)
 
     async def handle_status(self, payload: Any) -> dict[str, Any]:
         """This replica's calls and violations; turns remaining as every replica counted them."""
@@ -408,10 +377,11 @@ def _tell(span: ModelCallSpan, compiled: CompiledTurn, model: str) -> None:
     if failure is not None:
         span.failed(failure.kind, failure.message)
     else:
-        stop_reason = str(compiled.message.get("stop_reason", "end"))
-        message = AssistantMessage.model_validate(compiled.message) if span.summarizing else None
+        message = compiled.message if span.summarizing else None
         usage = compiled.turn.usage or Usage()
-        span.answered(model=model, stop_reason=stop_reason, usage=usage, message=message)
+        span.answered(
+            model=model, stop_reason=compiled.message.stop_reason, usage=usage, message=message
+        )
 
 
 async def _stall() -> None:

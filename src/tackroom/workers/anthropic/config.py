@@ -13,20 +13,13 @@ The shipped profile ``anthropic`` serves ``provider::anthropic::stream``, ``::co
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Literal
 
-from pydantic import Field, model_validator
+from pydantic import Field
 
-from tackroom.kit.providers.config import (
-    ProfileSettings,
-    RateLimitSettings,
-    RetrySettings,
-    check_profile_names,
-    merge_profiles,
-)
+from tackroom.kit.providers.config import ProfilesConfig, ProfileSettings
 from tackroom.kit.providers.shipped import ANTHROPIC_PROFILES as DEFAULT_PROFILES
 from tackroom.kit.providers.shipped import ANTHROPIC_WORKER as WORKER_NAME
-from tackroom.runtime.worker import WorkerConfig
 
 __all__ = ["DEFAULT_PROFILES", "WORKER_NAME", "AnthropicConfig", "AnthropicProfile"]
 
@@ -53,26 +46,7 @@ class AnthropicProfile(ProfileSettings):
     )
 
 
-class AnthropicConfig(WorkerConfig):
-    """The ``anthropic`` worker's section: profiles (merged over the shipped one), defaults."""
+class AnthropicConfig(ProfilesConfig[AnthropicProfile]):
+    """The ``anthropic`` worker's section: profiles (merged over the shipped ones), defaults."""
 
-    profiles: dict[str, AnthropicProfile] = Field(
-        default_factory=lambda: {
-            name: AnthropicProfile.model_validate(raw) for name, raw in DEFAULT_PROFILES.items()
-        },
-        description="provider name → profile; merged field by field over the shipped profile",
-    )
-    retry: RetrySettings = RetrySettings()
-    rate_limit: RateLimitSettings = RateLimitSettings()
-
-    @model_validator(mode="before")
-    @classmethod
-    def _merge_defaults(cls, data: Any) -> Any:
-        if isinstance(data, dict) and "profiles" in data:
-            return {**data, "profiles": merge_profiles(DEFAULT_PROFILES, data["profiles"])}
-        return data
-
-    @model_validator(mode="after")
-    def _unique_names(self) -> AnthropicConfig:
-        check_profile_names(self.profiles)
-        return self
+    shipped = DEFAULT_PROFILES

@@ -48,7 +48,7 @@ from anthropic.types import (
 from tackroom.contracts.messages import StopReason
 from tackroom.contracts.provider import OutputFormat
 from tackroom.kit.output import answer_format
-from tackroom.kit.providers.errors import ProviderFailure
+from tackroom.kit.providers.clients import KeyedClients, end_stream, read_to_stop
 from tackroom.kit.providers.service import WireCall
 from tackroom.kit.providers.sink import StreamSink
 from tackroom.workers.anthropic.config import AnthropicProfile
@@ -66,6 +66,7 @@ _STOP: dict[str, StopReason] = {
     "model_context_window_exceeded": "length",
     "tool_use": "function_call",
 }
+_REFUSALS = {"refusal": "the model declined to answer (refusal)"}
 
 
 def _constrain(params: dict[str, Any], output: OutputFormat) -> None:
@@ -104,74 +105,57 @@ class AnthropicAdapter:
 
     def __init__(self, profile: AnthropicProfile) -> None:
         self._profile = profile
-        self._base = anthropic.AsyncAnthropic(
-            api_key=profile.placeholder_key,
-            base_url=profile.base_url,
-            max_retries=0,
-            timeout=anthropic.Timeout(profile.timeout, connect=profile.connect_timeout),
-            default_headers=profile.headers or None,
+        self._clients = KeyedClients(
+            anthropic.AsyncAnthropic, timeout=anthropic.Timeout, profile=profile
         )
-        self._clients: dict[str, anthropic.AsyncAnthropic] = {}
-
-    def _client(self, key: str) -> anthropic.AsyncAnthropic:
-        client = self._clients.get(key)
-        if client is None:
-            client = self._clients[key] = self._base.with_options(api_key=key)
-        return client
 
     async def run(self, call: WireCall, sink: StreamSink) -> None:
         params = message_params(call.request, call.model, self._profile, call.info)
         if call.request.output_format is not None:
             _constrain(params, call.request.output_format)
-        create: Any = self._client(call.key).messages.create
+        create: Any = self._clients.for_key(call.key).messages.create
         stream = cast("anthropic.AsyncStream[RawMessageStreamEvent]", await create(**params))
         sink.opened = True
-        stop: str | None = None
-        try:
-            async with stream:
-                async for event in stream:
-                    if isinstance(event, RawContentBlockDeltaEvent):
-                        delta = event.delta
-                        index = event.index
-                        if isinstance(delta, TextDelta):
-                            await sink.text(delta.text, index)
-                        elif isinstance(delta, InputJSONDelta):
-                            await sink.call(index, arguments=delta.partial_json)
-                        elif isinstance(delta, ThinkingDelta):
-                            await sink.thinking(delta.thinking, index)
-                        elif isinstance(delta, SignatureDelta):
-                            await sink.thinking("", index, signature=delta.signature)
-                    elif isinstance(event, RawContentBlockStartEvent):
-                        await self._start_block(sink, event.index, event.content_block)
-                    elif isinstance(event, RawMessageStartEvent):
-                        _record_usage(sink, event.message.usage)
-                    elif isinstance(event, RawMessageDeltaEvent):
-                        _record_usage(sink, event.usage)
-                        if event.delta.stop_reason is not None:
-                            stop = event.delta.stop_reason
-        except Exception:
-            if stop is None:
-                raise
-            _log.debug("the stream failed after its stop reason; keeping the answer")
-        if stop is None:
-            return  # no stop reason: the sink reports an early end
-        if stop == "refusal":
-            raise ProviderFailure("permanent", "the model declined to answer (refusal)")
-        sink.stop(_STOP.get(stop, "end"))
 
-    @staticmethod
-    async def _start_block(sink: StreamSink, index: int, block: Any) -> None:
-        kind = block.type
-        if kind == "tool_use":
-            raw = block.input
-            arguments = json.dumps(raw, ensure_ascii=False) if raw else ""
-            await sink.call(index, id=block.id, name=block.name, arguments=arguments)
-        elif kind == "redacted_thinking":
-            sink.redacted_thinking(block.data, index)
-        elif kind == "thinking" and (block.thinking or block.signature):
-            await sink.thinking(block.thinking, index, signature=block.signature or None)
-        elif kind == "text" and block.text:
-            await sink.text(block.text, index)
+        async def on_event(event: RawMessageStreamEvent) -> str | None:
+            if isinstance(event, RawContentBlockDeltaEvent):
+                await _read_delta(sink, event.index, event.delta)
+            elif isinstance(event, RawContentBlockStartEvent):
+                await _start_block(sink, event.index, event.content_block)
+            elif isinstance(event, RawMessageStartEvent):
+                _record_usage(sink, event.message.usage)
+            elif isinstance(event, RawMessageDeltaEvent):
+                _record_usage(sink, event.usage)
+                return event.delta.stop_reason
+            return None
+
+        stop = await read_to_stop(stream, on_event)
+        end_stream(sink, stop, reasons=_STOP, refusals=_REFUSALS)
 
     async def aclose(self) -> None:
-        await self._base.close()
+        await self._clients.aclose()
+
+
+async def _read_delta(sink: StreamSink, index: int, delta: Any) -> None:
+    if isinstance(delta, TextDelta):
+        await sink.text(delta.text, index)
+    elif isinstance(delta, InputJSONDelta):
+        await sink.call(index, arguments=delta.partial_json)
+    elif isinstance(delta, ThinkingDelta):
+        await sink.thinking(delta.thinking, index)
+    elif isinstance(delta, SignatureDelta):
+        await sink.thinking("", index, signature=delta.signature)
+
+
+async def _start_block(sink: StreamSink, index: int, block: Any) -> None:
+    kind = block.type
+    if kind == "tool_use":
+        raw = block.input
+        arguments = json.dumps(raw, ensure_ascii=False) if raw else ""
+        await sink.call(index, id=block.id, name=block.name, arguments=arguments)
+    elif kind == "redacted_thinking":
+        sink.redacted_thinking(block.data, index)
+    elif kind == "thinking" and (block.thinking or block.signature):
+        await sink.thinking(block.thinking, index, signature=block.signature or None)
+    elif kind == "text" and block.text:
+        await sink.text(block.text, index)

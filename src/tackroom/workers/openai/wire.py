@@ -25,15 +25,15 @@ finished answer.
 
 from __future__ import annotations
 
-import logging
 from typing import Any, cast
 
 import openai
 from openai.types.chat import ChatCompletionChunk
+from openai.types.chat.chat_completion_chunk import ChoiceDelta
 from openai.types.completion_usage import CompletionUsage
 
 from tackroom.contracts.messages import StopReason
-from tackroom.kit.providers.errors import ProviderFailure
+from tackroom.kit.providers.clients import KeyedClients, end_stream, read_to_stop
 from tackroom.kit.providers.service import WireCall
 from tackroom.kit.providers.sink import StreamSink
 from tackroom.workers.openai.config import OpenAIProfile
@@ -41,14 +41,13 @@ from tackroom.workers.openai.convert import chat_params
 
 __all__ = ["OpenAIAdapter"]
 
-_log = logging.getLogger("tackroom.providers")
-
 _FINISH: dict[str, StopReason] = {
     "stop": "end",
     "length": "length",
     "tool_calls": "function_call",
     "function_call": "function_call",
 }
+_REFUSALS = {"content_filter": "the provider's content filter stopped the answer (content_filter)"}
 _REASONING_FIELDS = ("reasoning_content", "reasoning")
 
 
@@ -87,69 +86,49 @@ class OpenAIAdapter:
 
     def __init__(self, profile: OpenAIProfile) -> None:
         self._profile = profile
-        self._base = openai.AsyncOpenAI(
-            api_key=profile.placeholder_key,
-            base_url=profile.base_url,
-            max_retries=0,
-            timeout=openai.Timeout(profile.timeout, connect=profile.connect_timeout),
-            default_headers=profile.headers or None,
-        )
-        self._clients: dict[str, openai.AsyncOpenAI] = {}
-
-    def _client(self, key: str) -> openai.AsyncOpenAI:
-        client = self._clients.get(key)
-        if client is None:
-            client = self._clients[key] = self._base.with_options(api_key=key)
-        return client
+        self._clients = KeyedClients(openai.AsyncOpenAI, timeout=openai.Timeout, profile=profile)
 
     async def run(self, call: WireCall, sink: StreamSink) -> None:
         params = chat_params(call.request, call.model, self._profile)
-        create: Any = self._client(call.key).chat.completions.create
+        create: Any = self._clients.for_key(call.key).chat.completions.create
         stream = cast("openai.AsyncStream[ChatCompletionChunk]", await create(**params))
         sink.opened = True
-        finish: str | None = None
-        try:
-            async with stream:
-                async for chunk in stream:
-                    if chunk.usage is not None:
-                        record_usage(sink, chunk.usage)
-                    for choice in chunk.choices:
-                        if choice.index:
-                            continue  # n > 1 is never asked for
-                        delta = choice.delta
-                        extra = delta.model_extra
-                        if extra:
-                            for field in _REASONING_FIELDS:
-                                reasoning = extra.get(field)
-                                if isinstance(reasoning, str) and reasoning:
-                                    await sink.thinking(reasoning)
-                                    break
-                        if delta.content:
-                            await sink.text(delta.content)
-                        elif delta.refusal:
-                            await sink.text(delta.refusal)
-                        if delta.tool_calls:
-                            for position, piece in enumerate(delta.tool_calls):
-                                function = piece.function
-                                await sink.call(
-                                    _call_key(piece.index, piece.id, position),
-                                    id=piece.id,
-                                    name=function.name if function is not None else None,
-                                    arguments=(function.arguments or "") if function else "",
-                                )
-                        if choice.finish_reason is not None:
-                            finish = choice.finish_reason
-        except Exception:
-            if finish is None:
-                raise
-            _log.debug("the stream failed after its finish_reason; keeping the answer")
-        if finish is None:
-            return  # no stop reason: the sink reports an early end
-        if finish == "content_filter":
-            raise ProviderFailure(
-                "permanent", "the provider's content filter stopped the answer (content_filter)"
-            )
-        sink.stop(_FINISH.get(finish, "end"))
+
+        async def on_chunk(chunk: ChatCompletionChunk) -> str | None:
+            if chunk.usage is not None:
+                record_usage(sink, chunk.usage)
+            finish: str | None = None
+            for choice in chunk.choices:
+                if choice.index:
+                    continue  # n > 1 is never asked for
+                await _read_delta(sink, choice.delta)
+                finish = choice.finish_reason or finish
+            return finish
+
+        finish = await read_to_stop(stream, on_chunk)
+        end_stream(sink, finish, reasons=_FINISH, refusals=_REFUSALS)
 
     async def aclose(self) -> None:
-        await self._base.close()
+        await self._clients.aclose()
+
+
+async def _read_delta(sink: StreamSink, delta: ChoiceDelta) -> None:
+    extra = delta.model_extra
+    if extra:
+        for field in _REASONING_FIELDS:
+            reasoning = extra.get(field)
+            if isinstance(reasoning, str) and reasoning:
+                await sink.thinking(reasoning)
+                break
+    if delta.content:
+        await sink.text(delta.content)
+    elif delta.refusal:
+        await sink.text(delta.refusal)
+    for position, piece in enumerate(delta.tool_calls or ()):
+        function = piece.function
+        await sink.call(
+            _call_key(piece.index, piece.id, position),
+            id=piece.id,
+            name=function.name if function is not None else None,
+            arguments=(function.arguments or "") if function else "",
+        )

@@ -6,8 +6,9 @@ promptly without one event per token. The events are live only (:mod:`tackroom.k
 to the subscribers connected now, never stored; while the call streams, a reader that connects
 gets a ``message_snapshot`` of what went out so far. The message itself is stored once, whole,
 as the step's ``message_complete``. The call ends with the provider's terminal frame;
-any failure (no provider, a broken or aborted stream, a timeout, an answer whose tool-call
-arguments nest deeper than ``MAX_CONTENT_DEPTH``) becomes an assistant message with
+frames are read typed (:func:`~tackroom.contracts.provider.read_frame`); any failure (no
+provider, a broken or aborted stream, a malformed terminal frame, a timeout, an answer whose
+tool-call arguments nest deeper than ``MAX_CONTENT_DEPTH``) becomes an assistant message with
 ``stop_reason == "error"`` and a visible reason, never a hung turn.
 """
 
@@ -20,11 +21,20 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from pydantic import ValidationError
-
 from tackroom.contracts.events import MessageSnapshotData, StreamedPart
-from tackroom.contracts.messages import AgentMessage, AssistantMessage, ErrorKind, TextBlock
-from tackroom.contracts.provider import ProviderRequest, ToolSpec, stream_function
+from tackroom.contracts.messages import AgentMessage, AssistantMessage, ErrorKind
+from tackroom.contracts.provider import (
+    DoneEvent,
+    ErrorEvent,
+    FunctionCallDelta,
+    MalformedFrame,
+    ProviderRequest,
+    TextDelta,
+    ThinkingDelta,
+    ToolSpec,
+    read_frame,
+    stream_function,
+)
 from tackroom.engine.errors import (
     ChannelAborted,
     EngineError,
@@ -43,11 +53,6 @@ DeltaKind = Literal["text", "thinking", "function_call"]
 __all__ = ["ModelCaller", "Streamed", "base_request", "error_message"]
 
 
-_DELTA_KINDS: dict[str, DeltaKind] = {
-    "text_delta": "text",
-    "thinking_delta": "thinking",
-    "function_call_delta": "function_call",
-}
 _CLOSE_GRACE = 5.0
 _ABORT_POLL = 0.25
 
@@ -251,23 +256,25 @@ class ModelCaller:
     ) -> AssistantMessage | _Aborted | None:
         final: AssistantMessage | None = None
         try:
-            async for frame in channel:
-                kind = frame.get("type") if isinstance(frame, dict) else None
-                if kind in _DELTA_KINDS:
-                    delta = (
-                        frame.get("delta")
-                        if kind != "function_call_delta"
-                        else frame.get("arguments_delta", "")
-                    )
-                    await coalescer.add(_DELTA_KINDS[kind], str(delta or ""))
-                elif kind == "done":
+            async for raw in channel:
+                try:
+                    frame = read_frame(raw)
+                except MalformedFrame as exc:
                     await coalescer.flush()
-                    final = _final_message(frame)
-                elif kind == "error":
+                    final = error_message("permanent", str(exc))
+                    continue
+                if isinstance(frame, TextDelta):
+                    await coalescer.add("text", frame.delta)
+                elif isinstance(frame, FunctionCallDelta):
+                    await coalescer.add("function_call", frame.arguments_delta)
+                elif isinstance(frame, ThinkingDelta):
+                    await coalescer.add("thinking", frame.delta)
+                elif isinstance(frame, DoneEvent):
                     await coalescer.flush()
-                    final = error_message(
-                        frame.get("kind", "permanent"), str(frame.get("message", "provider error"))
-                    )
+                    final = _final_message(frame.message)
+                elif isinstance(frame, ErrorEvent):
+                    await coalescer.flush()
+                    final = error_message(frame.kind, frame.message)
         except ChannelAborted as exc:
             await coalescer.flush()
             return final or _Aborted(exc.reason)
@@ -314,14 +321,10 @@ class _Aborted:
     reason: str
 
 
-def _final_message(frame: dict[str, Any]) -> AssistantMessage:
-    """The ``done`` frame's message; an error message if it is malformed or its tool calls'
-    arguments nest deeper than ``MAX_CONTENT_DEPTH`` (the turn record, session entry and event
-    that carry them must stay within ``MAX_DEPTH``)."""
-    try:
-        message = AssistantMessage.model_validate(frame["message"])
-    except (ValidationError, KeyError) as exc:
-        return error_message("permanent", f"the provider sent a malformed message: {exc}")
+def _final_message(message: AssistantMessage) -> AssistantMessage:
+    """The ``done`` frame's message; an error message if its tool calls' arguments nest deeper
+    than ``MAX_CONTENT_DEPTH`` (the turn record, session entry and event that carry them must
+    stay within ``MAX_DEPTH``)."""
     for call in message.function_calls():
         what = f"the arguments of tool call {call.tool_name!r}"
         try:
@@ -353,8 +356,8 @@ def error_message(kind: Any, text: str) -> AssistantMessage:
         "transient",
         "permanent",
     )
-    return AssistantMessage(
-        content=[TextBlock(text=text)],
+    return AssistantMessage(  # no content: the error is not an answer the model gave
+        content=[],
         stop_reason="error",
         error_kind=kind if kind in valid else "permanent",
         error_message=text,

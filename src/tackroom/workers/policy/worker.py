@@ -26,8 +26,6 @@ and one catch-all rule (``function: "*"``) changes it.
 
 from __future__ import annotations
 
-import functools
-import logging
 from pathlib import Path
 
 from pydantic import Field
@@ -35,23 +33,13 @@ from pydantic import Field
 from tackroom.contracts.policy import (
     AUTHORIZE,
     CHECK_PERMISSIONS,
-    POLICY_FILE_INVALID,
-    POLICY_RELOAD,
-    POLICY_STATUS,
-    AuthorizeRequest,
-    AuthorizeResponse,
     CheckRequest,
     CheckResponse,
-    Decision,
-    EmptyRequest,
     PolicyStatus,
-    error_verdict,
 )
-from tackroom.contracts.tools import OnPolicyError
-from tackroom.engine.errors import FunctionError
-from tackroom.kit.audit import record_policy_load
-from tackroom.kit.rulesfile import PolicyFileError, RulesSource
-from tackroom.runtime.worker import WorkerConfig, WorkerContext, WorkerSpec
+from tackroom.kit.policy_serving import PolicyWorkerConfig, rules_source, serve_policy
+from tackroom.kit.rulesfile import RulesSource
+from tackroom.runtime.worker import WorkerContext, WorkerSpec
 from tackroom.workers.policy.loader import BUILTIN_NAME, builtin_text, parse_rules
 from tackroom.workers.policy.rules import Ruleset, evaluate
 
@@ -59,31 +47,21 @@ __all__ = ["DEFAULT_RULES_PATH", "WORKER", "PolicyConfig"]
 
 DEFAULT_RULES_PATH = Path("permissions.yaml")
 
-_log = logging.getLogger("tackroom.policy")
 
-
-class PolicyConfig(WorkerConfig):
+class PolicyConfig(PolicyWorkerConfig):
     rules_path: Path | None = Field(
         default=None,
         description="the rules file (relative: to the working directory); "
         "unset: ./permissions.yaml if it exists, else the built-in defaults",
     )
-    default_decision: Decision = "needs_approval"
-    reload_interval: float = Field(
-        default=1.0, ge=0, description="seconds between checks of the file; 0: no hot reload"
-    )
-    on_error: OnPolicyError = Field(
-        default="deny",
-        description="a call the rules fail to decide (an error while evaluating them): deny it"
-        " (fail closed) or allow it (fail open, rule builtin:on_error, audited by the gate)",
-    )
 
 
 async def _start(ctx: WorkerContext[PolicyConfig]) -> None:
     config = ctx.config
-    source: RulesSource[Ruleset] = RulesSource(
-        path=config.rules_path or DEFAULT_RULES_PATH,
-        required=config.rules_path is not None,
+    source: RulesSource[Ruleset] = rules_source(
+        ctx,
+        path=config.rules_path,
+        default_path=DEFAULT_RULES_PATH,
         language="rules",
         parse=parse_rules,
         count=lambda ruleset: len(ruleset.rules),
@@ -91,25 +69,14 @@ async def _start(ctx: WorkerContext[PolicyConfig]) -> None:
         builtin_name=BUILTIN_NAME,
         default_decision=config.default_decision,
         reload_interval=config.reload_interval,
-        on_load=functools.partial(record_policy_load, ctx.engine, actor=ctx.name),
     )
-    await source.load()
 
-    async def check(request: CheckRequest) -> CheckResponse:
-        try:
-            return evaluate(
-                source.rules, request.function_id, request.args, default=config.default_decision
-            )
-        except Exception as exc:  # the rules failed on this request: on_error decides, in words
-            why = f"{type(exc).__name__}: {exc}"
-            _log.warning("rules failed on %s (on_error: %s): %s", request.function_id,
-                         config.on_error, why)  # fmt: skip
-            return error_verdict(config.on_error, request.function_id, why)
+    def check(request: CheckRequest) -> CheckResponse:
+        return evaluate(
+            source.rules, request.function_id, request.args, default=config.default_decision
+        )
 
-    async def authorize(request: AuthorizeRequest) -> AuthorizeResponse:
-        return source.rules.access.decide(request)
-
-    def described() -> PolicyStatus:
+    def status() -> PolicyStatus:
         status = source.status()
         access = source.rules.access
         builtin = status.source == "builtin" or access.builtin
@@ -125,22 +92,16 @@ async def _start(ctx: WorkerContext[PolicyConfig]) -> None:
             }
         )
 
-    async def status(request: EmptyRequest) -> PolicyStatus:
-        return described()
-
-    async def reload(request: EmptyRequest) -> PolicyStatus:
-        try:
-            await source.reload()
-        except PolicyFileError as exc:
-            raise FunctionError(POLICY_FILE_INVALID, f"{exc} (the rules in force stay)") from None
-        return described()
-
-    await ctx.serve(CHECK_PERMISSIONS, check)
-    await ctx.serve(AUTHORIZE, authorize)
-    await ctx.serve(POLICY_STATUS, status)
-    await ctx.serve(POLICY_RELOAD, reload)
-    if config.reload_interval > 0:
-        ctx.spawn(source.watch(), name="policy: watch rules file")
+    await serve_policy(
+        ctx,
+        sources=[source],
+        decide=check,
+        authorize=lambda request: source.rules.access.decide(request),
+        status=status,
+        on_error=config.on_error,
+        reload_interval=config.reload_interval,
+        language="rules",
+    )
 
 
 WORKER = WorkerSpec(

@@ -30,7 +30,7 @@ built-in ``defaults_access.cedar`` when it is unset and ``./access.cedar`` does 
 from __future__ import annotations
 
 import functools
-import logging
+from collections.abc import Callable
 from importlib import resources
 from pathlib import Path
 
@@ -40,23 +40,15 @@ from pydantic import Field
 from tackroom.contracts.policy import (
     AUTHORIZE,
     CHECK_PERMISSIONS,
-    POLICY_FILE_INVALID,
     POLICY_RELOAD,
     POLICY_STATUS,
-    AuthorizeRequest,
-    AuthorizeResponse,
     CheckRequest,
     CheckResponse,
     Decision,
-    EmptyRequest,
-    PolicyStatus,
-    error_verdict,
 )
-from tackroom.contracts.tools import OnPolicyError
-from tackroom.engine.errors import FunctionError
-from tackroom.kit.audit import record_policy_load
-from tackroom.kit.rulesfile import PolicyFileError, RulesSource
-from tackroom.runtime.worker import WorkerConfig, WorkerContext, WorkerSpec
+from tackroom.kit.policy_serving import PolicyWorkerConfig, rules_source, serve_policy
+from tackroom.kit.rulesfile import RulesSource
+from tackroom.runtime.worker import WorkerContext, WorkerSpec
 from tackroom.workers.policy_cedar.access import AccessAnswers, parse_access
 from tackroom.workers.policy_cedar.policies import CedarPolicies, decide, parse_policies
 
@@ -77,7 +69,12 @@ BUILTIN_NAME = "<builtin policies.cedar>"
 DEFAULT_ACCESS_PATH = Path("access.cedar")
 BUILTIN_ACCESS_NAME = "<builtin access.cedar>"
 
-_log = logging.getLogger("tackroom.policy")
+_DESCRIPTIONS = {
+    CHECK_PERMISSIONS.id: "May a model's call run? Decided by Cedar policies.",
+    AUTHORIZE.id: "May this principal do this action to this resource? Cedar access policies.",
+    POLICY_STATUS.id: "The Cedar policies in force, where they came from, the last rejected file.",
+    POLICY_RELOAD.id: "Read the Cedar policy file now; a bad file is rejected, the policies stay.",
+}
 
 
 def builtin_text() -> str:
@@ -94,15 +91,11 @@ def schema_text() -> str:
     return (resources.files(__package__) / "schema.cedarschema").read_text(encoding="utf-8")
 
 
-class CedarPolicyConfig(WorkerConfig):
+class CedarPolicyConfig(PolicyWorkerConfig):
     policies_path: Path | None = Field(
         default=None,
         description="the Cedar policy file (relative: to the working directory); "
         "unset: ./policies.cedar if it exists, else the built-in defaults",
-    )
-    default_decision: Decision = "needs_approval"
-    reload_interval: float = Field(
-        default=1.0, ge=0, description="seconds between checks of the file; 0: no hot reload"
     )
     validate_schema: bool = Field(
         default=False,
@@ -113,99 +106,64 @@ class CedarPolicyConfig(WorkerConfig):
         description="the Cedar access policies of policy::authorize (relative: to the working"
         " directory); unset: ./access.cedar if it exists, else the built-in defaults",
     )
-    on_error: OnPolicyError = Field(
-        default="deny",
-        description="a call Cedar cannot decide (a policy in error, no decision): deny it (fail"
-        " closed) or allow it (fail open, rule builtin:on_error, audited by the gate)",
-    )
 
 
 async def _start(ctx: WorkerContext[CedarPolicyConfig]) -> None:
     config = ctx.config
     schema = cedarpy.Schema.from_str(schema_text()) if config.validate_schema else None
-    on_load = functools.partial(record_policy_load, ctx.engine, actor=ctx.name)
-    source: RulesSource[CedarPolicies] = RulesSource(
-        path=config.policies_path or DEFAULT_POLICIES_PATH,
-        required=config.policies_path is not None,
-        language="cedar",
-        parse=functools.partial(parse_policies, schema=schema),
-        count=lambda policies: len(policies.policies),
-        builtin_text=builtin_text(),
-        builtin_name=BUILTIN_NAME,
-        default_decision=config.default_decision,
-        reload_interval=config.reload_interval,
-        on_load=on_load,
+
+    def policies(
+        path: Path | None,
+        default_path: Path,
+        parse: Callable[..., CedarPolicies],
+        builtin: tuple[str, str],
+        default_decision: Decision,
+    ) -> RulesSource[CedarPolicies]:
+        return rules_source(
+            ctx,
+            path=path,
+            default_path=default_path,
+            language="cedar",
+            parse=functools.partial(parse, schema=schema),
+            count=lambda policies: len(policies.policies),
+            builtin_text=builtin[0],
+            builtin_name=builtin[1],
+            default_decision=default_decision,
+            reload_interval=config.reload_interval,
+        )
+
+    source = policies(
+        config.policies_path,
+        DEFAULT_POLICIES_PATH,
+        parse_policies,
+        (builtin_text(), BUILTIN_NAME),
+        config.default_decision,
     )
-    access: RulesSource[CedarPolicies] = RulesSource(
-        path=config.access_policies_path or DEFAULT_ACCESS_PATH,
-        required=config.access_policies_path is not None,
-        language="cedar",
-        parse=functools.partial(parse_access, schema=schema),
-        count=lambda policies: len(policies.policies),
-        builtin_text=builtin_access_text(),
-        builtin_name=BUILTIN_ACCESS_NAME,
-        default_decision="deny",
-        reload_interval=config.reload_interval,
-        on_load=on_load,
+    access = policies(
+        config.access_policies_path,
+        DEFAULT_ACCESS_PATH,
+        parse_access,
+        (builtin_access_text(), BUILTIN_ACCESS_NAME),
+        "deny",
     )
-    await source.load()
-    await access.load()
     answers = AccessAnswers()
 
-    async def check(request: CheckRequest) -> CheckResponse:
-        try:
-            return decide(
-                source.rules, request, default=config.default_decision, on_error=config.on_error
-            )
-        except Exception as exc:  # Cedar failed on this request: on_error decides, in words
-            why = f"{type(exc).__name__}: {exc}"
-            _log.warning("Cedar failed on %s (on_error: %s): %s", request.function_id,
-                         config.on_error, why)  # fmt: skip
-            return error_verdict(config.on_error, request.function_id, why)
+    def check(request: CheckRequest) -> CheckResponse:
+        return decide(
+            source.rules, request, default=config.default_decision, on_error=config.on_error
+        )
 
-    async def authorize(request: AuthorizeRequest) -> AuthorizeResponse:
-        return answers.decide(access.rules, request)
-
-    def described() -> PolicyStatus:
-        return source.status().model_copy(update={"access": access.status()})
-
-    async def status(request: EmptyRequest) -> PolicyStatus:
-        return described()
-
-    async def reload(request: EmptyRequest) -> PolicyStatus:
-        problems: list[PolicyFileError] = []
-        for each in (source, access):
-            try:
-                await each.reload()
-            except PolicyFileError as exc:
-                problems.append(exc)
-        if problems:
-            raise FunctionError(
-                POLICY_FILE_INVALID, f"{problems[0]} (the policies in force stay)"
-            ) from None
-        return described()
-
-    await ctx.serve(
-        CHECK_PERMISSIONS, check, description="May a model's call run? Decided by Cedar policies."
+    await serve_policy(
+        ctx,
+        sources=[source, access],
+        decide=check,
+        authorize=lambda request: answers.decide(access.rules, request),
+        status=lambda: source.status().model_copy(update={"access": access.status()}),
+        on_error=config.on_error,
+        reload_interval=config.reload_interval,
+        language="policies",
+        descriptions=_DESCRIPTIONS,
     )
-    await ctx.serve(
-        AUTHORIZE,
-        authorize,
-        description="May this principal do this action to this resource? Cedar access policies.",
-    )
-    await ctx.serve(
-        POLICY_STATUS,
-        status,
-        description="The Cedar policies in force, where they came from, the last rejected file.",
-    )
-    await ctx.serve(
-        POLICY_RELOAD,
-        reload,
-        description="Read the Cedar policy file now; a bad file is rejected, the policies stay.",
-    )
-    if config.reload_interval > 0:
-        ctx.spawn(source.watch(), name="policy-cedar: watch policy file")
-        ctx.spawn(access.watch(), name="policy-cedar: watch access policy file")
 
 
 WORKER = WorkerSpec(
