@@ -7,7 +7,8 @@ The front door::
     harness = Harness("openai:gpt-5-mini")
     print(harness.run_sync("Hello").output)
 
-Names are imported on first use, so ``import tackroom`` (and every CLI command) stays cheap.
+Names are imported on first use, so ``import tackroom`` (and every CLI command) stays cheap; the
+configuration a harness takes is ``tackroom.HarnessConfig`` (``Harness(config=...)``).
 """
 
 from __future__ import annotations
@@ -115,6 +116,11 @@ _HOMES = {
         "tackroom.contracts.events",
     ),
 }
+
+
+def __dir__() -> list[str]:
+    """The front door's names too (imported on first use): what completion offers."""
+    return sorted({*globals(), *__all__})
 
 
 def __getattr__(name: str) -> Any:

@@ -76,7 +76,7 @@ def test_run_sync_keeps_one_loop_between_calls(tmp_path: Path) -> None:
 
 async def test_run_sync_refuses_inside_a_running_loop(tmp_path: Path) -> None:
     harness = Harness(FunctionModel(lambda m, i: "x"), home=tmp_path)
-    with pytest.raises(UsageError, match="await run"):
+    with pytest.raises(UsageError, match="inside a running event loop"):
         harness.run_sync("a")
 
 
@@ -356,8 +356,14 @@ async def test_requires_approval_without_a_callback_returns_the_pending_call(
         assert ran == []
         with pytest.raises(SessionBusy, match="busy"):
             await harness.run("again", session=parked.session_id)
-        await harness.approve(pending)
+        (listed,) = await harness.approvals.pending()
+        assert (listed.function_call_id, listed.function_id) == (
+            pending.function_call_id,
+            "tool::pay",
+        )
+        await harness.approvals.approve(pending)
         result = await harness.wait(parked)
+        assert await harness.approvals.pending() == []
     assert result.output == "paid"
     assert ran == ["500"]
 
@@ -427,15 +433,35 @@ def test_a_model_name_must_name_a_provider() -> None:
         Harness("gpt-5-mini")
 
 
-def test_tools_are_fixed_once_started(tmp_path: Path) -> None:
+async def test_a_tool_registered_inside_async_with_serves_the_next_run(tmp_path: Path) -> None:
+    """``async with Harness(...)`` then ``@harness.tool``: the tool is offered to, and served
+    for, every run from the next one on."""
+    script = [{"text": "no tools yet"}, *call_then_say("double", {"n": 2}, "4")]
+    async with Harness("scripted:demo", script=script, home=tmp_path) as harness:
+        first = await harness.run("a", session="s")
+        assert "tool::double" not in harness.offered_tools
+
+        @harness.tool
+        def double(n: int) -> int:
+            """Double n."""
+            return n * 2
+
+        assert harness.register_tool(double).function is double  # the same tool: no change
+        result = await harness.run("b", session="s")
+    assert first.output == "no tools yet"
+    (tool_result,) = results_of(result.messages)
+    assert not tool_result.is_error, text_of(tool_result.content)
+    assert text_of(tool_result.content) == "4"
+    assert result.output == "4"
+
+
+def test_what_is_fixed_once_started_says_when_to_set_it(tmp_path: Path) -> None:
     with Harness(FunctionModel(lambda m, i: "x"), home=tmp_path) as harness:
         harness.run_sync("a")
-
-        def late() -> int:
-            return 1
-
-        with pytest.raises(UsageError, match="before the harness starts"):
-            harness.register_tool(late)
+        with pytest.raises(
+            UsageError, match="before the harness starts: set it before `async with`"
+        ):
+            harness.add_hook("before_thinking", lambda payload: None)
         with pytest.raises(UsageError, match="letters, digits"):
             harness.register_tool(lambda: 1)
 

@@ -10,7 +10,7 @@ import pytest
 from tackroom import Harness, UsageError
 from tackroom.contracts.context import COMPACTION_TYPE, CompactionDetails
 from tackroom.contracts.messages import CustomMessage, text_of
-from tackroom.contracts.sessions import MESSAGES, MessagesRequest, MessagesResponse
+from tackroom.contracts.sessions import MessagesResponse
 from tackroom.testing import ScriptedProvider
 
 RULE = "Always answer in French."
@@ -33,14 +33,14 @@ async def test_a_pinned_rule_survives_a_manual_compaction_verbatim(tmp_path: Pat
     provider = ScriptedProvider(script(), name="mine")
     async with Harness(provider, home=tmp_path, context=CONTEXT) as harness:
         await harness.run(long("question 0"), session="s1")
-        rule_id = await harness.pin("s1", text=RULE)
+        rule_id = await harness.sessions.pin("s1", text=RULE)
         question_id = (await _path(harness, "s1")).messages[0].entry_id
-        assert await harness.pin("s1", question_id) == question_id
+        assert await harness.sessions.pin("s1", question_id) == question_id
         for i in range(1, 4):
             await harness.run(long(f"question {i}"), session="s1")
         before = await _path(harness, "s1")
 
-        compaction = await harness.compact("s1")
+        compaction = await harness.sessions.compact("s1")
 
         assert compaction.compacted, compaction.detail
         assert compaction.entry_id is not None
@@ -79,38 +79,38 @@ async def test_pins_and_compaction_say_what_is_wrong_in_one_line(tmp_path: Path)
     provider = ScriptedProvider([{"text": "short"}], name="mine")
     async with Harness(provider, home=tmp_path) as harness:
         with pytest.raises(UsageError, match="'nope'") as unknown:
-            await harness.pin("nope", text=RULE)
+            await harness.sessions.pin("nope", text=RULE)
         assert "\n" not in str(unknown.value)
         await harness.run("hi", session="s2")
         with pytest.raises(UsageError, match="'e-missing'"):
-            await harness.pin("s2", "e-missing")
+            await harness.sessions.pin("s2", "e-missing")
         with pytest.raises(UsageError, match="or give a rule"):
-            await harness.pin("s2")
+            await harness.sessions.pin("s2")
         with pytest.raises(UsageError, match="blank"):
-            await harness.pin("s2", text="   ")
-        rule = await harness.pin("s2", text=RULE)
-        assert await harness.unpin("s2", rule) == []
-        assert await harness.unpin("s2", rule) == []  # unpinning twice changes nothing
+            await harness.sessions.pin("s2", text="   ")
+        rule = await harness.sessions.pin("s2", text=RULE)
+        assert await harness.sessions.unpin("s2", rule) == []
+        assert await harness.sessions.unpin("s2", rule) == []  # unpinning twice changes nothing
         for _ in range(2):  # a rule with its own id: a retry stores and pins it once
-            assert await harness.pin("s2", "rule-1", text=RULE) == "rule-1"
+            assert await harness.sessions.pin("s2", "rule-1", text=RULE) == "rule-1"
         ids = [m.entry_id for m in (await _path(harness, "s2")).messages]
         assert ids.count("rule-1") == 1
         assert (await _path(harness, "s2")).pinned == ["rule-1"]
-        nothing = await harness.compact("s2")
+        nothing = await harness.sessions.compact("s2")
         assert not nothing.compacted
         assert "nothing older to summarise" in nothing.detail
         with pytest.raises(UsageError, match="'nope'"):
-            await harness.compact("nope")
+            await harness.sessions.compact("nope")
 
 
-def test_the_sync_twins(tmp_path: Path) -> None:
+def test_sessions_from_synchronous_code(tmp_path: Path) -> None:
     provider = ScriptedProvider([{"text": "short"}], name="mine")
     with Harness(provider, home=tmp_path) as harness:
         harness.run_sync("hi", session="s3")
-        rule = harness.pin_sync("s3", text=RULE)
-        assert harness.unpin_sync("s3", rule) == []
-        assert not harness.compact_sync("s3").compacted
+        rule = harness.sync(harness.sessions.pin("s3", text=RULE))
+        assert harness.sync(harness.sessions.unpin("s3", rule)) == []
+        assert not harness.sync(harness.sessions.compact("s3")).compacted
 
 
 async def _path(harness: Harness, session: str) -> MessagesResponse:
-    return await MESSAGES.call(harness.bus, MessagesRequest(session_id=session))
+    return await harness.sessions.messages(session)

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from tackroom import Harness, MessageSnapshot, MessageUpdate
+from tackroom import Harness, MessageSnapshot, MessageUpdate, UsageError
 from tackroom.contracts.events import EVENTS
 from tackroom.runtime import LocalEndpoint
 from tackroom.testing import HeldSleep, ScriptedProvider, wait_until
@@ -55,6 +55,12 @@ async def served(home: Path) -> AsyncIterator[Served]:
 async def test_an_attached_harness_sees_the_deltas_live(served: Served) -> None:
     async with served.client() as client:
         assert client.attached
+
+        def late() -> int:
+            return 1
+
+        with pytest.raises(UsageError, match="register it before the harness starts"):
+            client.register_tool(late)  # the serving process could never call it
         events = []
         async with asyncio.timeout(20):  # the model holds mid-answer until a delta came here
             async for event in client.stream("count", session="s1"):

@@ -268,7 +268,7 @@ async def test_a_run_parked_by_v1_resumes(home: Path) -> None:
         assert (state.run_id, state.state) == (PARKED_RUN, "function_awaiting_approval")
         [parked] = state.awaiting_approval
         assert (parked.function_call_id, parked.function_id) == ("call-record-1", "tool::record")
-        await harness.approve(
+        await harness.approvals.approve(
             PendingApproval(
                 session_id="v1-parked",
                 run_id=state.run_id,

@@ -1,4 +1,4 @@
-"""docs/harness.md opens with seed 003's interface as a runnable example: it runs."""
+"""docs/harness.md opens with the standard agent interface as a runnable example: it runs."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ def test_the_seeds_example_in_the_docs_runs(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     text = DOC.read_text(encoding="utf-8")
-    section = text.split("## Seed 003's interface", 1)[1]
+    section = text.split("## The standard agent interface", 1)[1]
     code = re.search(r"```python\n(.*?)```", section, re.DOTALL)
     assert code is not None
     monkeypatch.chdir(tmp_path)  # the harness keeps its files under ./.tackroom

@@ -22,7 +22,7 @@ from tackroom.harness.errors import UsageError
 from tackroom.harness.models import model_worker
 from tackroom.harness.remote import RemoteBus
 from tackroom.harness.tools import ToolSpec, tools_worker
-from tackroom.harness.wiring import agent_host_config, with_agents
+from tackroom.harness.wiring import ModelObject, ProviderObject, agent_host_config, with_agents
 from tackroom.kit.hooks.subscribe import HookSpec, hook_worker
 from tackroom.runtime.config import HarnessConfig
 from tackroom.runtime.endpoint import LocalEndpoint
@@ -48,7 +48,7 @@ class Brings:
 
     tools: dict[str, ToolSpec] = field(default_factory=dict)
     hooks: list[HookSpec] = field(default_factory=list)
-    model_object: Any = None
+    model_object: ModelObject | None = None
     script: Path | list[Any] | None = None
     workers: list[str | WorkerSpec[Any]] = field(default_factory=list)
     sessions_worker: str = "sessions"
@@ -77,7 +77,7 @@ class Brings:
         if model is not None:
             specs.append(
                 model.worker_spec()
-                if hasattr(model, "worker_spec")
+                if isinstance(model, ProviderObject)
                 else model_worker(model, model_name=model_name)
             )
         if self.tools:

@@ -15,6 +15,7 @@ from typing import Any, Generic, TypeVar
 
 from pydantic import BaseModel
 
+from tackroom.contracts import approvals
 from tackroom.contracts.events import (
     AgentEnd,
     AgentError,
@@ -65,6 +66,18 @@ class PendingApproval:
             reason=data.reason,
         )
 
+    @classmethod
+    def of_record(cls, record: approvals.PendingApproval) -> PendingApproval:
+        """The approvals worker's record of a parked call (``approval::list_pending``)."""
+        return cls(
+            session_id=record.session_id,
+            run_id=record.run_id or "",
+            function_call_id=record.function_call_id,
+            function_id=record.function_id,
+            arguments=record.arguments,
+            reason=record.reason,
+        )
+
 
 @dataclass(kw_only=True)
 class RunResult(Generic[OutputT]):
@@ -72,7 +85,7 @@ class RunResult(Generic[OutputT]):
 
     ``output`` is the final answer's text, or — with ``output_type`` — the validated instance.
     ``stop_reason`` is ``"end"`` when the run finished normally; ``"awaiting_approval"`` when it
-    returned with calls in :attr:`pending` (decide them with ``Harness.approve``/``deny``, then
+    returned with calls in :attr:`pending` (decide them with ``harness.approvals``, then
     ``Harness.wait``); otherwise why it stopped (``error``, ``max_turns``, ``loop``, ``aborted``,
     ``budget_exceeded``) with :attr:`error` saying it in words. :attr:`messages` are this run's
     messages: the prompt, the assistant messages and the tool results.

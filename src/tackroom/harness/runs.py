@@ -33,15 +33,16 @@ __all__ = ["ApprovalCallback", "RunHost", "RunStream", "SessionBusy"]
 
 ApprovalCallback = Callable[[PendingApproval], "bool | str | Awaitable[bool | str | None] | None"]
 """Decides a parked call: ``True``/``"allow"`` allows, ``False``/``"deny"`` denies, ``None``
-leaves it pending (decide it later with ``Harness.approve``/``deny``)."""
+leaves it pending (decide it later with ``harness.approvals.approve``/``deny``)."""
 
 _PARK_SETTLE = 2.0
 
 
 class RunHost(Protocol):
-    """What a run needs from the harness that follows it (``Harness`` is one)."""
+    """What a run reports to (the harness's :class:`~tackroom.harness.launch.Launcher`)."""
 
-    on_approval: ApprovalCallback | None
+    @property
+    def on_approval(self) -> ApprovalCallback | None: ...
 
     @property
     def bus(self) -> Engine | RemoteBus: ...

@@ -1,4 +1,5 @@
-"""``run_sync``'s private event loop: one per harness, kept between calls, closed at exit.
+"""The private event loop of ``Harness.sync`` (and so ``run_sync``): one per harness, kept between
+calls, closed at exit.
 
 The workers a harness hosts live on the loop that started them, so synchronous calls must all
 run on one loop — not a fresh ``asyncio.run`` each. A program that never closes the harness
@@ -36,7 +37,10 @@ class SyncLoop:
         else:
             if inspect.iscoroutine(coro):
                 coro.close()
-            raise UsageError("run_sync was called from a running event loop: await run() instead")
+            raise UsageError(
+                "a synchronous call (run_sync, sync) was made inside a running event loop:"
+                " await the coroutine instead (await harness.run(...))"
+            )
         if self._loop is None or self._loop.is_closed():
             self._loop = asyncio.new_event_loop()
             atexit.register(self.close)

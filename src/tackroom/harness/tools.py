@@ -18,9 +18,9 @@ from __future__ import annotations
 import asyncio
 import inspect
 import re
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, TypedDict, get_type_hints
+from typing import Any, Protocol, TypedDict, get_type_hints
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model
 from pydantic_core import to_jsonable_python
@@ -35,12 +35,22 @@ from tackroom.contracts.tools import (
     with_traits,
 )
 from tackroom.engine.errors import FunctionError
+from tackroom.engine.protocol import Handler, Registration
 from tackroom.harness.errors import UsageError
 from tackroom.harness.schema_tools import input_problems, input_validator
+from tackroom.runtime.config import AgentSettings
 from tackroom.runtime.typed import describe_validation_error
 from tackroom.runtime.worker import WorkerConfig, WorkerContext, WorkerSpec
 
-__all__ = ["TOOL_PREFIX", "ToolOptions", "ToolSpec", "tools_worker"]
+__all__ = [
+    "TOOL_PREFIX",
+    "RegisterFunction",
+    "ToolOptions",
+    "ToolSpec",
+    "offered_tools",
+    "serve_tools",
+    "tools_worker",
+]
 
 _NAME = re.compile(r"^[a-zA-Z0-9_-]{1,64}$")
 _PARAM_LINE = re.compile(r"^\s*(?::param\s+)?\*{0,2}(\w+)\s*(?:\([^)]*\))?\s*:\s*(.*)$")
@@ -313,27 +323,66 @@ class _NoConfig(WorkerConfig):
     pass
 
 
-def tools_worker(name: str, tools: Sequence[ToolSpec]) -> WorkerSpec[Any]:
-    """A worker serving ``tools`` as ``tool::<name>`` functions."""
-    chosen = list(tools)
+def offered_tools(
+    agent: AgentSettings,
+    *,
+    patterns: Sequence[str] | None,
+    tools: Iterable[ToolSpec],
+    more: Iterable[str] = (),
+) -> list[str]:
+    """The functions a harness offers its runs: the ``tools=`` patterns, the registered tools and
+    ``more`` (memory's, the agents'); the config file's ``agent.tools`` only when it sets them and
+    no ``tools=`` pattern is given (the facade offers no built-in tool unasked)."""
+    configured = agent.tools if "tools" in agent.model_fields_set else []
+    chosen = list(configured if patterns is None else patterns)
+    chosen.extend(tool.function_id for tool in tools)
+    chosen.extend(more)
+    return list(dict.fromkeys(chosen))
 
-    def served(tool: ToolSpec) -> Callable[[Any], Awaitable[Any]]:
+
+class RegisterFunction(Protocol):
+    """``register_function`` of a worker context, or of an engine on a worker's behalf."""
+
+    def __call__(
+        self,
+        function_id: str,
+        handler: Handler,
+        *,
+        description: str = "",
+        request_schema: dict[str, Any] | None = None,
+        response_schema: dict[str, Any] | None = None,
+    ) -> Awaitable[Registration]: ...
+
+
+async def serve_tools(register: RegisterFunction, tools: Iterable[ToolSpec]) -> list[Registration]:
+    """Serve each of ``tools`` as its ``tool::<name>`` function through ``register``."""
+
+    def served(tool: ToolSpec) -> Handler:
         async def call(payload: Any) -> Any:
             return await tool.invoke(payload)
 
         return call
 
+    return [
+        await register(
+            tool.function_id,
+            served(tool),
+            description=tool.description,
+            # Built now, not lazily: a harness offers all its tools to every run, and a type
+            # with no JSON schema (a Callable parameter) fails the registration, not a run.
+            request_schema=tool.request_schema(),
+            response_schema={},
+        )
+        for tool in tools
+    ]
+
+
+def tools_worker(name: str, tools: Sequence[ToolSpec]) -> WorkerSpec[Any]:
+    """A worker serving ``tools`` as ``tool::<name>`` functions."""
+    chosen = list(tools)
+
     async def start(ctx: WorkerContext[_NoConfig]) -> None:
-        for tool in chosen:
-            await ctx.register_function(
-                tool.function_id,
-                served(tool),
-                description=tool.description,
-                # Built now, not lazily: a harness offers all its tools to every run, and a
-                # type with no JSON schema (a Callable parameter) fails the start, not a run.
-                request_schema=tool.request_schema(),
-                response_schema={},
-            )
+        await serve_tools(ctx.register_function, chosen)
 
     return WorkerSpec(
         name=name,

@@ -10,7 +10,7 @@ import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol, runtime_checkable
 
 from tackroom.contracts.approvals import REQUEST as APPROVAL_REQUEST
 from tackroom.contracts.context import ContextSettings
@@ -21,10 +21,14 @@ from tackroom.harness.errors import UsageError
 from tackroom.harness.models import StreamingModel
 from tackroom.kit.providers.routing import provider_worker
 from tackroom.runtime.config import HarnessConfig, load_config
+from tackroom.runtime.worker import WorkerSpec
 
 __all__ = [
     "ModelChoice",
+    "ModelLike",
     "ModelName",
+    "ModelObject",
+    "ProviderObject",
     "UsageError",
     "agent_host_config",
     "agent_workers",
@@ -42,6 +46,25 @@ __all__ = [
 _MODEL = re.compile(r"^([a-zA-Z0-9_-]+):(.+)$")
 
 
+@runtime_checkable
+class ProviderObject(Protocol):
+    """A provider that boots itself as a worker (``tackroom.testing.ScriptedProvider``, a
+    cassette's ``as_provider()``): served under ``name``."""
+
+    @property
+    def name(self) -> str: ...
+
+    def worker_spec(self) -> WorkerSpec[Any]: ...
+
+
+ModelObject = StreamingModel | ProviderObject
+"""A model the harness serves itself: one that streams, or a provider that boots itself."""
+
+ModelLike = str | ModelObject
+"""What ``Harness(model=...)`` takes: ``PROVIDER:MODEL`` (or a chain ``a:x -> b:y``), or a
+model object."""
+
+
 @dataclass(frozen=True, slots=True)
 class ModelChoice:
     """What ``Harness(model=...)`` resolved to: the provider name runs call, the model name, and
@@ -49,12 +72,14 @@ class ModelChoice:
 
     provider: str
     model: str
-    model_object: Any = None
+    model_object: ModelObject | None = None
     fallbacks: tuple[ModelRef, ...] = ()
     """The models after the first of a chain (``"a:x -> b:y"``), in the order they are tried."""
 
 
-def choose_model(model: Any, *, config: HarnessConfig, scripted_ok: bool) -> ModelChoice:
+def choose_model(
+    model: ModelLike | None, *, config: HarnessConfig, scripted_ok: bool
+) -> ModelChoice:
     """A ``PROVIDER:MODEL`` string, a model object (``name`` and ``stream``) or a provider object
     (``name`` and ``worker_spec()``); ``scripted_ok``: a script comes from elsewhere."""
     if model is None:
@@ -82,7 +107,7 @@ def choose_model(model: Any, *, config: HarnessConfig, scripted_ok: bool) -> Mod
     kind = type(model).__name__
     if not isinstance(provider, str) or not provider:
         raise UsageError(f"model object {kind} has no name")
-    if not (isinstance(model, StreamingModel) or hasattr(model, "worker_spec")):
+    if not isinstance(model, (StreamingModel, ProviderObject)):
         raise UsageError(f"model object {kind} has neither stream(request) nor worker_spec()")
     return ModelChoice(provider, str(getattr(model, "model", provider)), model)
 

@@ -101,7 +101,7 @@ async def test_a_parked_call_runs_once_two_admins_other_than_the_requester_allow
         assert got.pending.requester == ALICE
 
         with pytest.raises(InvocationError) as own:  # the harness approves as alice herself
-            await harness.approve(pending)
+            await harness.approvals.approve(pending)
         assert own.value.remote_code == c.APPROVER_NOT_ALLOWED_ERROR
         assert "four eyes" in own.value.message
         assert await refusal(engine, as_("bob", "viewer")) == c.APPROVER_NOT_ALLOWED_ERROR

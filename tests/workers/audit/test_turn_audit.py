@@ -80,7 +80,7 @@ async def test_a_gated_turn_is_audited_with_its_principal(
     async with harness:
         result = await harness.run("go", session="s1")
         [pending] = result.pending
-        await harness.approve(pending)
+        await harness.approvals.approve(pending)
         result = await harness.wait(result)
         assert result.output == "done"
         token = await AUTH_GET_TOKEN.call(harness.engine, ProviderRequest(provider="openai"))

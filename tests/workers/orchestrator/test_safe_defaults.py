@@ -60,7 +60,7 @@ async def test_out_of_the_box_a_read_runs_and_a_write_asks(tmp_path: Path) -> No
         result = await harness.run("go", session="s1")
         assert [p.function_id for p in result.pending] == ["fs::write"]
         assert not (tmp_path / "home" / "workspaces" / "s1" / "a.txt").exists()
-        await harness.deny(result.pending[0], reason="not now")
+        await harness.approvals.deny(result.pending[0], reason="not now")
         result = await harness.wait(result)
     assert result.output == "done"
     assert "not now" in text_of(_result(result, "w1").content)

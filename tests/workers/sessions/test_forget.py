@@ -55,7 +55,7 @@ async def run_with_approval(harness: Harness, session_id: str, *, runs: int) -> 
     for _ in range(runs):
         result = await harness.run("go", session=session_id)
         for pending in result.pending:
-            await harness.approve(pending)
+            await harness.approvals.approve(pending)
         result = await harness.wait(result)
         assert result.state == "stopped", result
 
