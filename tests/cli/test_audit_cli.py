@@ -88,6 +88,33 @@ def test_verify_names_the_changed_removed_or_swapped_record(
     assert "removed" in check(lines[:-1])
 
 
+def test_an_export_since_a_time_names_a_removed_record_and_its_range(
+    workdir: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    exported(capsys)  # every fact of the run recorded
+    with sqlite3.connect(workdir / ".tackroom" / "audit.db") as db:
+        db.execute("UPDATE records SET ts = 0 WHERE seq <= 3")  # recorded long ago
+        last = db.execute("SELECT MAX(seq) FROM records").fetchone()[0]
+    header, *lines = exported(capsys, "--since", "1h")
+    assert json.loads(header)["anchor"]["first_seq"] == 4
+    assert [json.loads(line)["seq"] for line in lines] == list(range(4, last + 1))
+    file = workdir / "since.jsonl"
+    file.write_text("\n".join([header, *lines]) + "\n")
+    code, message = verify(file, capsys)
+    assert (code, message) == (
+        0,
+        f"ok: {last - 3} record(s) of {file}, seq 4..{last}, head"
+        f" {json.loads(lines[-1])['hash'][:16]}",
+    )
+    for drop, seq in ((0, 4), (1, 5), (len(lines) - 1, last)):
+        file.write_text("\n".join([header, *lines[:drop], *lines[drop + 1 :]]) + "\n")
+        code, message = verify(file, capsys)
+        assert code == 1
+        assert len(message.splitlines()) == 1
+        assert f"seq {seq}" in message
+        assert "removed" in message
+
+
 def test_the_live_log_names_an_edited_record(
     workdir: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -122,6 +149,25 @@ def test_sessions_delete_leaves_only_the_audit_record(
     assert record["actor"].startswith("local:")
     assert record["fact"]["entries"] == 4
     assert main(["audit", "verify"]) == 0
+
+
+def test_sessions_title_and_delete_with_its_forks(
+    workdir: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    capsys.readouterr()
+    assert main(["sessions", "title", "s1", "Adding  up\n two numbers"]) == 0
+    assert capsys.readouterr().out.strip() == "s1: Adding up two numbers"
+    assert main(["sessions", "show", "s1", "--json"]) == 0
+    entry = json.loads(capsys.readouterr().out)["messages"][0]["entry_id"]
+    assert main(["sessions", "fork", "s1", entry]) == 0
+    fork = capsys.readouterr().out.strip()
+    assert main(["sessions", "delete", "s1"]) != 0
+    refused = capsys.readouterr().err.strip()
+    assert len(refused.splitlines()) == 1
+    assert "--cascade" in refused
+    assert main(["sessions", "delete", "s1", "--cascade"]) == 0
+    assert capsys.readouterr().out.startswith(f"deleted s1: 4 entries, 0 inboxes, and {fork}")
+    assert main(["sessions", "show", fork]) == 1
 
 
 def test_since_takes_ages_times_and_epochs() -> None:

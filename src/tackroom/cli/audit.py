@@ -36,7 +36,14 @@ from tackroom.contracts.audit import (
     VerifyRequest,
 )
 from tackroom.engine.errors import FunctionNotFound
-from tackroom.kit.audit import EXPORT_HEADER_KEY, ChainCheck, canonical, verify_chain
+from tackroom.kit.audit import (
+    EXPORT_HEADER_KEY,
+    ChainCheck,
+    canonical,
+    export_header,
+    export_linked,
+    verify_chain,
+)
 from tackroom.runtime.config import load_config
 
 __all__ = ["add_parsers", "parse_since", "verify_file"]
@@ -141,18 +148,12 @@ async def _write_export(
         filtered = {"since": since, "session_id": session_id}
         if tenant:
             filtered["tenant"] = tenant
-    header: dict[str, Any] = {
-        EXPORT_HEADER_KEY: 1,
-        "anchor": page.anchor.model_dump(mode="json"),
-        "head_seq": page.head_seq,
-        "head_hash": page.head_hash,
-        "filter": filtered,
-    }
-    out.write(canonical(header) + "\n")
+    head_seq = page.head_seq
+    out.write(export_header(page.anchor, (head_seq, page.head_hash), filtered=filtered) + "\n")
     count = 0
     while True:
         for record in page.records:
-            if record["seq"] > header["head_seq"]:
+            if record["seq"] > head_seq:
                 return count  # appended while exporting: the next export has it
             out.write(canonical(record) + "\n")
             count += 1
@@ -179,7 +180,13 @@ async def _verify_live(args: argparse.Namespace) -> int:
     except FunctionNotFound:
         print(f"tackroom: error: {_NO_AUDIT}", file=sys.stderr)
         return 1
-    check = ChainCheck(report.records, report.head_seq, report.head_hash, report.problem)
+    check = ChainCheck(
+        report.records,
+        report.head_seq,
+        report.head_hash,
+        report.problem,
+        first_seq=report.anchor.first_seq,
+    )
     return _report(check, source="the audit log")
 
 
@@ -198,8 +205,7 @@ def verify_file(data: bytes) -> ChainCheck:
         lines = lines[1:]
         anchor = ChainAnchor.model_validate(header["anchor"])
         head = (int(header["head_seq"]), str(header["head_hash"]))
-        linked = header.get("filter") is None
-        return verify_chain(lines, anchor=anchor, head=head, linked=linked)
+        return verify_chain(lines, anchor=anchor, head=head, linked=export_linked(header))
     anchor = _anchor_of(lines[0][1]) if lines else ChainAnchor()
     return verify_chain(lines, anchor=anchor)
 
@@ -215,6 +221,7 @@ def _numbered(data: bytes) -> Iterator[tuple[int, str]]:
 
 
 _HEADER_KEYS = {EXPORT_HEADER_KEY, "anchor", "head_seq", "head_hash", "filter"}
+_HEADER_VERSIONS = (1, 2)
 
 
 def _header(line: str) -> dict[str, Any] | None:
@@ -233,7 +240,7 @@ def _header(line: str) -> dict[str, Any] | None:
         int(value["head_seq"])
     except (KeyError, TypeError, ValidationError) as exc:
         raise ValueError("a damaged export header") from exc
-    intact = set(value) == _HEADER_KEYS and value[EXPORT_HEADER_KEY] == 1
+    intact = set(value) == _HEADER_KEYS and value[EXPORT_HEADER_KEY] in _HEADER_VERSIONS
     if not intact or canonical(value) != line or not isinstance(value["head_hash"], str):
         raise ValueError("a damaged export header")
     return value
@@ -253,11 +260,16 @@ def _report(check: ChainCheck, *, source: str) -> int:
         return 1
     if check.records == 0:
         print(f"ok: {source} holds no records (head seq {check.last_seq})")
-    else:
-        first = check.last_seq - check.records + 1
+    elif check.linked:
         print(
-            f"ok: {check.records} record(s) of {source}, seq {first}..{check.last_seq},"
+            f"ok: {check.records} record(s) of {source}, seq {check.first_seq}..{check.last_seq},"
             f" head {check.last_hash[:16]}"
+        )
+    else:
+        print(
+            f"ok: {check.records} record(s) of {source} between seq {check.first_seq} and"
+            f" {check.last_seq}, each intact and in order (a filtered export: the records"
+            " between them cannot be checked)"
         )
     return 0
 

@@ -18,9 +18,9 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from tackroom.cli._bus import bus
-from tackroom.cli.curate import add_curate_parsers, entry_line
-from tackroom.contracts.sessions import DELETE, FORK, LIST, MESSAGES
+from tackroom.cli._bus import Caller, bus
+from tackroom.cli.curate import add_curate_parsers, entry_line, summary
+from tackroom.contracts.sessions import DELETE, FORK, LIST, MESSAGES, SET_TITLE
 from tackroom.runtime.config import load_config
 from tackroom.runtime.typed import request_for
 
@@ -53,8 +53,17 @@ def add_parsers(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -
         "delete", help="delete a session (its entries and inboxes); the audit log records it"
     )
     delete.add_argument("session_id")
+    delete.add_argument(
+        "--cascade", action="store_true", help="delete its forks and clones too (else refused)"
+    )
     _common(delete)
     delete.set_defaults(run=lambda args: asyncio.run(_delete(args)))
+
+    title = actions.add_parser("title", help="set a session's title (one line)")
+    title.add_argument("session_id")
+    title.add_argument("title")
+    _common(title)
+    title.set_defaults(run=lambda args: asyncio.run(_title(args)))
 
 
 def _common(parser: argparse.ArgumentParser) -> None:
@@ -66,15 +75,34 @@ async def _list(args: argparse.Namespace) -> int:
     request = request_for(LIST, limit=args.limit, order="desc", cursor=args.cursor or None)
     async with bus(load_config(args.config), read_only=True) as caller:
         reply = await LIST.call(caller, request)
+        counts = {
+            session.session_id: await _path_length(caller, session.session_id)
+            for session in reply.sessions
+            if session.origin is not None
+        }
     if args.json:
         print(json.dumps(LIST.dump_response(reply), indent=2, ensure_ascii=False))
         return 0
     for session in reply.sessions:
         created = _when(session.created_at)
-        print(f"{session.session_id:<36} {created}  {session.entry_count:>4} entries")
+        count = counts.get(session.session_id, session.entry_count)
+        title = session.title or session.display_name
+        line = f"{session.session_id:<36} {created}  {count:>4} entries"
+        print(f"{line}  {_one_line(title)}" if title else line)
     if reply.next_cursor:
         print(f"(more: --cursor {reply.next_cursor})")
     return 0
+
+
+async def _path_length(caller: Caller, session_id: str) -> int:
+    """The entries on a fork's active path: the history it shares, then its own."""
+    reply = await MESSAGES.call(caller, request_for(MESSAGES, session_id=session_id))
+    return len(reply.messages)
+
+
+def _one_line(text: str, limit: int = 60) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
 async def _show(args: argparse.Namespace) -> int:
@@ -86,7 +114,7 @@ async def _show(args: argparse.Namespace) -> int:
         return 0
     pinned = set(reply.pinned)
     for item in reply.messages:
-        text = _summary(item.message.model_dump(mode="json"))
+        text = summary(item.message.model_dump(mode="json"))
         print(entry_line(item, text, pinned=item.entry_id in pinned))
     return 0
 
@@ -103,16 +131,30 @@ async def _fork(args: argparse.Namespace) -> int:
 
 
 async def _delete(args: argparse.Namespace) -> int:
-    request = request_for(DELETE, session_id=args.session_id, requested_by=local_user())
+    request = request_for(
+        DELETE, session_id=args.session_id, requested_by=local_user(), cascade=args.cascade
+    )
     async with bus(load_config(args.config), ("engine", "sessions", "audit")) as caller:
         reply = await DELETE.call(caller, request)
     if args.json:
         print(json.dumps(DELETE.dump_response(reply), indent=2, ensure_ascii=False))
     else:
+        forks = f", and {', '.join(reply.cascaded)} with it" if reply.cascaded else ""
         print(
-            f"deleted {reply.session_id}: {reply.entries} entries, {reply.inboxes} inboxes"
+            f"deleted {reply.session_id}: {reply.entries} entries, {reply.inboxes} inboxes{forks}"
             " (recorded in the audit log)"
         )
+    return 0
+
+
+async def _title(args: argparse.Namespace) -> int:
+    request = request_for(SET_TITLE, session_id=args.session_id, title=args.title)
+    async with bus(load_config(args.config), ("engine", "sessions")) as caller:
+        reply = await SET_TITLE.call(caller, request)
+    if args.json:
+        print(json.dumps(SET_TITLE.dump_response(reply), indent=2, ensure_ascii=False))
+    else:
+        print(f"{reply.session_id}: {reply.title}")
     return 0
 
 
@@ -123,18 +165,6 @@ def local_user() -> str:
         return f"local:{getpass.getuser()}"
     except (KeyError, OSError):
         return f"local:uid{os.getuid()}"
-
-
-def _summary(message: dict[str, Any]) -> str:
-    parts = []
-    for block in message.get("content", []):
-        if block.get("type") == "text":
-            parts.append(block["text"])
-        elif block.get("type") == "function_call":
-            # ``function_id`` until messages' schema_version 2 (an older sessions worker sends it)
-            name = block.get("tool_name", block.get("function_id"))
-            parts.append(f"{name}({json.dumps(block.get('arguments', {}))})")
-    return " ".join(" ".join(parts).split())[:160]
 
 
 def _when(value: Any) -> str:

@@ -150,7 +150,11 @@ class AppendResponse(_Model):
 class ExportRequest(_Model):
     schema_version: int = SCHEMA_VERSION
     after_seq: int = Field(default=0, ge=0, description="records after this seq (paging)")
-    since: float | None = Field(default=None, description="records at or after this epoch s")
+    since: float | None = Field(
+        default=None,
+        description="every record from the first one recorded at or after this epoch s on; the"
+        " page's anchor is then that record's seq and the hash of the record before it",
+    )
     session_id: str | None = None
     tenant: str | None = Field(
         default=None,

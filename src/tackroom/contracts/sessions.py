@@ -45,6 +45,8 @@ __all__ = [
     "SESSION_EXISTS_ERROR",
     "SESSION_NOT_FOUND_ERROR",
     "SESSION_SHARED_ERROR",
+    "SET_TITLE",
+    "TITLE_CHARS",
     "TREE",
     "UNPIN",
     "AppendBatchRequest",
@@ -81,6 +83,7 @@ __all__ = [
     "SessionEntry",
     "SessionId",
     "SessionInfo",
+    "SetTitleRequest",
     "TreeNode",
     "TreeRequest",
     "TreeResponse",
@@ -106,12 +109,14 @@ NOT_PINNABLE_ERROR = "not_pinnable"
 """Only user messages, notes (``custom``) and assistant text without tool calls can be pinned:
 a tool call and its result travel together."""
 """``delete`` of a session whose history other sessions share (forks or clones of it, or the
-session holding their leaf): delete those first."""
+session holding their leaf): delete those first, or delete with ``cascade``."""
 
 ID_PATTERN = r"^[!-.0-~]{1,200}$"
 """Session and entry ids: 1 to 200 printable ASCII characters but space and ``/`` (ids are parts
 of state keys, ``/`` separates them)."""
 MAX_BATCH = 256
+TITLE_CHARS = 60
+"""A title set from a session's first prompt: its first line, at most this many characters."""
 
 SessionId = Annotated[str, StringConstraints(pattern=ID_PATTERN)]
 EntryId = Annotated[str, StringConstraints(pattern=ID_PATTERN)]
@@ -181,6 +186,11 @@ class SessionInfo(_Model):
     last_message_preview: str | None = None
     pinned: list[str] = Field(
         default_factory=list, description="entry ids carried whole into every context, in pin order"
+    )
+    title: str | None = Field(
+        default=None,
+        description="one line naming the session: its first prompt's (cut at TITLE_CHARS), or"
+        " the one set_title gave (none: no prompt yet)",
     )
 
 
@@ -343,6 +353,10 @@ class DeleteRequest(_Model):
     requested_by: str | None = Field(
         default=None, max_length=200, description="who asked (named in the audit trail)"
     )
+    cascade: bool = Field(
+        default=False,
+        description="delete the forks and clones sharing its history too (else: session_shared)",
+    )
 
 
 class DeleteResponse(_Model):
@@ -353,6 +367,17 @@ class DeleteResponse(_Model):
     session_id: str
     entries: int
     inboxes: int
+    cascaded: list[str] = Field(
+        default_factory=list,
+        description="the forks and clones deleted with it (cascade), each before its source",
+    )
+
+
+class SetTitleRequest(_Model):
+    session_id: SessionId
+    title: str = Field(
+        min_length=1, max_length=200, description="one line (whitespace runs become one space)"
+    )
 
 
 # -- session-inbox::* ------------------------------------------------------------------------
@@ -458,8 +483,14 @@ DELETE: Function[DeleteRequest, DeleteResponse] = Function(
     DeleteRequest,
     DeleteResponse,
     description="Delete a session: its metadata, own entries and inboxes (session_shared while"
-    " forks or clones share its history), then announce it on session-tree::deleted so every"
-    " worker forgets what it derived from it.",
+    " forks or clones share its history, unless cascade deletes them first), then announce each"
+    " on session-tree::deleted so every worker forgets what it derived from it.",
+)
+SET_TITLE: Function[SetTitleRequest, SessionInfo] = Function(
+    "session-tree::set_title",
+    SetTitleRequest,
+    SessionInfo,
+    description="Set a session's title (one line; a blank one is refused).",
 )
 PIN: Function[PinRequest, PinResponse] = Function(
     "session-tree::pin",

@@ -43,12 +43,10 @@ from typing import TYPE_CHECKING, Any, Literal
 from urllib.parse import urlsplit, urlunsplit
 
 from opentelemetry import baggage, context, trace
-from opentelemetry.baggage.propagation import W3CBaggagePropagator
-from opentelemetry.propagators.composite import CompositePropagator
 from opentelemetry.trace import Span, SpanKind, Status, StatusCode, Tracer
-from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
 from pydantic import BaseModel
 
+from tackroom.engine.trace_context import PROPAGATOR as _PROPAGATOR
 from tackroom.extras import missing_extra
 
 if TYPE_CHECKING:  # the SDK loads only when tracing is on (it costs ~45 ms to import)
@@ -82,9 +80,6 @@ BAGGAGE_FROM_PAYLOAD: Mapping[str, str] = {
     "run_id": "run.id",
     "message_id": "message.id",
 }
-
-_PROPAGATOR = CompositePropagator([TraceContextTextMapPropagator(), W3CBaggagePropagator()])
-
 
 ExporterName = Literal["console", "otlp", "bus"]
 

@@ -6,6 +6,9 @@
   canonical) — both are reported as an edit.
 - :func:`record_hash` is sha256 over the canonical encoding of a record without its ``hash``.
 - :func:`verify_chain` walks records in order from an anchor and names the first that breaks.
+- :func:`export_header` is the first line of an export or archive file: where its chain starts
+  (the anchor: the first record's ``seq`` and the hash of the record before it) and ends (the
+  head); :func:`export_linked` says whether a file's records are a whole stretch of the chain.
 - :func:`record_fact` is how a worker records a fact it owns: an append to ``audit::facts`` that
   never fails its caller (no audit worker running is fine: the stream keeps the fact).
 """
@@ -17,7 +20,7 @@ import json
 import logging
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any
 
 from pydantic import ValidationError
 
@@ -30,12 +33,16 @@ from tackroom.contracts.audit import (
     ChainProblem,
 )
 from tackroom.contracts.policy import PolicyStatus
+from tackroom.engine.protocol import Appender
 
 __all__ = [
     "EXPORT_HEADER_KEY",
+    "EXPORT_VERSION",
     "ChainCheck",
     "canonical",
     "digest",
+    "export_header",
+    "export_linked",
     "record_fact",
     "record_hash",
     "record_policy_load",
@@ -43,7 +50,11 @@ __all__ = [
 ]
 
 EXPORT_HEADER_KEY = "audit_export"
-"""The key of an export file's first line: ``{"audit_export": 1, "anchor": …, "head_seq": …}``."""
+"""The key of an export file's first line: ``{"audit_export": 2, "anchor": …, "head_seq": …}``."""
+EXPORT_VERSION = 2
+"""The export header's version. 2: an export from a time (``since``) is a whole stretch of the
+chain, anchored at the record before its first, so only a ``session_id`` or ``tenant`` filter
+leaves records out. 1 (still read): any ``filter`` left records out."""
 
 _log = logging.getLogger("tackroom.audit")
 
@@ -64,11 +75,7 @@ def record_hash(record: dict[str, Any]) -> str:
     return hashlib.sha256(canonical(body).encode("utf-8")).hexdigest()
 
 
-class _Appender(Protocol):
-    async def append(self, stream: str, group_id: str, data: Any) -> int: ...
-
-
-async def record_policy_load(engine: _Appender, status: PolicyStatus, *, actor: str) -> None:
+async def record_policy_load(engine: Appender, status: PolicyStatus, *, actor: str) -> None:
     """A policy file (or the built-in defaults) came into force: path, digest, generation."""
     fact = AuditFact(
         fact_id=f"policy:{actor}:{status.digest}:{status.loaded_at!r}",
@@ -88,7 +95,7 @@ async def record_policy_load(engine: _Appender, status: PolicyStatus, *, actor: 
     await record_fact(engine, fact)
 
 
-async def record_fact(engine: _Appender, fact: AuditFact) -> None:
+async def record_fact(engine: Appender, fact: AuditFact) -> None:
     """Append ``fact`` to ``audit::facts``; a failure is logged, never raised to the caller.
 
     Inside an atomic unit of work the append is kept for the unit's commit, which then writes
@@ -100,12 +107,47 @@ async def record_fact(engine: _Appender, fact: AuditFact) -> None:
         _log.warning("audit: fact %s (%s) not recorded: %s", fact.fact_id, fact.kind, exc)
 
 
+def export_header(
+    anchor: ChainAnchor, head: tuple[int, str], *, filtered: dict[str, Any] | None = None
+) -> str:
+    """An export file's first line: where its chain starts (``anchor``) and ends (``head``, the
+    log's last record when it was written); ``filtered``: what chose its records (``since``, and
+    ``session_id`` / ``tenant``, which leave records out, so their links cannot be checked)."""
+    return canonical(
+        {
+            EXPORT_HEADER_KEY: EXPORT_VERSION,
+            "anchor": anchor.model_dump(mode="json"),
+            "head_seq": head[0],
+            "head_hash": head[1],
+            "filter": filtered,
+        }
+    )
+
+
+def export_linked(header: dict[str, Any]) -> bool:
+    """Whether an export header's records are every record from its anchor to its head (so each
+    link, and the end, can be checked)."""
+    filtered = header.get("filter")
+    if not filtered:
+        return True
+    if not isinstance(filtered, dict):
+        return False
+    if header.get(EXPORT_HEADER_KEY) == 1:
+        return False
+    return not (filtered.get("session_id") or filtered.get("tenant"))
+
+
 @dataclass(frozen=True, slots=True)
 class ChainCheck:
+    """What a walk checked: ``records`` records, seq ``first_seq``..``last_seq`` (``first_seq``
+    is the anchor's when nothing was read); ``linked``: the links between them too."""
+
     records: int
     last_seq: int
     last_hash: str
     problem: ChainProblem | None
+    first_seq: int = 1
+    linked: bool = True
 
 
 @dataclass(slots=True)
@@ -151,20 +193,25 @@ def verify_chain(
     """Check ``(position, text)`` records in order from ``anchor``; ``head`` (seq, hash) is where
     the log must end. ``linked=False`` (a filtered export) checks each record and the order only."""
     expected, prev = anchor.first_seq, anchor.prev_hash
+    first = anchor.first_seq
     count = 0
     rest = iter(items)
+
+    def check(problem: ChainProblem | None) -> ChainCheck:
+        return ChainCheck(count, expected - 1, prev, problem, first_seq=first, linked=linked)
+
     for position, text in rest:
         problem = _check_one(text, position, unit, expected, prev, rest, linked=linked)
         if problem is not None:
-            return ChainCheck(count, expected - 1, prev, problem)
+            return check(problem)
         record = json.loads(text)
+        if count == 0:
+            first = record["seq"]
         count += 1
         expected, prev = record["seq"] + 1, record["hash"]
     if head is not None and linked:
-        problem = _check_head(expected - 1, prev, head)
-        if problem is not None:
-            return ChainCheck(count, expected - 1, prev, problem)
-    return ChainCheck(count, expected - 1, prev, None)
+        return check(_check_head(expected - 1, prev, head))
+    return check(None)
 
 
 def _check_one(

@@ -6,6 +6,7 @@ appenders do not fork the chain."""
 from __future__ import annotations
 
 import itertools
+import json
 import sqlite3
 import threading
 from collections.abc import Iterator
@@ -16,8 +17,8 @@ import pytest
 from tackroom.cli.audit import verify_file
 from tackroom.contracts.audit import AuditFact, ChainProblem
 from tackroom.contracts.principal import Principal
-from tackroom.kit.audit import ChainCheck, canonical
-from tackroom.workers.audit.store import AuditStore, export_header
+from tackroom.kit.audit import ChainCheck, canonical, export_header
+from tackroom.workers.audit.store import AuditStore
 
 FACTS = [
     AuditFact(
@@ -204,6 +205,56 @@ def test_a_filtered_export_checks_each_record(store: AuditStore) -> None:
     assert check(("\n".join(lines)).encode()).problem is None
     lines[2] = lines[2].replace('"bob"', '"eve"', 1)
     names(check(("\n".join(lines)).encode()).problem, seq=2, line=3)
+
+
+def recorded_at(path: Path, seq: int) -> float:
+    with sqlite3.connect(path) as db:
+        return float(db.execute("SELECT ts FROM records WHERE seq = ?", (seq,)).fetchone()[0])
+
+
+def test_an_export_from_a_time_is_anchored_so_a_removed_record_is_named(
+    store: AuditStore,
+) -> None:
+    since = recorded_at(store.path, 3)
+    anchor, head, records = store.page(after=0, since=since, session_id=None, limit=100)
+    assert [r["seq"] for r in records] == [3, 4, 5]
+    assert (anchor.first_seq, anchor.prev_hash) == (3, records[0]["prev_hash"])
+    header = export_header(anchor, head, filtered={"since": since, "session_id": None})
+    lines = [header, *(canonical(r) for r in records)]
+    whole = check(("\n".join(lines) + "\n").encode())
+    assert whole.problem is None
+    assert (whole.records, whole.first_seq, whole.last_seq, whole.linked) == (3, 3, 5, True)
+    for drop in range(1, len(lines)):
+        kept = lines[:drop] + lines[drop + 1 :]
+        problem = check(("\n".join(kept) + "\n").encode()).problem
+        assert problem is not None, f"record seq {drop + 2} removed unnoticed"
+        assert problem.kind in {"removed", "truncated"}, problem
+        assert f"seq {drop + 2}" in problem.message, problem.message
+
+
+def test_an_export_from_a_time_pages_on_from_its_anchor(store: AuditStore) -> None:
+    since = recorded_at(store.path, 2)
+    anchor, _, first = store.page(after=0, since=since, session_id=None, limit=2)
+    again, _, rest = store.page(after=first[-1]["seq"], since=since, session_id=None, limit=2)
+    assert [r["seq"] for r in first + rest] == [2, 3, 4, 5]
+    assert again == anchor
+    after = recorded_at(store.path, 5) + 1
+    later, head, none = store.page(after=0, since=after, session_id=None, limit=9)
+    assert none == []
+    assert (later.first_seq, later.prev_hash) == (head[0] + 1, head[1])
+    empty = check((export_header(later, head, filtered={"since": 1.0}) + "\n").encode())
+    assert (empty.problem, empty.records) == (None, 0)
+
+
+def test_a_version_1_export_from_a_time_still_checks_each_record(store: AuditStore) -> None:
+    """Before version 2 an export from a time kept the log's anchor: its links cannot be told."""
+    anchor, head, _ = store.page(after=0, since=None, session_id=None, limit=1)
+    _, _, records = store.page(after=2, since=None, session_id=None, limit=100)
+    header = json.loads(export_header(anchor, head, filtered={"since": 1.0, "session_id": None}))
+    header["audit_export"] = 1
+    lines = [canonical(header), *(canonical(r) for r in records)]
+    found = check(("\n".join(lines) + "\n").encode())
+    assert (found.problem, found.linked, found.first_seq, found.last_seq) == (None, False, 3, 5)
 
 
 def test_a_pruned_chain_verifies_from_its_anchor_and_the_archive_on_its_own(

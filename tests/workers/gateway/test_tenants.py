@@ -48,6 +48,8 @@ BODIES: dict[str, dict[str, Any] | None] = {
     "getSessionTree": None,
     "forkSession": {"entry_id": "{eid}"},
     "deleteSession": None,
+    "setSessionTitle": {"title": "probe"},
+    "listModelCalls": None,
     "streamSessionEvents": None,
     "pinEntry": {"entry_id": "{eid}"},
     "unpinEntry": None,
@@ -227,6 +229,9 @@ def test_lists_show_a_tenant_only_its_own(world: World) -> None:
             assert all(p["session_id"].startswith(f"{tenant}:") for p in named["pending"])
             traces = who.get("/v1/traces").json()
             assert all(t["session_id"].startswith(f"{tenant}:") for t in traces["traces"])
+            runs = who.get("/v1/runs").json()["runs"]
+            assert all(r["session_id"].startswith(f"{tenant}:") for r in runs)
+        assert alice.get("/v1/runs").json()["runs"]
         assert alice.get("/v1/sessions").json()["sessions"]
         assert alice.get("/v1/approvals").json()["pending"]
         assert not bob.get("/v1/approvals", params={"session_id": "acme:shared"}).json()["pending"]

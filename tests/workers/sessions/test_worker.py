@@ -41,6 +41,7 @@ FUNCTION_IDS = [
     contracts.DELETE.id,
     contracts.PIN.id,
     contracts.UNPIN.id,
+    contracts.SET_TITLE.id,
 ]
 
 

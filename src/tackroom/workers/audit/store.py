@@ -35,7 +35,7 @@ from tackroom.contracts.audit import (
     VerifyReport,
 )
 from tackroom.contracts.principal import Principal
-from tackroom.kit.audit import EXPORT_HEADER_KEY, canonical, record_hash, verify_chain
+from tackroom.kit.audit import canonical, export_header, record_hash, verify_chain
 from tackroom.kit.sqlitefile import use_wal
 
 __all__ = ["SCHEMA_VERSION", "Appended", "AuditStore", "StoreError", "iso_time"]
@@ -255,13 +255,35 @@ class AuditStore:
     def page(
         self, *, after: int, since: float | None, session_id: str | None, limit: int
     ) -> tuple[ChainAnchor, tuple[int, str], list[dict[str, Any]]]:
+        """Records after ``after`` by seq, and the anchor they chain from. With ``since``, every
+        record from the first one recorded at or after it on (a whole stretch of the chain, so
+        its links can be checked), anchored at the record before that first one."""
         with self._lock:
+            anchor = self._anchor() if since is None else self._since(since)
             rows = self._db.execute(
-                "SELECT body FROM records WHERE seq > ?1 AND (?2 IS NULL OR ts >= ?2)"
-                " AND (?3 IS NULL OR session_id = ?3) ORDER BY seq LIMIT ?4",
-                (after, since, session_id, limit),
+                "SELECT body FROM records WHERE seq > ?1 AND (?2 IS NULL OR session_id = ?2)"
+                " ORDER BY seq LIMIT ?3",
+                (max(after, anchor.first_seq - 1), session_id, limit),
             ).fetchall()
-            return self._anchor(), self._head(), [json.loads(r["body"]) for r in rows]
+            return anchor, self._head(), [json.loads(r["body"]) for r in rows]
+
+    def _since(self, since: float) -> ChainAnchor:
+        """The anchor of the records from ``since`` on: the first one's seq and ``prev_hash``
+        (the head's next seq and hash when there is none yet)."""
+        first = self._db.execute("SELECT MIN(seq) FROM records WHERE ts >= ?", (since,)).fetchone()
+        row = None
+        if first[0] is not None:
+            row = self._db.execute("SELECT body FROM records WHERE seq = ?", (first[0],)).fetchone()
+        if row is None:
+            head_seq, head_hash = self._head()
+            return ChainAnchor(first_seq=head_seq + 1, prev_hash=head_hash)
+        kept = self._anchor()
+        if first[0] <= kept.first_seq:
+            return kept
+        try:
+            return ChainAnchor(first_seq=first[0], prev_hash=json.loads(row["body"])["prev_hash"])
+        except (ValueError, KeyError, TypeError):  # an edited record: verify names it
+            return ChainAnchor(first_seq=first[0], prev_hash=GENESIS_HASH)
 
     def verify(self) -> VerifyReport:
         with self._lock:
@@ -292,22 +314,6 @@ class AuditStore:
                 oldest=None if row[1] is None else iso_time(row[1]),
                 retention_days=retention_days,
             )
-
-
-def export_header(
-    anchor: ChainAnchor, head: tuple[int, str], *, filtered: dict[str, Any] | None = None
-) -> str:
-    """An export file's first line: where its chain starts and ends (``filtered``: only some
-    records, whose chain cannot be checked link by link)."""
-    return canonical(
-        {
-            EXPORT_HEADER_KEY: 1,
-            "anchor": anchor.model_dump(mode="json"),
-            "head_seq": head[0],
-            "head_hash": head[1],
-            "filter": filtered,
-        }
-    )
 
 
 def _write_archive(

@@ -18,7 +18,17 @@ from starlette.routing import BaseRoute, Mount, Route
 from starlette.staticfiles import StaticFiles
 
 from tackroom._version import __version__
-from tackroom.workers.gateway import approvals, catalog, curate, runs, sessions, signin, traces
+from tackroom.workers.gateway import (
+    approvals,
+    catalog,
+    curate,
+    model_calls,
+    runs,
+    runs_list,
+    sessions,
+    signin,
+    traces,
+)
 from tackroom.workers.gateway.errors import ApiError, CatchAll, api_error, http_exception
 from tackroom.workers.gateway.identity import Authenticate, Authenticator
 from tackroom.workers.gateway.openapi import document
@@ -34,7 +44,9 @@ OPENAPI_PATH = "/v1/openapi.json"
 
 OPERATIONS: tuple[Operation, ...] = (
     *runs.OPERATIONS,
+    *runs_list.OPERATIONS,
     *sessions.OPERATIONS,
+    *model_calls.OPERATIONS,
     *curate.OPERATIONS,
     *approvals.OPERATIONS,
     *catalog.OPERATIONS,
@@ -73,13 +85,13 @@ def build_app(gateway: Gateway, *, authenticators: Sequence[Authenticator]) -> S
     if CONSOLE_DIR.is_dir():
         routes.append(Mount("/console", StaticFiles(directory=CONSOLE_DIR), name="console"))
     public = frozenset(op.path for op in OPERATIONS if op.public)
-    middleware = [Middleware(CatchAll)]
+    middleware = [Middleware(CatchAll), Middleware(traces.Untraced)]
     if gateway.config.cors_origins:
         middleware.append(
             Middleware(
                 CORSMiddleware,
                 allow_origins=list(gateway.config.cors_origins),
-                allow_methods=["GET", "POST", "DELETE"],
+                allow_methods=["GET", "POST", "PATCH", "DELETE"],
                 allow_headers=["Authorization", "Content-Type", "Last-Event-ID"],
                 max_age=600,
             )

@@ -31,7 +31,7 @@ class PathParam:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Operation:
-    method: Literal["GET", "POST", "DELETE"]
+    method: Literal["GET", "POST", "PATCH", "DELETE"]
     path: str
     endpoint: Endpoint
     operation_id: str

@@ -1,11 +1,11 @@
-"""Routes of sessions: list and search, show a page of the active path, the tree, fork, delete,
-and the session's event stream."""
+"""Routes of sessions: list and search, show a page of the active path, the tree, fork, title,
+delete (with its forks: ``?cascade=true``), and the session's event stream."""
 
 from __future__ import annotations
 
 import uuid
 
-from pydantic import Field
+from pydantic import BaseModel, ConfigDict, Field
 from starlette.requests import Request
 from starlette.responses import Response
 
@@ -38,6 +38,19 @@ class SessionsQuery(Query):
 class EntriesQuery(Query):
     limit: int = Field(default=100, ge=1, le=500)
     cursor: str | None = Field(default=None, max_length=200, description="an entry id")
+
+
+class DeleteQuery(Query):
+    cascade: bool = Field(
+        default=False, description="delete the forks and clones sharing its history too"
+    )
+
+
+class TitleBody(BaseModel):
+    """``PATCH /v1/sessions/{id}``: the session's new title (one line)."""
+
+    model_config = ConfigDict(extra="forbid", defer_build=True)
+    title: str = Field(min_length=1, max_length=200)
 
 
 class EventsQuery(Query):
@@ -149,10 +162,25 @@ async def delete_session(request: Request) -> Response:
             f"session {session_id!r} has a run in flight ({view.state}): abort it first",
             details={"run_id": view.run_id},
         )
+    params = query(request, DeleteQuery)
     await gateway.call(
-        tree.DELETE, tree.DeleteRequest(session_id=session_id, requested_by=_who(principal))
+        tree.DELETE,
+        tree.DeleteRequest(
+            session_id=session_id, requested_by=_who(principal), cascade=params.cascade
+        ),
     )
     return reply(None, status=204)
+
+
+async def retitle_session(request: Request) -> Response:
+    """Set the session's title; another tenant's session is a 404, as a missing one."""
+    gateway = gateway_of(request)
+    _, session_id = await may_on_session(request, "pin")  # curating the session, as a pin does
+    body = await json_body(request, TitleBody, limit=gateway.config.max_body_bytes)
+    info = await gateway.call(
+        tree.SET_TITLE, tree.SetTitleRequest(session_id=session_id, title=body.title)
+    )
+    return reply(info)
 
 
 def _who(principal: Principal) -> str:
@@ -224,11 +252,25 @@ OPERATIONS = (
         path="/v1/sessions/{sid}",
         endpoint=delete_session,
         operation_id="deleteSession",
-        summary="Delete a session's tree: metadata, own entries, inboxes",
+        summary="Delete a session's tree: metadata, own entries, inboxes (with cascade: its"
+        " forks' too)",
         tag="sessions",
+        query=DeleteQuery,
         path_params=(SESSION_PARAM,),
         status=204,
         errors=(404, 409, 422),
+    ),
+    Operation(
+        method="PATCH",
+        path="/v1/sessions/{sid}",
+        endpoint=retitle_session,
+        operation_id="setSessionTitle",
+        summary="Set a session's title (session-tree::set_title)",
+        tag="sessions",
+        body=TitleBody,
+        path_params=(SESSION_PARAM,),
+        response=tree.SessionInfo,
+        errors=(400, 404, 413, 422),
     ),
     Operation(
         method="GET",

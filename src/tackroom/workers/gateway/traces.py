@@ -1,20 +1,42 @@
-"""Routes of traces: what a trace store (the ``traces`` worker) answers, passed through."""
+"""Routes of traces: what a trace store (the ``traces`` worker) answers, passed through; and
+:class:`Untraced`, which keeps reads out of it: a console page read makes no trace."""
 
 from __future__ import annotations
 
 from pydantic import Field
 from starlette.requests import Request
 from starlette.responses import Response
+from starlette.types import ASGIApp, Receive, Scope, Send
 
 from tackroom.contracts import traces
 from tackroom.contracts.principal import DEFAULT_TENANT, Principal
+from tackroom.engine.trace_context import untraced
 from tackroom.workers.gateway.access import may, named_session, owned
 from tackroom.workers.gateway.errors import ApiError
 from tackroom.workers.gateway.inputs import query
 from tackroom.workers.gateway.operations import Operation, PathParam, Query
 from tackroom.workers.gateway.service import gateway_of, reply
 
-__all__ = ["OPERATIONS"]
+__all__ = ["OPERATIONS", "Untraced"]
+
+_READS = frozenset({"GET", "HEAD"})
+
+
+class Untraced:
+    """ASGI middleware: a read (``GET``, ``HEAD``) runs outside any trace, and so does every
+    call it makes on the bus — browsing the console fills no one's trace list. Writes (a run
+    started, an approval) are traced as ever."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http" or scope["method"] not in _READS:
+            await self.app(scope, receive, send)
+            return
+        with untraced():
+            await self.app(scope, receive, send)
+
 
 _TRACE_ID = r"^[0-9a-f]{32}$"
 

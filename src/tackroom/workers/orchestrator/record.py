@@ -136,7 +136,8 @@ class TurnRecord(_Model):
     runs, charged with its spend); a version 4 record reads as one with none. ``output`` and
     ``output_retries`` (structured output) are optional additions of version 5: a record
     without them is a run without an output schema; so are ``loop_guard`` and ``tool_streak``
-    (a record without them runs the default guards, with no streak yet)."""
+    (a record without them runs the default guards, with no streak yet); so is
+    ``trace_context`` (a record without it resumes in the trace of whoever wakes it)."""
 
     schema_version: int = 5
     session_id: str
@@ -202,6 +203,12 @@ class TurnRecord(_Model):
     )
     tool_streak: ToolStreak | None = Field(
         default=None, description="the latest turns in a row that called only one tool"
+    )
+    trace_context: dict[str, str] | None = Field(
+        default=None,
+        exclude_if=lambda value: value is None,  # absent with tracing off: older readers read it
+        description="the run's W3C trace context at its start: a wake after a pause (an "
+        "approval, an abort, a restart) continues the run's trace",
     )
     stop_reason: str | None = None
     error: TurnError | None = None

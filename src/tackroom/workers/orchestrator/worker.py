@@ -33,9 +33,10 @@ from tackroom.contracts.turn import (
 )
 from tackroom.engine.errors import FunctionError, RevisionConflict
 from tackroom.engine.protocol import QueueConfig, StreamRetention
-from tackroom.hooks import HookSubscriptions
+from tackroom.engine.trace_context import trace_headers
 from tackroom.kit.forgetting import forget_deleted_sessions
 from tackroom.kit.hooks.modelcalls import ModelCallHooks
+from tackroom.kit.hooks.publish import HookSubscriptions
 from tackroom.kit.lifecycle import install_lifecycle_logging
 from tackroom.runtime.tools import serve_tool
 from tackroom.runtime.worker import WorkerConfig, WorkerContext, WorkerSpec
@@ -248,6 +249,7 @@ class Orchestrator:
             loop_guard=self._loop_guard,
             output=output_spec(request, default_retries=self._output_retries),
             tool_timeout=request.tool_timeout,
+            trace_context=trace_headers(),
         )
         try:
             # The record and its first step: one transaction where the engine can (a start
@@ -312,7 +314,7 @@ class Orchestrator:
                 session_id=request.session_id, aborted=False, state=record.state
             )
         await self.aborts.request(request.session_id, record.run_id, request.reason)
-        await wake(self._engine, request.session_id, record.run_id)
+        await wake(self._engine, request.session_id, record.run_id, trace=record.trace_context)
         return RunAbortResponse(session_id=request.session_id, aborted=True, state=record.state)
 
     async def get_state(self, request: TurnStateRequest) -> TurnStateView | None:
@@ -336,7 +338,7 @@ class Orchestrator:
             return
         record = TurnRecord.model_validate(entry.value)
         if record.state == "function_awaiting_approval":
-            await wake(self._engine, session_id, record.run_id)
+            await wake(self._engine, session_id, record.run_id, trace=record.trace_context)
 
     async def recover(self) -> None:
         """Wake every unfinished run: one left mid-step (a crash between commit and enqueue), or
@@ -351,7 +353,9 @@ class Orchestrator:
             record = TurnRecord.model_validate(entry.value)
             unsettled = bool(record.outbox) and not self._engine.atomic_transactions
             if not record.terminal or unsettled:
-                await wake(self._engine, record.session_id, record.run_id)
+                await wake(
+                    self._engine, record.session_id, record.run_id, trace=record.trace_context
+                )
 
 
 async def start(ctx: WorkerContext[OrchestratorConfig]) -> None:

@@ -10,7 +10,6 @@ from __future__ import annotations
 from tackroom.contracts.context import PINNED_RULE_TYPE
 from tackroom.contracts.messages import AssistantMessage, CustomMessage, TextBlock, UserMessage
 from tackroom.contracts.sessions import (
-    CONTENTION_ERROR,
     ENTRY_NOT_FOUND_ERROR,
     NOT_PINNABLE_ERROR,
     PinRequest,
@@ -18,9 +17,9 @@ from tackroom.contracts.sessions import (
     SessionEntry,
     UnpinRequest,
 )
-from tackroom.engine.errors import FunctionError, RevisionConflict
-from tackroom.workers.sessions.records import SESSIONS_SCOPE
-from tackroom.workers.sessions.retry import backoff
+from tackroom.engine.errors import FunctionError
+from tackroom.workers.sessions.metadata import change_meta
+from tackroom.workers.sessions.records import SessionMeta
 from tackroom.workers.sessions.store import SessionStore
 
 __all__ = ["Pins"]
@@ -52,8 +51,7 @@ class Pins:
         return await self._change(request.session_id, request.entry_id, pin=False)
 
     async def _change(self, session_id: str, entry_id: str, *, pin: bool) -> PinResponse:
-        for attempt in range(self._max_attempts):
-            meta, revision = await self._store.load(session_id)
+        async def repin(meta: SessionMeta) -> SessionMeta | None:
             if pin and entry_id not in meta.pinned:
                 entry = await self._store.locate(meta, entry_id)
                 if entry is None:
@@ -62,27 +60,17 @@ class Pins:
                         f"entry {entry_id!r} is not in the history of session {session_id!r}",
                     )
                 _check_pinnable(entry)
-                pinned = [*meta.pinned, entry_id]
-            elif not pin and entry_id in meta.pinned:
+                return meta.model_copy(update={"pinned": [*meta.pinned, entry_id]})
+            if not pin and entry_id in meta.pinned:
                 pinned = [e for e in meta.pinned if e != entry_id]
-            else:
-                return PinResponse(session_id=session_id, entry_id=entry_id, pinned=meta.pinned)
-            updated = meta.model_copy(update={"pinned": pinned})
-            try:
-                await self._store.backend.set_state(
-                    SESSIONS_SCOPE,
-                    session_id,
-                    updated.model_dump(mode="json"),
-                    expected_revision=revision,
-                )
-            except RevisionConflict:
-                await backoff(attempt)
-                continue
-            return PinResponse(session_id=session_id, entry_id=entry_id, pinned=pinned)
-        raise FunctionError(
-            CONTENTION_ERROR,
-            f"session {session_id!r}: pin lost {self._max_attempts} compare-and-sets in a row",
+                return meta.model_copy(update={"pinned": pinned})
+            return None
+
+        what = "pin" if pin else "unpin"
+        meta = await change_meta(
+            self._store, session_id, repin, max_attempts=self._max_attempts, what=what
         )
+        return PinResponse(session_id=session_id, entry_id=entry_id, pinned=meta.pinned)
 
 
 def _check_pinnable(entry: SessionEntry) -> None:

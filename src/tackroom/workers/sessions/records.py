@@ -1,4 +1,4 @@
-"""What the sessions worker persists, where, and the narrow slice of the engine it needs.
+"""What the sessions worker persists, and where.
 
 Scopes and keys (``sid`` a session id, ``eid`` an entry id):
 
@@ -13,18 +13,18 @@ Scopes and keys (``sid`` a session id, ``eid`` an entry id):
 from __future__ import annotations
 
 import time
-from typing import Any, Protocol
+from collections.abc import Sequence
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from tackroom.contracts.messages import text_of
+from tackroom.contracts.messages import UserMessage, text_of
 from tackroom.contracts.sessions import (
     SCHEMA_VERSION,
+    TITLE_CHARS,
     Origin,
     SessionEntry,
     SessionInfo,
 )
-from tackroom.engine.protocol import StateEntry, UpdateOp
 
 __all__ = [
     "DAYS_SCOPE",
@@ -35,11 +35,12 @@ __all__ = [
     "DayRecord",
     "IndexRecord",
     "SessionMeta",
-    "StateBackend",
     "day_of",
     "entry_key",
     "index_key",
+    "one_line",
     "session_prefix",
+    "title_from",
 ]
 
 SESSIONS_SCOPE = "sessions"
@@ -49,24 +50,6 @@ DAYS_SCOPE = "sessions-by-created-days"
 INBOX_SCOPE = "inbox"
 
 _PREVIEW_CHARS = 120
-
-
-class StateBackend(Protocol):
-    """The engine's state methods, all the store uses (an ``Engine`` is one)."""
-
-    async def get_state(self, scope: str, key: str) -> StateEntry | None: ...
-
-    async def set_state(
-        self, scope: str, key: str, value: Any, *, expected_revision: int | None = None
-    ) -> StateEntry: ...
-
-    async def update_state(self, scope: str, key: str, ops: list[UpdateOp]) -> StateEntry: ...
-
-    async def delete_state(
-        self, scope: str, key: str, *, expected_revision: int | None = None
-    ) -> bool: ...
-
-    async def list_state(self, scope: str, *, prefix: str = "") -> list[StateEntry]: ...
 
 
 class _Record(BaseModel):
@@ -103,6 +86,11 @@ class SessionMeta(_Record):
     pinned: list[str] = Field(
         default_factory=list, description="entry ids carried whole into every context"
     )
+    title: str | None = Field(
+        default=None,
+        description="from the first prompt, or set (titles.py); a record without one reads so",
+        exclude_if=lambda value: value is None,  # absent unless set: older readers still read it
+    )
 
     def info(self) -> SessionInfo:
         preview = preview_of(self.pending[-1]) if self.pending else self.preview
@@ -118,6 +106,7 @@ class SessionMeta(_Record):
             origin=self.origin,
             last_message_preview=preview,
             pinned=list(self.pinned),
+            title=self.title,
         )
 
 
@@ -150,3 +139,22 @@ def index_key(session_id: str, created_at: float) -> str:
 def preview_of(entry: SessionEntry) -> str | None:
     """The start of ``entry``'s text, as a session list shows it."""
     return text_of(entry.message.content).strip()[:_PREVIEW_CHARS] or None
+
+
+def one_line(text: str, *, limit: int | None = None) -> str:
+    """``text`` on one line (every run of whitespace one space), cut at ``limit`` with ``…``."""
+    line = " ".join(text.split())
+    if limit is not None and len(line) > limit:
+        return line[: limit - 1].rstrip() + "…"
+    return line
+
+
+def title_from(entries: Sequence[SessionEntry]) -> str | None:
+    """The title the first user prompt among ``entries`` gives (its first line, cut short)."""
+    for entry in entries:
+        if isinstance(entry.message, UserMessage):
+            first = text_of(entry.message.content).strip().split("\n", 1)[0]
+            line = one_line(first, limit=TITLE_CHARS)
+            if line:
+                return line
+    return None

@@ -12,7 +12,7 @@ import time
 import uuid
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
-from typing import cast
+from typing import Protocol
 
 from tackroom.contracts.context import COMPACTION_TYPE
 from tackroom.contracts.messages import AgentMessage, CustomMessage
@@ -32,7 +32,8 @@ from tackroom.contracts.sessions import (
     TreeResponse,
 )
 from tackroom.engine.errors import FunctionError, RevisionConflict
-from tackroom.engine.protocol import Engine
+from tackroom.engine.protocol import StateBackend, Transactions, journal
+from tackroom.kit.cas import backoff
 from tackroom.workers.sessions.history import History, Known
 from tackroom.workers.sessions.listing import SessionIndex
 from tackroom.workers.sessions.paths import Address, address_of, build_tree
@@ -40,12 +41,11 @@ from tackroom.workers.sessions.records import (
     ENTRIES_SCOPE,
     SESSIONS_SCOPE,
     SessionMeta,
-    StateBackend,
     entry_key,
     index_key,
     preview_of,
+    title_from,
 )
-from tackroom.workers.sessions.retry import backoff
 
 __all__ = ["NewEntry", "SessionStore"]
 
@@ -58,6 +58,10 @@ NewEntry = tuple[str | None, AgentMessage]
 """``(entry_id or None, message)``: one entry to append."""
 
 
+class StoreBackend(StateBackend, Transactions, Protocol):
+    """The engine's parts the store uses (an ``Engine`` is one)."""
+
+
 def _type_of(message: AgentMessage) -> EntryType:
     if not isinstance(message, CustomMessage):
         return "message"
@@ -67,7 +71,7 @@ def _type_of(message: AgentMessage) -> EntryType:
 class SessionStore:
     def __init__(
         self,
-        backend: StateBackend,
+        backend: StoreBackend,
         *,
         clock: Callable[[], float] = time.time,
         new_id: Callable[[], str] = lambda: uuid.uuid4().hex,
@@ -87,18 +91,8 @@ class SessionStore:
         loses that compare-and-set and is read afresh."""
 
     @property
-    def backend(self) -> StateBackend:
+    def backend(self) -> StoreBackend:
         return self._backend
-
-    @property
-    def _atomic(self) -> bool:
-        return bool(getattr(self._backend, "atomic_transactions", False))
-
-    def _transaction(self) -> contextlib.AbstractAsyncContextManager[None]:
-        """The engine's unit of work where it has one (several writes, one commit)."""
-        if self._atomic:
-            return cast(Engine, self._backend).transaction()
-        return contextlib.nullcontext()
 
     # -- sessions ------------------------------------------------------------------------------
     async def load(self, session_id: str) -> tuple[SessionMeta, int]:
@@ -134,10 +128,10 @@ class SessionStore:
     ) -> SessionInfo:
         """A new session; ``session_exists`` if ``session_id`` is taken.
 
-        Where the engine's units of work are atomic, the list index and the metadata commit
-        together. Elsewhere the index is written first: if the process dies before the metadata,
-        the index holds a key no session claims, which the listing skips; a session is never
-        unlisted.
+        The list index and the metadata are one unit of work, the index written first: where
+        the unit is not atomic and the process dies before the metadata, the index holds a key
+        no session claims, which the listing skips; a session is never unlisted. A unit that
+        loses the id removes its index key (none is left where the unit is atomic).
         """
         now = self._clock()
         session_id = session_id or self._new_id()
@@ -154,16 +148,15 @@ class SessionStore:
             pinned=list(pinned),
         )
         try:
-            async with self._transaction():
+            async with self._backend.transaction():
                 await self.index.add(meta)
                 head = await self._backend.set_state(
                     SESSIONS_SCOPE, session_id, meta, expected_revision=0
                 )
         except RevisionConflict:
-            if not self._atomic:  # (an atomic unit that lost wrote no index key)
-                winner = await self._backend.get_state(SESSIONS_SCOPE, session_id)
-                if winner is None or winner.value.get("index_key") != meta.index_key:
-                    await self.index.remove(meta.index_key)  # (a twin in the same µs keeps it)
+            winner = await self._backend.get_state(SESSIONS_SCOPE, session_id)
+            if winner is None or winner.value.get("index_key") != meta.index_key:
+                await self.index.remove(meta.index_key)  # (a twin in the same µs keeps it)
             raise FunctionError(
                 SESSION_EXISTS_ERROR, f"session {session_id!r} already exists"
             ) from None
@@ -299,7 +292,10 @@ class SessionStore:
                 return results
             # The previous batch leaves ``pending`` now: make sure it is stored first.
             await self._materialize(meta.pending)
-            atomic = self._atomic
+            # The new entries wait in ``pending`` only where the unit of work below is not
+            # atomic; where it is, they commit with the metadata and are stored once, each in
+            # its entry.
+            pending = journal(self._backend, fresh)
             updated = meta.model_copy(
                 update={
                     "updated_at": now,
@@ -307,19 +303,17 @@ class SessionStore:
                     "next_seq": seq,
                     "leaf_id": fresh[-1].entry_id,
                     "leaf_session_id": session_id,
-                    # Where the metadata and the entries commit together, no entry needs to
-                    # wait in ``pending``: each message is stored once, in its entry.
-                    "pending": [] if atomic else fresh,
-                    "preview": preview_of(fresh[-1]) if atomic else None,
+                    "pending": pending,
+                    "preview": None if pending else preview_of(fresh[-1]),
+                    "title": meta.title or title_from(fresh),
                 }
             )
             try:
-                async with self._transaction():
+                async with self._backend.transaction():
                     head = await self._backend.set_state(
                         SESSIONS_SCOPE, session_id, updated, expected_revision=revision
                     )
-                    if atomic:
-                        await self._materialize(fresh)
+                    await self._materialize(fresh)
             except RevisionConflict:
                 self.forget_head(session_id)
                 if kept is not None:  # the kept head was stale: read it now, no pause
@@ -329,8 +323,6 @@ class SessionStore:
                 attempt += 1
                 continue
             self._keep_head(updated, head.revision)
-            if not atomic:
-                await self._materialize(fresh)
             return results
         raise FunctionError(
             CONTENTION_ERROR,

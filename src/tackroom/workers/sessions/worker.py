@@ -3,20 +3,15 @@
 
 from __future__ import annotations
 
-import time
-import uuid
-
 from pydantic import Field
 
 from tackroom.contracts import sessions as c
-from tackroom.contracts.audit import AuditFact
-from tackroom.contracts.forgetting import SESSION_DELETED, SessionDeleted
-from tackroom.kit.audit import record_fact
 from tackroom.runtime.worker import WorkerConfig, WorkerContext, WorkerSpec
 from tackroom.workers.sessions.inbox import Inbox
 from tackroom.workers.sessions.pins import Pins
-from tackroom.workers.sessions.removal import delete_session
+from tackroom.workers.sessions.removal import Deletions
 from tackroom.workers.sessions.store import SessionStore
+from tackroom.workers.sessions.titles import Titles
 
 __all__ = ["WORKER", "SessionsConfig"]
 
@@ -31,6 +26,8 @@ async def _start(ctx: WorkerContext[SessionsConfig]) -> None:
     store = SessionStore(ctx.engine, max_attempts=ctx.config.max_attempts)
     inbox = Inbox(ctx.engine, max_attempts=ctx.config.max_attempts)
     pins = Pins(store, max_attempts=ctx.config.max_attempts)
+    titles = Titles(store, max_attempts=ctx.config.max_attempts)
+    deletions = Deletions(ctx.engine, store)
 
     async def create(request: c.CreateRequest) -> c.SessionInfo:
         return await store.create(
@@ -95,16 +92,6 @@ async def _start(ctx: WorkerContext[SessionsConfig]) -> None:
         )
         return c.ListResponse(sessions=[meta.info() for meta in metas], next_cursor=cursor)
 
-    async def delete(request: c.DeleteRequest) -> c.DeleteResponse:
-        deleted = await delete_session(ctx.engine, store.index, request.session_id)
-        store.forget_head(request.session_id)
-        await record_fact(ctx.engine, _deletion_fact(deleted, request.requested_by))
-        notice = SessionDeleted(
-            session_id=deleted.session_id, requested_by=request.requested_by, at=time.time()
-        )
-        await SESSION_DELETED.append(ctx.engine, deleted.session_id, notice)
-        return deleted
-
     async def push(request: c.InboxPushRequest) -> c.InboxPushResponse:
         await store.load(request.session_id)  # session_not_found for a typo'd id
         count = await inbox.push(request.session_id, request.name, request.item)
@@ -130,9 +117,10 @@ async def _start(ctx: WorkerContext[SessionsConfig]) -> None:
     await ctx.serve(c.CLONE, clone)
     await ctx.serve(c.TREE, tree)
     await ctx.serve(c.LIST, list_sessions)
-    await ctx.serve(c.DELETE, delete)
+    await ctx.serve(c.DELETE, deletions.delete)
     await ctx.serve(c.PIN, pins.pin)
     await ctx.serve(c.UNPIN, pins.unpin)
+    await ctx.serve(c.SET_TITLE, titles.set_title)
     await ctx.serve(c.INBOX_PUSH, push)
     await ctx.serve(c.INBOX_PEEK, peek)
     await ctx.serve(c.INBOX_DRAIN, drain)
@@ -145,15 +133,3 @@ WORKER = WorkerSpec(
     config_model=SessionsConfig,
     start=_start,
 )
-
-
-def _deletion_fact(deleted: c.DeleteResponse, requested_by: str | None) -> AuditFact:
-    """The audit fact of a deletion (the one trace of the session that stays)."""
-    return AuditFact(
-        fact_id=f"session_deleted:{deleted.session_id}:{uuid.uuid4().hex}",
-        kind="session_deleted",
-        actor=requested_by,
-        session_id=deleted.session_id,
-        at=time.time(),
-        fact={"entries": deleted.entries, "inboxes": deleted.inboxes},
-    )
