@@ -9,6 +9,7 @@ so ``sessionStorage`` (the token) starts empty. Screenshots go to ``$TACKROOM_AR
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import os
 import queue
@@ -51,6 +52,8 @@ FINAL_TEXT = "Done: note.txt now says hello from the console."
 NOTE = "hello from the console"
 QUICK_TEXT = "A quick answer with no tools at all."
 QUICK_SESSIONS = ("quick", "traced", "resumed", "searchable-one", "curated")
+STORY, SOLO = "story", "solo"
+STORY_AGAIN = "Nothing else to do: the note is written."
 
 SCRIPT: dict[str, Any] = {
     "schema_version": 1,
@@ -78,6 +81,37 @@ SCRIPT: dict[str, Any] = {
             }
             for session in QUICK_SESSIONS
         ),
+        # "story": a run that reads a file, asks to write one and finishes; then a second run
+        {
+            "session": STORY,
+            "text": "Let me read the notes first.",
+            "tool_calls": [{"function_id": "fs::read", "arguments": {"path": "notes.txt"}}],
+            "usage": {"input_tokens": 310, "output_tokens": 24, "cost_usd": 0.0031},
+        },
+        {
+            "session": STORY,
+            "text": FIRST_TEXT,
+            "tool_calls": [
+                {"function_id": "fs::write", "arguments": {"path": "note.txt", "content": NOTE}}
+            ],
+            "usage": {"input_tokens": 402, "output_tokens": 30, "cost_usd": 0.004},
+        },
+        {
+            "session": STORY,
+            "text": FINAL_TEXT,
+            "usage": {"input_tokens": 455, "output_tokens": 12, "cost_usd": 0.002},
+        },
+        {
+            "session": STORY,
+            "text": STORY_AGAIN,
+            "usage": {"input_tokens": 480, "output_tokens": 9, "cost_usd": 0.001},
+        },
+        # "solo": one answer, no tools, expensive
+        {
+            "session": SOLO,
+            "text": QUICK_TEXT,
+            "usage": {"input_tokens": 900, "output_tokens": 300, "cost_usd": 0.2},
+        },
     ],
 }
 
@@ -215,15 +249,17 @@ def require_chromium() -> None:
         pytest.skip(f"{CHROMIUM} is missing (make setup installs Debian's chromium)")
 
 
-@pytest.fixture(scope="module")
-def console() -> Iterator[Console]:
+@contextlib.contextmanager
+def serving(config: dict[str, Any]) -> Iterator[Console]:
+    """``tackroom serve`` with ``config`` (and the script) in a temporary home, until the block
+    ends; when it exits early, the error names the tail of its log."""
     require_chromium()
     with (
         tempfile.TemporaryDirectory(prefix="tr-console-") as directory,
         (Path(directory) / "serve.log").open("w") as log,
     ):
         cwd = Path(directory)
-        (cwd / "tackroom.yaml").write_text(yaml.safe_dump(CONFIG))
+        (cwd / "tackroom.yaml").write_text(yaml.safe_dump(config))
         (cwd / "script.yaml").write_text(yaml.safe_dump(SCRIPT))
         proc = subprocess.Popen(
             [sys.executable, "-m", "tackroom.cli.main", "serve"],
@@ -236,12 +272,12 @@ def console() -> Iterator[Console]:
         reader = threading.Thread(target=_lines, args=(proc.stdout, lines), daemon=True)
         reader.start()
         try:
-            served = Console(_console_url(lines), cwd, cwd / "run" / "tr.sock")
-            served.bus(
-                budget.CREATE.id,
-                {"id": "console", "scope": "workspace/console", "cap_usd": BUDGET_CAP},
-            )
-            yield served
+            try:
+                url = _console_url(lines)
+            except AssertionError as exc:
+                tail = (cwd / "serve.log").read_text()[-2000:]
+                raise AssertionError(f"{exc}; its log ends: {tail}") from None
+            yield Console(url, cwd, cwd / "run" / "tr.sock")
         finally:
             proc.send_signal(signal.SIGTERM)
             try:
@@ -250,6 +286,16 @@ def console() -> Iterator[Console]:
                 proc.kill()
                 proc.wait()
             reader.join(STARTUP)
+
+
+@pytest.fixture(scope="module")
+def console() -> Iterator[Console]:
+    with serving(CONFIG) as served:
+        served.bus(
+            budget.CREATE.id,
+            {"id": "console", "scope": "workspace/console", "cap_usd": BUDGET_CAP},
+        )
+        yield served
 
 
 @pytest.fixture(scope="module")

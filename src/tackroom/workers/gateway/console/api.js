@@ -4,9 +4,9 @@ const TOKEN_KEY = "tackroom.token";
 const RECONNECT_MS = 1000;
 
 export class ApiError extends Error {
-  constructor(status, code, message) {
+  constructor(status, code, message, details = {}) {
     super(message);
-    Object.assign(this, { status, code });
+    Object.assign(this, { status, code, details });
   }
 }
 
@@ -30,7 +30,7 @@ const headers = (extra = {}) => ({ Authorization: `Bearer ${getToken() || ""}`, 
 async function failure(response) {
   const body = await response.json().catch(() => null); // not JSON: the status says enough
   const error = (body && body.error) || {};
-  const failed = new ApiError(response.status, error.code || `http_${response.status}`, error.message || response.statusText);
+  const failed = new ApiError(response.status, error.code || `http_${response.status}`, error.message || response.statusText, error.details || {});
   if (response.status === 401) onUnauthorized(failed);
   return failed;
 }

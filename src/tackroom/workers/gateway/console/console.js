@@ -4,6 +4,7 @@
 import { adoptTokenFromUrl, api, forgetToken, getToken, setToken, whenUnauthorized } from "./api.js";
 import { approvalsPage } from "./approvals.js";
 import { budgetsPage } from "./budgets.js";
+import { runsPage } from "./runs.js";
 import { clear, h, showError } from "./dom.js";
 import { sessionPage } from "./session.js";
 import { sessionsPage } from "./sessions.js";
@@ -15,6 +16,7 @@ const ROUTES = [
   [/^#\/sessions\/?$/, sessionsPage],
   [/^#\/sessions\/([^/]+)\/tree$/, treePage],
   [/^#\/sessions\/([^/]+)$/, sessionPage],
+  [/^#\/runs$/, runsPage],
   [/^#\/approvals$/, approvalsPage],
   [/^#\/budgets$/, budgetsPage],
   [/^#\/traces\/([^/]+)$/, tracePage],

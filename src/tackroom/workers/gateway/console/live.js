@@ -2,18 +2,12 @@
 
 import { followEvents } from "./api.js";
 import { decisionButtons } from "./approvals.js";
-import { blocksText, clear, h, pretty, usd } from "./dom.js";
+import { blocksText, clear, h, pretty } from "./dom.js";
+import { STATES, describe, tokens } from "./events.js";
 
-const STATES = {
-  provisioning: "starting",
-  assistant_streaming: "the model is answering",
-  function_execute: "running tools",
-  function_awaiting_approval: "waiting for approval",
-  steering_check: "checking for messages",
-};
 const DECIDED = { allow: "approved", deny: "denied" };
 
-const usageLine = (u, label) => `${label}: ${u.input_tokens} in · ${u.output_tokens} out tokens · ${usd(u.cost_usd)}`;
+const usageLine = (u, label) => `${label}: ${tokens(u)}`;
 
 /** A tool call's card: its function, arguments, the gate's decision, approval, result. */
 function toolCard(data) {
@@ -37,9 +31,20 @@ export function livePanel(sessionId, { signal, onRunEnd = () => {} }) {
   const usage = h("p", { class: "muted", testid: "run-usage" });
   const answer = h("div", { class: "answer", testid: "live-answer", "aria-live": "polite" });
   const tools = h("div", { class: "tools", testid: "tool-calls" });
-  const log = h("ul", { class: "log", testid: "event-log" });
+  const log = h("ol", { class: "log", testid: "event-log" });
+  const logCount = h("span", { testid: "event-count" }, "0");
+  const events = h("details", { testid: "events" }, h("summary", {}, "Events of this session (", logCount, ")"), log);
   const heading = h("h3", {}, "Latest run ", runLabel, " ", connection);
-  const panel = h("section", { class: "card live", testid: "live" }, heading, status, answer, tools, usage, h("details", {}, h("summary", {}, "Events"), log));
+  const panel = h("section", { class: "card live", testid: "live" }, heading, status, answer, tools, usage, events);
+  let stored = 0;
+
+  /** A stored event's line (live deltas are not stored: the answer above shows them). */
+  function logged(type, data, id) {
+    stored += 1;
+    logCount.textContent = String(stored);
+    const number = h("span", { class: "seq" }, `#${id}`);
+    log.append(h("li", { testid: "event-line", "data-type": type, title: type }, number, " ", describe(type, data)));
+  }
 
   let runId = null;
   let spent = null; // the run's usage so far, from its finished assistant messages
@@ -54,7 +59,8 @@ export function livePanel(sessionId, { signal, onRunEnd = () => {} }) {
     delete status.dataset.state;
     blocks.clear();
     cards.clear();
-    for (const el of [answer, tools, log, usage]) clear(el);
+    for (const el of [answer, tools, usage]) clear(el);
+    log.append(h("li", { class: "run-mark", testid: "event-run" }, `run ${id}`));
   }
 
   function block(messageId, kind) {
@@ -144,7 +150,7 @@ export function livePanel(sessionId, { signal, onRunEnd = () => {} }) {
     onStatus: (text) => (connection.textContent = text),
     onEvent: (type, frame, id) => {
       if (frame.run_id && frame.run_id !== runId) newRun(frame.run_id);
-      log.append(h("li", {}, `${id === null ? "live" : `#${id}`} ${type}`));
+      if (id !== null) logged(type, frame.data, id);
       if (handlers[type]) handlers[type](frame.data || {});
     },
   });

@@ -2,6 +2,7 @@
 
 import { api } from "./api.js";
 import { blocksText, h, link, when } from "./dom.js";
+import { tokens } from "./events.js";
 import { livePanel } from "./live.js";
 import { runForm } from "./sessions.js";
 
@@ -43,6 +44,45 @@ function traceItem(t) {
   return h("li", props, link(text, ["traces", t.trace_id], { testid: "trace-link" }), h("span", { class: "muted" }, ` run ${t.run_id}`));
 }
 
+function sentMessage({ entry_id, message: m }) {
+  const role = m.role === "function_result" ? `result of ${m.function_id}` : m.role === "custom" ? m.custom_type : m.role;
+  return h("div", { class: "sent", testid: "call-prompt-message", "data-entry-id": entry_id }, h("span", { class: "role" }, role), h("p", {}, blocksText(m.content)));
+}
+
+/** One model call: what it was sent, what it answered, its tokens and cost. */
+function callView(call, number) {
+  const m = call.completion;
+  const c = call.context;
+  const head = `#${number} ${call.provider}:${call.model} — ${tokens(call.usage)} · ${m.stop_reason}`;
+  const context = c ? h("p", { class: "muted" }, `context: ${c.entries_sent} messages sent, ~${c.estimated_tokens} of ${c.budget_tokens} tokens`) : null;
+  return h(
+    "details",
+    { class: "call", testid: "model-call", "data-entry-id": call.entry_id },
+    h("summary", { class: "figures", testid: "call-figures" }, head),
+    h("h4", {}, `Prompt — ${call.prompt.length} ${call.prompt.length === 1 ? "message" : "messages"}`),
+    context,
+    h("div", { testid: "call-prompt" }, call.prompt.map(sentMessage)),
+    h("h4", {}, "Completion"),
+    h("pre", { testid: "call-completion" }, blocksText(m.content) || m.error_message || ""),
+  );
+}
+
+/** Fill `el` with the session's model calls; the same calls as shown stay as they are (open). */
+async function showModelCalls(el, path, signal) {
+  let calls;
+  try {
+    ({ calls } = await api(`${path}/model-calls`, { signal }));
+  } catch (error) {
+    el.replaceChildren(h("p", { class: "muted" }, `Model calls unavailable: ${error.message}`));
+    delete el.dataset.shown;
+    return;
+  }
+  const shown = calls.map((call) => call.entry_id).join(" ");
+  if (el.dataset.shown === shown) return;
+  el.dataset.shown = shown;
+  el.replaceChildren(...(calls.length ? calls.map((call, i) => callView(call, i + 1)) : [h("p", { class: "muted" }, "No model calls yet.")]));
+}
+
 async function tracesOf(sessionId, signal) {
   try {
     const listed = await api("/v1/traces", { signal, query: { session_id: sessionId, limit: 50 } });
@@ -53,12 +93,52 @@ async function tracesOf(sessionId, signal) {
   }
 }
 
+/** The session's title, and an Edit title button that edits it in place (PATCH). */
+function titleEditor(path, sessionId) {
+  const title = h("h2", { testid: "session-title" }, sessionId);
+  const input = h("input", { testid: "title-input", "aria-label": "Session title", maxlength: 200 });
+  const note = h("span", { class: "muted", testid: "title-note", "aria-live": "polite" });
+  const edit = h("button", { type: "button", class: "small", testid: "title-edit" }, "Edit title");
+  const form = h("form", { class: "title-edit", testid: "title-form", hidden: true }, input, h("button", { type: "submit", class: "small", testid: "title-save" }, "Save"), h("button", { type: "button", class: "small", testid: "title-cancel" }, "Cancel"));
+  let current = "";
+  const show = (info) => {
+    current = info.title || info.display_name || "";
+    title.textContent = current || sessionId;
+    title.title = current ? sessionId : "";
+  };
+  const editing = (on) => {
+    form.hidden = !on;
+    title.hidden = on;
+    edit.hidden = on;
+    if (on) {
+      input.value = current;
+      input.focus();
+      input.select();
+    }
+  };
+  edit.addEventListener("click", () => editing(true));
+  form.querySelector("[data-testid=title-cancel]").addEventListener("click", () => editing(false));
+  input.addEventListener("keydown", (event) => event.key === "Escape" && editing(false));
+  form.addEventListener("submit", async (event) => {
+    event.preventDefault();
+    note.textContent = "";
+    try {
+      show(await api(path, { method: "PATCH", body: { title: input.value } }));
+      editing(false);
+    } catch (error) {
+      note.textContent = error.message;
+    }
+  });
+  return { show, el: h("div", { class: "title-edit" }, title, form, edit, note) };
+}
+
 export async function sessionPage(main, { signal }, sessionId) {
   const path = `/v1/sessions/${encodeURIComponent(sessionId)}`;
-  const title = h("h2", { testid: "session-title" }, sessionId);
+  const title = titleEditor(path, sessionId);
   const origin = h("p", { class: "muted", testid: "session-origin" });
   const transcript = h("div", { class: "transcript", testid: "transcript" });
   const traces = h("div", { testid: "session-traces" });
+  const calls = h("div", { class: "calls", testid: "model-calls" });
   const more = h("button", { type: "button", testid: "entries-more", hidden: true }, "Load more");
   const pinNote = h("p", { class: "muted", testid: "pin-note", "aria-live": "polite" });
   let cursor = null;
@@ -78,9 +158,9 @@ export async function sessionPage(main, { signal }, sessionId) {
 
   const loadEntries = async (reset) => {
     const page = await api(path, { signal, query: { cursor: reset ? null : cursor } });
-    const { display_name: name, origin: o, entry_count: count, updated_at: updated } = page.session;
-    title.textContent = name ? `${name} (${sessionId})` : sessionId;
-    const from = o ? `${o.kind} of ${o.source_session_id}${o.from_entry_id ? ` at ${o.from_entry_id}` : ""} · ` : "";
+    const { origin: o, entry_count: count, updated_at: updated } = page.session;
+    title.show(page.session);
+    const from = `${sessionId} · ${o ? `${o.kind} of ${o.source_session_id}${o.from_entry_id ? ` at ${o.from_entry_id}` : ""} · ` : ""}`;
     origin.textContent = `${from}${count} ${count === 1 ? "entry" : "entries"} of its own · updated ${when(updated)}`;
     pinned = new Set(page.session.pinned || []);
     const views = page.entries.map((entry) => entryView(entry, { pinned, togglePin }));
@@ -91,6 +171,7 @@ export async function sessionPage(main, { signal }, sessionId) {
   };
   const refresh = async () => {
     await loadEntries(true).catch((error) => transcript.replaceChildren(h("p", { class: "muted" }, error.message)));
+    await showModelCalls(calls, path, signal);
     traces.replaceChildren(await tracesOf(sessionId, signal));
   };
   more.addEventListener("click", () => loadEntries(false));
@@ -106,10 +187,11 @@ export async function sessionPage(main, { signal }, sessionId) {
   signal.addEventListener("abort", () => clearTimeout(timer));
   const links = h("p", {}, link("Session tree", ["sessions", sessionId, "tree"], { testid: "open-tree" }), " · ", link("All sessions", ["sessions"]));
   main.append(
-    h("section", { class: "card" }, title, origin, links),
+    h("section", { class: "card" }, title.el, origin, links),
     live,
     h("section", { class: "card" }, runForm({ sessionId })),
     h("section", { class: "card" }, h("h3", {}, "Transcript"), pinNote, transcript, more),
+    h("section", { class: "card" }, h("h3", {}, "Model calls"), calls),
     h("section", { class: "card" }, h("h3", {}, "Traces of its runs"), traces),
   );
   await refresh();

@@ -35,7 +35,7 @@ export function runForm({ sessionId = null, onStarted = () => {} }) {
 function sessionRow(s) {
   const cells = [
     h("td", {}, link(s.session_id, ["sessions", s.session_id], { testid: "session-link" })),
-    h("td", {}, s.display_name || ""),
+    h("td", { testid: "session-title-cell" }, s.title || s.display_name || ""),
     h("td", { class: "preview", testid: "session-preview" }, s.last_message_preview || ""),
     h("td", {}, String(s.entry_count)),
     h("td", {}, when(s.updated_at)),
