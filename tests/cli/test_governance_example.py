@@ -151,6 +151,8 @@ async def test_approval_from_another_process(
         "appr-cli",
         "--script",
         "scripts/approval.yaml",
+        "--approval-timeout",
+        "600",
         "Plan the release, then read the plan back",
         cwd=example,
         stdin=asyncio.subprocess.DEVNULL,  # not a terminal: no inline prompt
@@ -161,8 +163,8 @@ async def test_approval_from_another_process(
         assert agent.stderr is not None
         await read_until(
             agent.stderr,
-            "fs::read waits for approval (no terminal to ask on): run `tackroom"
-            " approve appr-cli read-plan`",
+            "fs::read waits for approval: waiting up to 600s for `tackroom approve appr-cli"
+            " read-plan` (or deny) in another terminal",
         )
 
         listed = await run_tackroom("approvals", "list", "--config", config, cwd=example)

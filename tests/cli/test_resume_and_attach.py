@@ -61,8 +61,11 @@ async def test_rerunning_a_killed_session_finishes_its_run_first(short_tmp: Path
         "run", "--resume", "s1", "--model", "scripted:demo", "--script", str(answers),
         cwd=short_tmp,
     )  # fmt: skip
-    assert again.code == 0, again.stderr
-    assert "s1 has no interrupted run" in again.stderr
+    assert again.code == 2, again.stderr
+    assert again.stderr.strip().splitlines() == [
+        "tackroom: error: session s1 has no interrupted run to resume"
+        ' (continue it with: tackroom run --session s1 "PROMPT")'
+    ]
 
 
 async def test_a_run_in_a_served_directory_attaches_to_the_serve(short_tmp: Path) -> None:

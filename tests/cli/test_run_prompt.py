@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from tackroom.cli import run
+from tackroom.cli import follow
 from tackroom.contracts.events import EVENTS
 from tackroom.harness import Harness
 from tackroom.harness.terminal import TerminalView
@@ -27,13 +27,14 @@ class _PipeStdin(io.TextIOWrapper):
 def stdin(monkeypatch: pytest.MonkeyPatch) -> Iterator[int]:
     """A pipe standing in for the terminal: returns the fd to type into."""
     read_fd, write_fd = os.pipe()
-    monkeypatch.setattr("sys.stdin", _PipeStdin(io.FileIO(read_fd, "r")))
-    yield write_fd
-    os.close(write_fd)
+    with _PipeStdin(io.FileIO(read_fd, "r")) as pipe:  # closes the read end afterwards
+        monkeypatch.setattr("sys.stdin", pipe)
+        yield write_fd
+        os.close(write_fd)
 
 
 async def test_read_line_returns_what_was_typed(stdin: int) -> None:
-    reading = asyncio.create_task(run.read_line("? "))
+    reading = asyncio.create_task(follow.read_line("? "))
     await asyncio.sleep(0.01)
     assert not reading.done()
     os.write(stdin, b"yes\n")
@@ -41,12 +42,12 @@ async def test_read_line_returns_what_was_typed(stdin: int) -> None:
 
 
 async def test_a_cancelled_read_leaves_stdin_usable(stdin: int) -> None:
-    first = asyncio.create_task(run.read_line("? "))
+    first = asyncio.create_task(follow.read_line("? "))
     await asyncio.sleep(0.01)
     first.cancel()
     with pytest.raises(asyncio.CancelledError):
         await first
-    second = asyncio.create_task(run.read_line("? "))
+    second = asyncio.create_task(follow.read_line("? "))
     os.write(stdin, b"n\n")
     assert await asyncio.wait_for(second, 5) == "n\n"
 
@@ -71,7 +72,7 @@ async def test_a_prompt_is_withdrawn_when_the_call_is_decided_elsewhere(
         }
     )
     harness = Harness(FunctionModel(lambda messages, info: "unused"), home=tmp_path)
-    async with run._Prompts(harness, view) as prompts:
+    async with follow.Prompts(harness, view) as prompts:
         prompts.seen(request)
         await asyncio.sleep(0.05)
         assert "allow fs::write" in capsys.readouterr().err  # the prompt is up

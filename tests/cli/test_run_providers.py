@@ -73,7 +73,24 @@ def test_a_missing_key_is_named(
     workdir: Path, capsys: pytest.CaptureFixture[str], model: str, message: str
 ) -> None:
     assert main(["run", "hi", "--model", model]) == 2
-    assert message in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert message in err
+    credential = message.split("'")[1]
+    assert f"(or store one with `tackroom auth set {credential}`)" in err  # the README's way
+
+
+def test_a_keyed_profile_whose_server_is_down_is_named_with_its_url(
+    workdir: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    server = FakeOpenAIServer()
+    with server.running_in_thread():
+        closed = server.base_url
+    write_config(workdir, {"mine": {"base_url": closed, "api_key_env": "TEST_API_KEY"}})
+    monkeypatch.setenv("TEST_API_KEY", "sk-test-not-a-real-key")
+    assert main(["run", "hi", "--model", "mine:m", "--no-model-check"]) == 1
+    err = capsys.readouterr().err
+    assert f"cannot reach the mine server at {closed}" in err
+    assert "sk-test-not-a-real-key" not in err
 
 
 def test_a_missing_local_server_is_named(workdir: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -96,6 +96,10 @@ def test_bad_pins_and_compactions_are_usage_errors(
     assert "or give a rule" in error_line(main(["sessions", "pin", "s2"]), capsys)
     assert "'nope'" in error_line(main(["sessions", "compact", "nope"]), capsys)
     # The session's model is scripted: without a script there is nothing to answer the summary.
-    assert "script" in error_line(main(["sessions", "compact", "s2"]), capsys)
+    said = error_line(main(["sessions", "compact", "s2"]), capsys)
+    assert said == (
+        "tackroom: error: session 's2' is answered by scripted:m, which replays a script:"
+        " give the summary's with --script FILE (or name another model with --model)"
+    )  # this command's option, not `tackroom run`'s
     assert main(["sessions", "compact", "s2", "--script", "turns.yaml"]) == 0
     assert capsys.readouterr().out.startswith("nothing compacted: ")

@@ -30,7 +30,7 @@ from tackroom.runtime.config import HarnessConfig, load_config
 
 # The harness is imported by the commands that use it: `sessions list` does not pay for it.
 
-__all__ = ["add_curate_parsers", "entry_line"]
+__all__ = ["add_curate_parsers", "entry_line", "summary"]
 
 
 def add_curate_parsers(
@@ -64,7 +64,9 @@ def add_curate_parsers(
     compact.add_argument(
         "--model", help="PROVIDER:MODEL for the summary (default: the session's, else agent.model)"
     )
-    compact.add_argument("--script", type=Path, help="script for the scripted provider")
+    compact.add_argument(
+        "--script", type=Path, help="the script a scripted model answers the summary from"
+    )
     common(compact)
     compact.set_defaults(run=lambda args: _usage_exit(_compact(args)))
 
@@ -112,9 +114,18 @@ async def _compact(args: argparse.Namespace) -> int:
             f"session {args.session_id!r} has no answer to take a model from: name one with"
             " --model PROVIDER:MODEL (or agent.model in tackroom.yaml)"
         )
+    if (
+        model.startswith("scripted:")
+        and args.script is None
+        and "scripted" not in config.worker_config
+    ):
+        raise UsageError(
+            f"session {args.session_id!r} is answered by {model}, which replays a script: give"
+            " the summary's with --script FILE (or name another model with --model)"
+        )
     harness = Harness(model, config=config, script=args.script, check_model=False)
     async with harness:
-        reply = await harness.compact(args.session_id)
+        reply = await harness.sessions.compact(args.session_id)
     if args.json:
         print(reply.model_dump_json(indent=2))
     elif reply.compacted:
@@ -154,3 +165,20 @@ def _span(ids: list[str]) -> str:
     if len(ids) <= 2:
         return ", ".join(ids)
     return f"{ids[0]} .. {ids[-1]}"
+
+
+def summary(message: dict[str, Any]) -> str:
+    """A message (as JSON) on one line of at most 160 characters: its text and calls, or the
+    error of a model call that failed."""
+    if message.get("stop_reason") == "error":
+        kind = message.get("error_kind") or "permanent"
+        return " ".join(f"(error, {kind}) {message.get('error_message') or ''}".split())[:160]
+    parts = []
+    for block in message.get("content", []):
+        if block.get("type") == "text":
+            parts.append(block["text"])
+        elif block.get("type") == "function_call":
+            # ``function_id`` until messages' schema_version 2 (an older sessions worker sends it)
+            name = block.get("tool_name", block.get("function_id"))
+            parts.append(f"{name}({json.dumps(block.get('arguments', {}))})")
+    return " ".join(" ".join(parts).split())[:160]

@@ -1,7 +1,8 @@
 """``tackroom``: serve a harness, run one worker, call functions, list the catalog, run the demo.
 
 Exit codes: 0 success; 1 a call or the host failed (typed engine error, crashed worker);
-2 a usage or config problem; 130 interrupted.
+2 a usage or config problem; 3 ``tackroom run`` waits for an approval with no terminal to ask on;
+130 interrupted.
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ COMMAND_MODULES: dict[str, str] = {
     "workers": "call",
     "demo": "demo",
     "run": "run",
+    "chat": "chat",
     "sessions": "sessions",
     "auth": "auth",
     "models": "models",

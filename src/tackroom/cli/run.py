@@ -3,12 +3,15 @@
 The answer streams to stdout token by token; tool calls, results and notes go to stderr, so
 ``tackroom run ... > answer.txt`` keeps only the answer. ``--json`` prints the event stream as
 JSON lines instead. Exit codes: 0 the run ended normally, 1 it failed or stopped early (error,
-max_turns, loop, aborted), 2 a usage problem (no model, busy session).
+max_turns, loop, aborted), 2 a usage problem (no model, busy session, nothing to resume), 3 the
+run waits for an approval and there is no terminal to ask on (the lines to decide it are printed;
+``--approval-timeout`` waits for a decision from elsewhere first).
 
 A session whose run was interrupted (the process was killed) is finished first: ``tackroom run
 --session S "next"`` follows the interrupted run to its end, then runs the new prompt; ``tackroom
-run --resume S`` only finishes it. When a ``tackroom serve`` owns the engine, the command attaches
-to it through its local endpoint (``--attach`` forces that).
+run --resume S`` only finishes it; ``--continue`` takes the most recent session. When a ``tackroom
+serve`` owns the engine, the command attaches to it through its local endpoint (``--attach``
+forces that).
 """
 
 from __future__ import annotations
@@ -16,25 +19,33 @@ from __future__ import annotations
 import argparse
 import asyncio
 import getpass
-import json
 import os
+import shlex
 import sys
 from pathlib import Path
 
 from pydantic import ValidationError
 
 from tackroom.cli import _startup
-from tackroom.contracts.events import AgentEnd, AgentEvent, ApprovalRequested, ApprovalResolved
+from tackroom.cli.follow import EXIT_AWAITING_APPROVAL, Parked, awaiting, show_run
+from tackroom.contracts.events import EVENTS
 from tackroom.contracts.principal import Principal
 from tackroom.engine.errors import EngineError
-from tackroom.harness import Harness, PendingApproval, RunStream, SessionBusy
+from tackroom.harness import Harness, SessionBusy
 from tackroom.harness.errors import UsageError
 from tackroom.harness.terminal import TerminalView
 from tackroom.runtime.config import load_config
 from tackroom.runtime.errors import HarnessError
 from tackroom.runtime.typed import describe_validation_error
 
-__all__ = ["add_parsers", "read_line", "run_agent"]
+__all__ = [
+    "add_parsers",
+    "build_harness",
+    "finish_interrupted",
+    "harness_options",
+    "latest_session",
+    "run_agent",
+]
 
 _TERMINAL = ("stopped", "failed")
 
@@ -42,28 +53,49 @@ _TERMINAL = ("stopped", "failed")
 def add_parsers(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     run = commands.add_parser("run", help="run an agent on a prompt and stream the answer")
     run.add_argument("prompt", nargs="?", help="what to ask the agent")
-    run.add_argument("--model", help="PROVIDER:MODEL (default: the config's agent.model)")
-    run.add_argument("--session", help="session id to continue (default: a new session)")
-    run.add_argument(
+    which = run.add_mutually_exclusive_group()
+    which.add_argument(
         "--resume", metavar="SESSION", help="finish the interrupted run of SESSION (no prompt)"
     )
+    which.add_argument(
+        "--continue",
+        dest="last",
+        action="store_true",
+        help="continue the most recent session (finishing its interrupted run first)",
+    )
+    harness_options(run)
+    run.add_argument("--json", action="store_true", help="print events as JSON lines")
     run.add_argument(
+        "--approval-timeout",
+        type=float,
+        metavar="SECONDS",
+        help="without a terminal, wait this long for a call's approval from elsewhere"
+        f" (tackroom approve) before exiting {EXIT_AWAITING_APPROVAL} (default: exit at once)",
+    )
+    run.set_defaults(run=_run)
+
+
+def harness_options(parser: argparse.ArgumentParser) -> None:
+    """The options that make the harness of ``tackroom run`` and ``tackroom chat``."""
+    parser.add_argument("--model", help="PROVIDER:MODEL (default: the config's agent.model)")
+    parser.add_argument("--session", help="session id to continue (default: a new session)")
+    parser.add_argument(
         "--mode",
         choices=["plan", "ask", "agent"],
         help="default: agent.mode; plan and ask run read-only tools only",
     )
-    run.add_argument(
+    parser.add_argument(
         "--yes",
         action="store_true",
         help="answer yes to every call the policy would ask about (its denials still hold)",
     )
-    run.add_argument(
+    parser.add_argument(
         "--as",
         dest="principal",
         metavar="ID",
         help="who the run acts for (default: agent.principal, else local:<OS user>)",
     )
-    run.add_argument(
+    parser.add_argument(
         "--role",
         dest="roles",
         action="append",
@@ -71,13 +103,12 @@ def add_parsers(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -
         metavar="ROLE",
         help="a role of --as (repeatable): tools' required permissions are checked against them",
     )
-    run.add_argument("--max-turns", type=int, help="model calls at most (default 8)")
-    run.add_argument("--tools", help="comma-separated function ids or globs offered as tools")
-    run.add_argument("--script", type=Path, help="script for the scripted provider (YAML/JSONL)")
-    run.add_argument("--json", action="store_true", help="print events as JSON lines")
-    run.add_argument("--config", type=Path, help="config file (default: ./tackroom.yaml)")
-    run.add_argument("--engine", help="engine URL, overriding the config's engine:")
-    run.add_argument(
+    parser.add_argument("--max-turns", type=int, help="model calls at most (default 8)")
+    parser.add_argument("--tools", help="comma-separated function ids or globs offered as tools")
+    parser.add_argument("--script", type=Path, help="script for the scripted provider (YAML/JSONL)")
+    parser.add_argument("--config", type=Path, help="config file (default: ./tackroom.yaml)")
+    parser.add_argument("--engine", help="engine URL, overriding the config's engine:")
+    parser.add_argument(
         "--attach",
         nargs="?",
         const=True,
@@ -86,20 +117,52 @@ def add_parsers(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -
         help="run on a `tackroom serve` (its endpoint socket, default the config's) instead of"
         " booting workers here",
     )
-    run.add_argument(
+    parser.add_argument(
         "--no-model-check",
         action="store_true",
         help="send a model name the catalog does not list (a model newer than the catalog)",
     )
-    run.set_defaults(run=_run)
 
 
 def _run(args: argparse.Namespace) -> int:
     if args.resume and args.session and args.resume != args.session:
         return _usage("--resume names the session; drop --session or make them the same")
+    if args.last and args.session:
+        return _usage("--continue picks the most recent session; drop --session or --continue")
     session = args.resume or args.session
-    if args.prompt is None and not args.resume:
+    if args.prompt is None and not args.resume and not args.last:
         return _usage('what should the agent do? tackroom run "PROMPT" (or --resume SESSION)')
+    if args.approval_timeout is not None and args.approval_timeout < 0:
+        return _usage("--approval-timeout is a number of seconds, 0 or more")
+    harness = build_harness(args)
+    if isinstance(harness, int):
+        return harness
+    return asyncio.run(
+        run_agent(
+            harness,
+            args.prompt,
+            session=session,
+            json_lines=args.json,
+            last=args.last,
+            approval_timeout=args.approval_timeout,
+            parked=awaiting(options=_again(args)),
+        )
+    )
+
+
+def _again(args: argparse.Namespace) -> str:
+    """The options a ``tackroom run --resume`` of this run needs as well (its model)."""
+    given = (
+        ("--model", args.model),
+        ("--script", args.script),
+        ("--config", args.config),
+        ("--engine", args.engine),
+    )
+    return "".join(f" {flag} {shlex.quote(str(value))}" for flag, value in given if value)
+
+
+def build_harness(args: argparse.Namespace) -> Harness | int:
+    """The harness :func:`harness_options` describe, or the exit code of a usage problem."""
     config = load_config(args.config)
     model = args.model or config.agent.model
     if not model or ":" not in model:
@@ -113,7 +176,7 @@ def _run(args: argparse.Namespace) -> int:
     except ValueError as exc:
         return _usage(f"--as/--role: {exc}")
     try:
-        harness = Harness(
+        return Harness(
             model,
             config=config,
             engine=args.engine,
@@ -129,7 +192,6 @@ def _run(args: argparse.Namespace) -> int:
         )
     except UsageError as exc:
         return _usage(str(exc))
-    return asyncio.run(run_agent(harness, args.prompt, session=session, json_lines=args.json))
 
 
 def _principal(given: str | None, roles: list[str], configured: Principal | None) -> Principal:
@@ -156,9 +218,17 @@ def _usage(message: str) -> int:
 
 
 async def run_agent(
-    harness: Harness, prompt: str | None, *, session: str | None, json_lines: bool = False
+    harness: Harness,
+    prompt: str | None,
+    *,
+    session: str | None,
+    json_lines: bool = False,
+    last: bool = False,
+    approval_timeout: float | None = None,
+    parked: Parked | None = None,
 ) -> int:
-    """Run ``prompt`` (after finishing an interrupted run of ``session``) and render it."""
+    """Run ``prompt`` (after finishing an interrupted run of ``session``) and render it.
+    ``last``: continue the most recent session (``--continue``)."""
     view = TerminalView(sys.stdout, sys.stderr, json_lines=json_lines)
     try:
         async with harness:
@@ -166,114 +236,81 @@ async def run_agent(
             problem = await harness.check_provider()
             if problem is not None:
                 return _usage(problem)
-            code = 0
+            if last:
+                session = await latest_session(harness)
+                if session is None:
+                    return _usage('no session to continue: tackroom run "PROMPT" starts one')
+            code: int | None = 0
             if session is not None:
-                state = await harness.get_state(session)
-                if state is not None and state.state not in _TERMINAL:
-                    view.note(f"session {session}: finishing the interrupted run {state.run_id}")
-                    code = await _show(harness, await harness.follow(session), view)
-                elif prompt is None:
-                    view.note(f"session {session} has no interrupted run")
-            if prompt is None:
-                return code
+                code = await finish_interrupted(
+                    harness, session, view, approval_timeout=approval_timeout, parked=parked
+                )
+                if code is None and prompt is None:
+                    return _usage(
+                        f"session {session} has no interrupted run to resume"
+                        f' (continue it with: tackroom run --session {session} "PROMPT")'
+                    )
+            if prompt is None or code == EXIT_AWAITING_APPROVAL:
+                return code or 0
+            stream = harness.stream(prompt, session=session)
             try:
-                return await _show(harness, harness.stream(prompt, session=session), view)
+                return await show_run(
+                    harness, stream, view, approval_timeout=approval_timeout, parked=parked
+                )
             except SessionBusy as exc:
                 return _usage(str(exc))
     except (HarnessError, EngineError) as exc:
         return _usage(str(exc))
 
 
-async def _show(harness: Harness, stream: RunStream, view: TerminalView) -> int:
-    async with _Prompts(harness, view) as prompts:
-        async for event in stream:
-            prompts.seen(event)
-            view.show(event, seq=stream.seq, live=stream.live, frame=stream.frame)
-            if isinstance(event, AgentEnd):
-                return view.finish(stream.result)
-    return 1
+async def finish_interrupted(
+    harness: Harness,
+    session: str,
+    view: TerminalView,
+    *,
+    approval_timeout: float | None,
+    ask: bool | None = None,
+    parked: Parked | None = None,
+    saying: str = "finishing the interrupted run",
+) -> int | None:
+    """Follow ``session``'s interrupted run to its end (its exit code); ``None``: there is none.
 
-
-class _Prompts:
-    """The approval prompts of one run, each a task this object owns.
-
-    A prompt does not hold up the event stream, and one whose call is decided elsewhere (another
-    terminal, an expiry) is withdrawn at once rather than after Enter. One prompt at a time.
-    """
-
-    def __init__(self, harness: Harness, view: TerminalView) -> None:
-        self._harness = harness
-        self._view = view
-        self._open: dict[str, asyncio.Task[None]] = {}
-        self._turn = asyncio.Lock()
-
-    async def __aenter__(self) -> _Prompts:
-        return self
-
-    async def __aexit__(self, *_: object) -> None:
-        tasks = list(self._open.values())
-        for task in tasks:
-            task.cancel()
-        await asyncio.gather(*tasks, return_exceptions=True)
-
-    def seen(self, event: AgentEvent) -> None:
-        if isinstance(event, ApprovalRequested):
-            pending = PendingApproval.of(event)
-            call_id = pending.function_call_id
-            self._open[call_id] = asyncio.create_task(self._ask(pending))
-            self._open[call_id].add_done_callback(lambda _: self._open.pop(call_id, None))
-        elif isinstance(event, ApprovalResolved):
-            task = self._open.get(event.data.function_call_id)
-            if task is not None and not task.done():
-                task.cancel()
-                self._view.note("")  # end the withdrawn prompt's line
-
-    async def _ask(self, pending: PendingApproval) -> None:
-        async with self._turn:
-            await _ask_approval(self._harness, pending, self._view)
-
-
-async def _ask_approval(harness: Harness, pending: PendingApproval, view: TerminalView) -> None:
-    """Ask on the terminal: y (allow), n (deny, the default), a (allow for the whole session)."""
-    call_id, function_id = pending.function_call_id, pending.function_id
-    if not sys.stdin.isatty():
-        view.note(
-            f"{function_id} waits for approval (no terminal to ask on): run `tackroom approve"
-            f" {pending.session_id} {call_id}` (or deny) in another terminal, or rerun with --yes"
+    What the run showed before it was interrupted (tool calls that ran, their results) is not
+    shown again: the view is told how far the session's stored events reached."""
+    state = await harness.get_state(session)
+    if state is None or state.state in _TERMINAL:
+        return None
+    view.note(f"session {session}: {saying} {state.run_id}")
+    view.quiet_through(await _stored_seq(harness, session))
+    try:
+        stream = await harness.follow(session)
+        return await show_run(
+            harness, stream, view, approval_timeout=approval_timeout, ask=ask, parked=parked
         )
-        return
-    answer = await read_line(
-        f"allow {function_id} {json.dumps(pending.arguments, ensure_ascii=False)}? [y/N/a=always] "
-    )
-    choice = answer.strip().lower()
-    always = choice in ("a", "always")
-    try:
-        if always or choice in ("y", "yes"):
-            await harness.approve(pending, always=always)
-        else:
-            await harness.deny(pending)
-    except (EngineError, RuntimeError) as exc:  # expired, decided elsewhere meanwhile, ...
-        view.note(f"the decision was not recorded: {exc}")
-        return
-    if always:
-        view.note(f"{function_id} is allowed for the rest of the session")
-
-
-async def read_line(prompt: str) -> str:
-    """A line from stdin read through the event loop, so waiting for it can be cancelled
-    (``input()`` in a thread cannot be)."""
-    sys.stderr.write(prompt)
-    sys.stderr.flush()
-    loop = asyncio.get_running_loop()
-    line: asyncio.Future[str] = loop.create_future()
-    fd = sys.stdin.fileno()
-
-    def readable() -> None:
-        if not line.done():
-            line.set_result(sys.stdin.readline())
-
-    loop.add_reader(fd, readable)
-    try:
-        return await line
     finally:
-        loop.remove_reader(fd)
+        view.quiet_through(0)
+
+
+async def _stored_seq(harness: Harness, session: str) -> int:
+    """The sequence of ``session``'s last stored event (0 attached to a serve: its run was not
+    interrupted by this process, so there is nothing shown twice)."""
+    if harness.attached:
+        return 0
+    seq = 0
+    while records := await harness.engine.read(EVENTS.name, session, after=seq, limit=1000):
+        seq = records[-1].seq
+    return seq
+
+
+async def latest_session(harness: Harness) -> str | None:
+    """The session most recently used (written to last), or ``None`` when there is none."""
+    latest: tuple[float, str] | None = None
+    cursor: str | None = None
+    while True:
+        page = await harness.sessions.list(limit=500, cursor=cursor)
+        for info in page.sessions:
+            if latest is None or info.updated_at > latest[0]:
+                latest = (info.updated_at, info.session_id)
+        if page.next_cursor is None:
+            return None if latest is None else latest[1]
+        cursor = page.next_cursor

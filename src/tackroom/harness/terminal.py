@@ -38,6 +38,12 @@ class TerminalView:
         self._mid_line = False
         self._streamed: dict[str, str | None] = {}
         """Message id → the stream id its shown deltas came under."""
+        self._quiet_through = 0
+
+    def quiet_through(self, seq: int) -> None:
+        """Show no stored event up to ``seq`` (a run followed again after its process was
+        interrupted: what it showed then is not shown twice). JSON lines show every event."""
+        self._quiet_through = seq
 
     def show(
         self,
@@ -53,6 +59,8 @@ class TerminalView:
             frame = frame if frame is not None else event.model_dump(mode="json")
             head: dict[str, Any] = {"live": True} if live else {"seq": seq}
             print(json.dumps({**head, **frame}, ensure_ascii=False), file=self._out, flush=True)
+            return
+        if self._quiet_through and not live and seq <= self._quiet_through:
             return
         match event:
             case MessageUpdate(data=update) if update.kind == "text":

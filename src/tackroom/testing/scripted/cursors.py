@@ -89,9 +89,12 @@ class CallCounter(Protocol):
     digest: str
     """The script's digest: replicas that count with another one replay another script."""
 
-    async def advance(self, key: str | None) -> tuple[int, tuple[str, ...]]:
+    async def advance(
+        self, key: str | None, *, session_id: str | None, request: str
+    ) -> tuple[int, tuple[str, ...]]:
         """This call's 0-based index in sequence ``key``, and the digests of other scripts
-        that counted calls of it."""
+        that counted calls of it. ``request`` identifies what the call asks: a call of
+        ``session_id`` asking what the last one asked, whose replica is gone, gets its turn."""
         ...
 
 
@@ -155,12 +158,14 @@ class Cursors:
         return key, cursor
 
     async def take(
-        self, session_id: str | None, *, assistant_turns: int = 0
+        self, session_id: str | None, *, assistant_turns: int = 0, request: str = ""
     ) -> CompiledTurn | Miss:
         """The turn for a call of ``session_id``.
 
-        ``calls`` mode: the next turn (the cursor moves on). ``transcript`` mode: turn number
-        ``assistant_turns`` (how many assistant messages the request holds).
+        ``calls`` mode: the next turn (the cursor moves on; counted on the engine, a call
+        repeating ``request`` after its replica is gone gets the same turn again).
+        ``transcript`` mode: turn number ``assistant_turns`` (how many assistant messages the
+        request holds).
         """
         found = self._cursor(session_id)
         if isinstance(found, NoSession):
@@ -172,7 +177,7 @@ class Cursors:
             index = min(cursor.calls, len(cursor.turns))
             cursor.calls = index + 1
         else:
-            index, others = await self._counter.advance(key)
+            index, others = await self._counter.advance(key, session_id=session_id, request=request)
             if others:
                 return OtherScripts(key, self._counter.digest, others)
         if index >= len(cursor.turns):
