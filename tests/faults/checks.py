@@ -102,27 +102,51 @@ def check_session(
     kill), whose entries must all still be there unchanged; ``served``: the events each client
     (child process) printed, in order, each resuming from the last one's cursor."""
     tally = Tally(turns=1)
+    ended = _check_ending(tally, session, final)
+    by_id = _check_entries(tally, session, run_id, final, ended=ended, seen=seen)
+    _check_calls(tally, session, run_id, lines, by_id, ended=ended)
+    _check_events(tally, session, final.events, ended=ended)
+    _check_served(tally, session, final.events, served, ended=ended)
+    tally.completed = int(ended and tally.faults() == {})
+    return tally
+
+
+def _check_ending(tally: Tally, session: str, final: Snapshot) -> bool:
+    """Whether the run ended ``stopped``/``end``; if not, count why."""
     record = final.record
     ended = record is not None and (record.state, record.stop_reason) == ("stopped", "end")
-    if not ended:
-        said = (
-            "no turn record"
-            if record is None
-            else (f"{record.state}/{record.stop_reason} at step {record.step}: {record.error}")
-        )
-        tally.details.append(f"{session}: the run did not end: {said}")
-        outage = record is not None and record.error is not None and _OUTAGE in record.error.message
-        if outage:
-            tally.ended_by_outage = 1
-        elif final.dead_steps and record is not None and not record.terminal:
-            tally.dead_lettered = 1
-        else:
-            tally.unfinished = 1
+    if ended:
+        return True
+    said = (
+        "no turn record"
+        if record is None
+        else (f"{record.state}/{record.stop_reason} at step {record.step}: {record.error}")
+    )
+    tally.details.append(f"{session}: the run did not end: {said}")
+    outage = record is not None and record.error is not None and _OUTAGE in record.error.message
+    if outage:
+        tally.ended_by_outage = 1
+    elif final.dead_steps and record is not None and not record.terminal:
+        tally.dead_lettered = 1
+    else:
+        tally.unfinished = 1
+    return False
 
-    # Entries: exactly the uninterrupted run's, in order, nothing on a side branch.
+
+def _check_entries(
+    tally: Tally,
+    session: str,
+    run_id: str,
+    final: Snapshot,
+    *,
+    ended: bool,
+    seen: Sequence[Snapshot],
+) -> dict[str, Any]:
+    """Entries: exactly the uninterrupted run's, in order, nothing on a side branch, none an
+    earlier snapshot saw lost or changed. Returns each entry's message by entry id."""
     expected = expected_entries(run_id)
     got = roles(final.entries)
-    # A run that ended early (counted above) never wrote its last entries: not a loss.
+    # A run that ended early (counted apart) never wrote its last entries: not a loss.
     missing = [e for e in expected if e not in got] if ended else []
     extra = [e for e in got if e not in expected]
     tally.lost_or_changed_entries += len(missing) + len(extra)
@@ -140,8 +164,19 @@ def check_session(
             if by_id.get(entry["entry_id"]) != entry["message"]:
                 tally.lost_or_changed_entries += 1
                 tally.details.append(f"{session}: entry {entry['entry_id']} lost or changed")
+    return by_id
 
-    # Tool calls: a non-idempotent call's side effect at most once; a success really ran.
+
+def _check_calls(
+    tally: Tally,
+    session: str,
+    run_id: str,
+    lines: list[str],
+    by_id: dict[str, Any],
+    *,
+    ended: bool,
+) -> None:
+    """Tool calls: a non-idempotent call's side effect at most once; a success really ran."""
     for call_id, function, note in CALLS:
         ran = lines.count(f"{function} {session} {call_id} {note}")
         if call_id not in IDEMPOTENT:
@@ -160,8 +195,9 @@ def check_session(
         elif ran == 0:
             tally.skipped_calls += 1
 
-    # Events: 1..N, one content per event id, one agent_end, last.
-    events = final.events
+
+def _check_events(tally: Tally, session: str, events: list[StreamRecord], *, ended: bool) -> None:
+    """Events: 1..N, one content per event id, one agent_end, last."""
     seqs = [r.seq for r in events]
     if seqs != list(range(1, len(events) + 1)):
         tally.event_gaps += max(1, (max(seqs, default=0) - len(set(seqs))))
@@ -173,18 +209,29 @@ def check_session(
         if first != event:
             tally.reissued_events += 1
             tally.details.append(f"{session}: event {stored.seq} repeats {first} as {event}")
+    if not ended:
+        return
     ends = {r.data["event_id"] for r in events if r.data["type"] == "agent_end"}
-    if ended and len(ends) != 1:
+    if len(ends) != 1:
         tally.reissued_events += max(1, len(ends) - 1)
         tally.details.append(f"{session}: agent_end ids {sorted(ends)}")
-    elif ended:
-        first_end = next(i for i, r in enumerate(events) if r.data["type"] == "agent_end")
-        for late in events[first_end + 1 :]:
-            if late.data["type"] != "agent_end":
-                tally.events_after_end += 1
-                tally.details.append(f"{session}: after agent_end, event {late.seq}: {late.data}")
+        return
+    first_end = next(i for i, r in enumerate(events) if r.data["type"] == "agent_end")
+    for late in events[first_end + 1 :]:
+        if late.data["type"] != "agent_end":
+            tally.events_after_end += 1
+            tally.details.append(f"{session}: after agent_end, event {late.seq}: {late.data}")
 
-    # What clients were served: the stored records, in order, each client from the last cursor.
+
+def _check_served(
+    tally: Tally,
+    session: str,
+    events: list[StreamRecord],
+    served: Sequence[list[dict[str, Any]]],
+    *,
+    ended: bool,
+) -> None:
+    """What clients were served: the stored records, in order, each client from the last cursor."""
     by_seq = {r.seq: r.data for r in events}
     served_seqs: list[int] = []
     for client in served:
@@ -206,8 +253,6 @@ def check_session(
         tally.details.append(
             f"{session}: served {len(served_seqs)} of {len(events)} stored events: {served_seqs}"
         )
-    tally.completed = int(ended and tally.faults() == {})
-    return tally
 
 
 def final_answer(final: Snapshot) -> str:
