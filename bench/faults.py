@@ -52,6 +52,7 @@ SUITE = [
     "tests/engine/test_embedded_files.py",
     "tests/engine/test_embedded_full_disk.py",
     "tests/cli/test_engine_files_cli.py",
+    "tests/nats/test_leader_reads.py",
 ]
 COUNTS = [name for name in Tally.__dataclass_fields__ if name not in ("error_texts", "details")]
 
