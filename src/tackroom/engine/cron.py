@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
-from datetime import datetime
+import asyncio
+from collections.abc import AsyncIterator, Callable
+from datetime import UTC, datetime
 
 from tackroom.engine.errors import InvalidSchedule
+from tackroom.engine.functions import LocalRegistration
 
-__all__ = ["CronSchedule"]
+__all__ = ["CronSchedule", "cron_registration"]
 
 
 class CronSchedule:
@@ -33,3 +36,41 @@ class CronSchedule:
         it = croniter(self.expression, moment, second_at_beginning=self._seconds_first)
         fire: datetime = it.get_next(datetime)
         return fire
+
+    async def fires(self) -> AsyncIterator[str]:
+        """Each fire time in turn (ISO format), given when it comes: forever."""
+        while True:
+            now = datetime.now(UTC)
+            fire = self.next_after(now)
+            await asyncio.sleep((fire - now).total_seconds())
+            yield fire.isoformat()
+
+    def payload(self, fired_at: str) -> dict[str, str]:
+        """What the function a cron trigger calls is given for the fire at ``fired_at``."""
+        return {"schedule": self.expression, "fired_at": fired_at}
+
+    def dedupe_key(self, function_id: str, fired_at: str) -> str:
+        """One call of ``function_id`` for the fire at ``fired_at``, however often enqueued."""
+        return f"cron:{function_id}:{self.expression}:{fired_at}"
+
+
+def cron_registration(
+    tasks: dict[str, asyncio.Task[None]],
+    function_id: str,
+    worker: str,
+    start: Callable[[], asyncio.Task[None]],
+) -> LocalRegistration:
+    """A cron trigger's registration: the task ``start`` gives runs it, kept in ``tasks`` by
+    registration id; unregistering cancels it."""
+
+    async def remove(registration: LocalRegistration) -> None:
+        task = tasks.pop(registration.id, None)
+        if task is not None:
+            task.cancel()
+            await asyncio.gather(task, return_exceptions=True)
+
+    registration = LocalRegistration(
+        function_id=function_id, handler=None, worker=worker, on_unregister=remove
+    )
+    tasks[registration.id] = start()
+    return registration

@@ -13,7 +13,7 @@ import os
 import socket
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Unpack
 
 from pydantic import BaseModel
 
@@ -33,6 +33,7 @@ from tackroom.engine.values import (
     Invocation,
     InvocationKind,
     LazySchema,
+    RegisterOptions,
     WorkerInfo,
     reset_invocation,
     set_current_invocation,
@@ -56,7 +57,7 @@ class LocalRegistration:
 
     function_id: str
     handler: Handler | None
-    worker: str
+    worker: str = "anonymous"
     description: str = ""
     request_schema: dict[str, Any] | LazySchema | None = None
     response_schema: dict[str, Any] | LazySchema | None = None
@@ -76,29 +77,14 @@ def new_registration(
     function_id: str,
     handler: Handler,
     *,
-    worker: str,
-    description: str,
-    request_schema: dict[str, Any] | LazySchema | None,
-    response_schema: dict[str, Any] | LazySchema | None,
     on_unregister: Callable[[LocalRegistration], Awaitable[None]],
-    hop: bool = False,
-    version: str = "",
-    contract_version: int | None = None,
+    **options: Unpack[RegisterOptions],
 ) -> LocalRegistration:
     """A checked registration, as every backend's ``register_function`` builds it."""
     if not function_id or not isinstance(function_id, str):
         raise ValueError("function_id must be a non-empty string")
     return LocalRegistration(
-        function_id=function_id,
-        handler=handler,
-        worker=worker,
-        description=description,
-        request_schema=request_schema,
-        response_schema=response_schema,
-        on_unregister=on_unregister,
-        hop=hop,
-        version=version,
-        contract_version=contract_version,
+        function_id=function_id, handler=handler, on_unregister=on_unregister, **options
     )
 
 

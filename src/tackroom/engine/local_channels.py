@@ -5,28 +5,27 @@ from __future__ import annotations
 import asyncio
 import uuid
 from collections import deque
-from typing import Any
+from typing import Any, Self
 
 from tackroom.engine.errors import ChannelAborted, ChannelClosed
 from tackroom.engine.jsonvalue import to_json_value
 from tackroom.engine.protocol import ChannelRef
 
-__all__ = ["ChannelTable", "LocalChannel", "LocalChannelWriter"]
+__all__ = ["ChannelTable", "LocalChannel", "LocalChannelWriter", "ReadEnd"]
 
 
-class LocalChannel:
-    """The read end. Frames arrive in send order; the writer waits while ``capacity`` are unread."""
+class ReadEnd:
+    """What every backend's channel read end shares: the frames buffered in send order, and an
+    iteration that stops once the channel is closed (by either end) and raises
+    :class:`ChannelAborted` once it is aborted, after the frames already buffered."""
 
-    def __init__(self, table: ChannelTable, *, capacity: int) -> None:
+    def __init__(self, *, capacity: int) -> None:
         if capacity < 1:
             raise ValueError("channel capacity must be at least 1")
-        self._table = table
         self._ref = ChannelRef(channel_id=uuid.uuid4().hex)
         self._capacity = capacity
         self._frames: deque[Any] = deque()
         self._readable = asyncio.Event()
-        self._writable = asyncio.Event()
-        self._writable.set()
         self._ended = False
         self._abort_reason: str | None = None
         self._reader_closed = False
@@ -35,7 +34,7 @@ class LocalChannel:
     def ref(self) -> ChannelRef:
         return self._ref
 
-    def __aiter__(self) -> LocalChannel:
+    def __aiter__(self) -> Self:
         return self
 
     async def __anext__(self) -> Any:
@@ -47,8 +46,24 @@ class LocalChannel:
             self._readable.clear()
             await self._readable.wait()
         frame = self._frames.popleft()
-        self._writable.set()
+        await self._taken()
         return frame
+
+    async def _taken(self) -> None:
+        """A frame was read: there is room for one more."""
+
+
+class LocalChannel(ReadEnd):
+    """The read end. Frames arrive in send order; the writer waits while ``capacity`` are unread."""
+
+    def __init__(self, table: ChannelTable, *, capacity: int) -> None:
+        super().__init__(capacity=capacity)
+        self._table = table
+        self._writable = asyncio.Event()
+        self._writable.set()
+
+    async def _taken(self) -> None:
+        self._writable.set()
 
     async def aclose(self) -> None:
         self._reader_closed = True

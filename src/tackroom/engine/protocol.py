@@ -15,18 +15,22 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator, Callable
 from contextlib import AbstractAsyncContextManager
-from typing import Any, Protocol, TypeVar, runtime_checkable
+from types import TracebackType
+from typing import Any, Protocol, Self, TypeVar, Unpack, runtime_checkable
 
 from tackroom.engine.values import (
     DEFAULT_TIMEOUT,
     ChannelRef,
     DeadLetter,
+    EnqueueOptions,
     FunctionInfo,
     Handler,
     Invocation,
     InvocationKind,
     LazySchema,
     QueueConfig,
+    RegisterOptions,
+    ServeOptions,
     StateEntry,
     StreamRecord,
     StreamRetention,
@@ -45,6 +49,7 @@ __all__ = [
     "Channels",
     "DeadLetter",
     "Engine",
+    "EnqueueOptions",
     "FunctionInfo",
     "Functions",
     "Handler",
@@ -55,7 +60,10 @@ __all__ = [
     "LiveFrames",
     "QueueConfig",
     "Queues",
+    "RegisterOptions",
     "Registration",
+    "Running",
+    "ServeOptions",
     "StateBackend",
     "StateEntry",
     "StreamRecord",
@@ -127,6 +135,23 @@ class Lifecycle(Protocol):
     async def close(self) -> None: ...
 
 
+class Running(Lifecycle):
+    """A :class:`Lifecycle` that is its own async context manager: ``async with`` starts it,
+    gives it, and closes it at the end of the block."""
+
+    async def __aenter__(self) -> Self:
+        await self.start()
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.close()
+
+
 class Transactions(Protocol):
     """Units of work. Code that commits a record with what it implies writes one shape on
     every backend: the record carries :func:`journal` of its effects and the effects are
@@ -163,20 +188,14 @@ class Functions(Caller, Protocol):
         self,
         function_id: str,
         handler: Handler,
-        *,
-        description: str = "",
-        request_schema: dict[str, Any] | LazySchema | None = None,
-        response_schema: dict[str, Any] | LazySchema | None = None,
-        worker: str = "anonymous",
-        hop: bool = False,
-        version: str = "",
-        contract_version: int | None = None,
+        **options: Unpack[RegisterOptions],
     ) -> Registration:
-        """Serve ``function_id`` with ``handler``. ``hop``: the function is a bus hop whose
-        invocations open no span of their own while tracing makes spans for steps only (the
-        trace context still passes through; see :mod:`tackroom.engine.tracing`). ``version``
-        and ``contract_version`` are what the catalog announces: the serving worker's version
-        and the ``schema_version`` of the contract the function keeps."""
+        """Serve ``function_id`` with ``handler``; ``options`` are :class:`RegisterOptions`.
+        ``hop``: the function is a bus hop whose invocations open no span of their own while
+        tracing makes spans for steps only (the trace context still passes through; see
+        :mod:`tackroom.engine.tracing`). ``version`` and ``contract_version`` are what the
+        catalog announces: the serving worker's version and the ``schema_version`` of the
+        contract the function keeps."""
         ...
 
     async def list_functions(self) -> list[FunctionInfo]: ...
@@ -191,10 +210,7 @@ class Queues(Protocol):
         self,
         function_id: str,
         payload: Any = None,
-        *,
-        queue: str = "default",
-        group: str | None = None,
-        dedupe_key: str | None = None,
+        **options: Unpack[EnqueueOptions],
     ) -> str:
         """Durably enqueue a call; returns the message id (the same id for a deduped repeat)."""
         ...

@@ -22,6 +22,8 @@ __all__ = [
     "InvocationKind",
     "LazySchema",
     "QueueConfig",
+    "RegisterOptions",
+    "ServeOptions",
     "StateEntry",
     "StreamRecord",
     "StreamRetention",
@@ -138,6 +140,40 @@ class LazySchema:
             self._schema = self._build()
             self._build = None
         return self._schema
+
+
+class ServeOptions(TypedDict, total=False):
+    """What ``register_function`` is told of the function it serves: its catalog ``description``
+    (default ``""``), ``request_schema`` and ``response_schema`` (``None``), whether it is a bus
+    ``hop`` (``False``), and the ``contract_version`` it keeps (``None``)."""
+
+    description: str
+    request_schema: dict[str, Any] | LazySchema | None
+    response_schema: dict[str, Any] | LazySchema | None
+    hop: bool
+    contract_version: int | None
+
+
+class RegisterOptions(ServeOptions, total=False):
+    """The keyword options of ``register_function``: :class:`ServeOptions`, and who serves it —
+    the ``worker`` (default ``"anonymous"``) and that worker's ``version`` (``""``)."""
+
+    worker: str
+    version: str
+
+
+class EnqueueOptions(TypedDict, total=False):
+    """The keyword options of ``enqueue``: the ``queue`` (default ``"default"``), the ordering
+    ``group`` (``None``: any order) and a ``dedupe_key`` (``None``: every call is new)."""
+
+    queue: str
+    group: str | None
+    dedupe_key: str | None
+
+
+def enqueue_target(options: EnqueueOptions) -> tuple[str, str | None, str | None]:
+    """``(queue, group, dedupe_key)`` of ``options``, with the defaults filled in."""
+    return options.get("queue", "default"), options.get("group"), options.get("dedupe_key")
 
 
 class FunctionInfo:

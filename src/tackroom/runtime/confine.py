@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from contextlib import AbstractAsyncContextManager
-from typing import Any, Literal, NoReturn
+from typing import Any, Literal, NoReturn, Unpack
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -28,10 +28,11 @@ from tackroom.engine.protocol import (
     ChannelWriter,
     DeadLetter,
     Engine,
+    EnqueueOptions,
     FunctionInfo,
     Handler,
-    LazySchema,
     QueueConfig,
+    RegisterOptions,
     Registration,
     StateEntry,
     StreamRecord,
@@ -85,31 +86,11 @@ class ConfinedEngine:
         self._refuse("open a transaction")
 
     async def register_function(
-        self,
-        function_id: str,
-        handler: Handler,
-        *,
-        description: str = "",
-        request_schema: dict[str, Any] | LazySchema | None = None,
-        response_schema: dict[str, Any] | LazySchema | None = None,
-        worker: str = "anonymous",
-        hop: bool = False,
-        version: str = "",
-        contract_version: int | None = None,
+        self, function_id: str, handler: Handler, **options: Unpack[RegisterOptions]
     ) -> Registration:
         if not self._grant.allows(function_id):
             self._refuse(f"serve {function_id}")
-        return await self._engine.register_function(
-            function_id,
-            handler,
-            description=description,
-            request_schema=request_schema,
-            response_schema=response_schema,
-            worker=worker,
-            hop=hop,
-            version=version,
-            contract_version=contract_version,
-        )
+        return await self._engine.register_function(function_id, handler, **options)
 
     async def trigger(
         self, function_id: str, payload: Any = None, *, timeout: float = DEFAULT_TIMEOUT
@@ -129,10 +110,7 @@ class ConfinedEngine:
         self,
         function_id: str,
         payload: Any = None,
-        *,
-        queue: str = "default",
-        group: str | None = None,
-        dedupe_key: str | None = None,
+        **options: Unpack[EnqueueOptions],
     ) -> str:
         self._refuse(f"enqueue a call of {function_id}")
 

@@ -13,11 +13,10 @@ import contextlib
 import functools
 import logging
 from collections.abc import Sequence
-from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
 from tackroom.engine.factory import open_engine
-from tackroom.engine.protocol import Engine
+from tackroom.engine.protocol import Engine, Running
 from tackroom.engine.tracing import build_tracer_provider, span_bus
 from tackroom.runtime.config import HarnessConfig
 from tackroom.runtime.confine import ConfinedEngine
@@ -35,7 +34,7 @@ __all__ = ["Host"]
 _log = logging.getLogger("tackroom.runtime")
 
 
-class Host:
+class Host(Running):
     """Hosts ``workers`` on ``engine``; owns the engine's lifetime (starts and closes it)."""
 
     def __init__(
@@ -122,18 +121,6 @@ class Host:
     @property
     def worker_names(self) -> list[str]:
         return [spec.name for spec, _ in self._plan]
-
-    async def __aenter__(self) -> Host:
-        await self.start()
-        return self
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        traceback: TracebackType | None,
-    ) -> None:
-        await self.close()
 
     async def start(self) -> None:
         if self._state != "new":

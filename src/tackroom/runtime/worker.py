@@ -13,14 +13,14 @@ import functools
 import logging
 from collections.abc import Awaitable, Callable, Coroutine, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Generic, TypeVar
+from typing import Any, Generic, TypeVar, Unpack
 
 from pydantic import BaseModel, ConfigDict
 
 from tackroom._version import __version__
 from tackroom.contracts.bus import Function, Tool
 from tackroom.engine.errors import EngineUnavailable, unavailable_cause
-from tackroom.engine.protocol import Engine, Handler, LazySchema, Registration
+from tackroom.engine.protocol import Engine, Handler, Registration, ServeOptions
 from tackroom.runtime.tasks import TaskErrorHandler, TaskSet
 from tackroom.runtime.typed import typed_handler
 
@@ -117,29 +117,13 @@ class WorkerContext(Generic[ConfigT]):
         return registration
 
     async def register_function(
-        self,
-        function_id: str,
-        handler: Handler,
-        *,
-        description: str = "",
-        request_schema: dict[str, Any] | LazySchema | None = None,
-        response_schema: dict[str, Any] | LazySchema | None = None,
-        hop: bool = False,
-        contract_version: int | None = None,
+        self, function_id: str, handler: Handler, **options: Unpack[ServeOptions]
     ) -> Registration:
-        """``hop``: a bus hop, no span of its own; ``contract_version``: the ``schema_version``
-        of the contract the function keeps (see ``Engine.register_function``)."""
+        """Serve ``function_id`` with ``handler`` as this worker, at its version (see
+        ``Engine.register_function``)."""
         return self._track(
             await self.engine.register_function(
-                function_id,
-                handler,
-                description=description,
-                request_schema=request_schema,
-                response_schema=response_schema,
-                worker=self.name,
-                hop=hop,
-                version=self.version,
-                contract_version=contract_version,
+                function_id, handler, worker=self.name, version=self.version, **options
             )
         )
 

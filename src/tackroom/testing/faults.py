@@ -16,10 +16,10 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Awaitable, Callable
-from typing import Any, Literal, TypeVar
+from typing import Any, Literal, TypeVar, Unpack
 
 from tackroom.engine.errors import EngineUnavailable
-from tackroom.engine.protocol import Engine, QueueConfig, StateEntry, UpdateOp
+from tackroom.engine.protocol import Engine, EnqueueOptions, QueueConfig, StateEntry, UpdateOp
 
 __all__ = ["FaultyEngine", "InjectedFault"]
 
@@ -109,14 +109,9 @@ class FaultyEngine:
         self,
         function_id: str,
         payload: Any = None,
-        *,
-        queue: str = "default",
-        group: str | None = None,
-        dedupe_key: str | None = None,
+        **options: Unpack[EnqueueOptions],
     ) -> str:
         return await self._write(
-            f"enqueue {queue}/{function_id}",
-            lambda: self.inner.enqueue(
-                function_id, payload, queue=queue, group=group, dedupe_key=dedupe_key
-            ),
+            f"enqueue {options.get('queue', 'default')}/{function_id}",
+            lambda: self.inner.enqueue(function_id, payload, **options),
         )

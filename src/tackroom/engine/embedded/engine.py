@@ -9,12 +9,10 @@ import uuid
 from collections import OrderedDict
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
-from datetime import UTC, datetime
 from pathlib import Path
-from types import TracebackType
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Unpack
 
-from tackroom.engine.cron import CronSchedule
+from tackroom.engine.cron import CronSchedule, cron_registration
 from tackroom.engine.embedded.commits import GroupCommitter, Notice, Pending
 from tackroom.engine.embedded.files import claim
 from tackroom.engine.embedded.queues import QueueDispatcher
@@ -38,11 +36,13 @@ from tackroom.engine.protocol import (
     DEFAULT_TIMEOUT,
     ChannelRef,
     DeadLetter,
+    EnqueueOptions,
     FunctionInfo,
     Handler,
     InvocationKind,
-    LazySchema,
     QueueConfig,
+    RegisterOptions,
+    Running,
     StateEntry,
     StreamRecord,
     StreamRetention,
@@ -51,6 +51,7 @@ from tackroom.engine.protocol import (
 )
 from tackroom.engine.snapshots import SnapshotOffers
 from tackroom.engine.tracing import EngineTracer, SpanMode
+from tackroom.engine.values import enqueue_target
 
 if TYPE_CHECKING:
     from opentelemetry.sdk.trace import TracerProvider
@@ -63,7 +64,7 @@ _HEADS_CACHED = 4096
 _AGE_TRIM_EVERY_MAX = 60.0
 
 
-class EmbeddedEngine:
+class EmbeddedEngine(Running):
     """``Engine`` over asyncio and SQLite. ``path=None`` keeps everything in memory.
 
     ``read_only`` is for commands that only read: the file is opened read-only and shared with
@@ -156,18 +157,6 @@ class EmbeddedEngine:
             os.close(self._lock_fd)
             self._lock_fd = None
 
-    async def __aenter__(self) -> EmbeddedEngine:
-        await self.start()
-        return self
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        await self.close()
-
     def _live_store(self) -> Store:
         if not self._open or self._store is None:
             raise EngineClosed("the engine is not running")
@@ -191,29 +180,10 @@ class EmbeddedEngine:
 
     # -- functions ------------------------------------------------------------------------------
     async def register_function(
-        self,
-        function_id: str,
-        handler: Handler,
-        *,
-        description: str = "",
-        request_schema: dict[str, Any] | LazySchema | None = None,
-        response_schema: dict[str, Any] | LazySchema | None = None,
-        worker: str = "anonymous",
-        hop: bool = False,
-        version: str = "",
-        contract_version: int | None = None,
+        self, function_id: str, handler: Handler, **options: Unpack[RegisterOptions]
     ) -> LocalRegistration:
         registration = new_registration(
-            function_id,
-            handler,
-            worker=worker,
-            description=description,
-            request_schema=request_schema,
-            response_schema=response_schema,
-            on_unregister=self._unregister_function,
-            hop=hop,
-            version=version,
-            contract_version=contract_version,
+            function_id, handler, on_unregister=self._unregister_function, **options
         )
         self._registry.add(registration)
         return registration
@@ -244,12 +214,10 @@ class EmbeddedEngine:
         self,
         function_id: str,
         payload: Any = None,
-        *,
-        queue: str = "default",
-        group: str | None = None,
-        dedupe_key: str | None = None,
+        **options: Unpack[EnqueueOptions],
     ) -> str:
         payload = to_json_value(payload)
+        queue, group, dedupe_key = enqueue_target(options)
         return await self._enqueue(
             NewMessage(
                 queue, function_id, "queue", payload, group, self._capture(payload), dedupe_key
@@ -534,36 +502,26 @@ class EmbeddedEngine:
         if not self._open:
             raise EngineClosed("the engine is not running")
         cron = CronSchedule(schedule)
-
-        async def remove(registration: LocalRegistration) -> None:
-            task = self._cron_tasks.pop(registration.id, None)
-            if task is not None:
-                task.cancel()
-                await asyncio.gather(task, return_exceptions=True)
-
-        registration = LocalRegistration(
-            function_id=function_id, handler=None, worker=worker, on_unregister=remove
+        return cron_registration(
+            self._cron_tasks,
+            function_id,
+            worker,
+            lambda: asyncio.create_task(
+                self._run_cron(cron, function_id), name=f"tackroom-cron-{function_id}"
+            ),
         )
-        self._cron_tasks[registration.id] = asyncio.create_task(
-            self._run_cron(cron, function_id), name=f"tackroom-cron-{function_id}"
-        )
-        return registration
 
     async def _run_cron(self, cron: CronSchedule, function_id: str) -> None:
-        while True:
-            now = datetime.now(UTC)
-            fire = cron.next_after(now)
-            await asyncio.sleep((fire - now).total_seconds())
-            fired_at = fire.isoformat()
+        async for fired_at in cron.fires():
             await self._enqueue(
                 NewMessage(
                     TRIGGER_QUEUE,
                     function_id,
                     "cron",
-                    {"schedule": cron.expression, "fired_at": fired_at},
+                    cron.payload(fired_at),
                     None,
                     self._capture(None),
-                    dedupe_key=f"cron:{function_id}:{cron.expression}:{fired_at}",
+                    dedupe_key=cron.dedupe_key(function_id, fired_at),
                 )
             )
 

@@ -30,8 +30,9 @@ from typing import Any
 from nats.aio.msg import Msg
 from nats.aio.subscription import Subscription
 
-from tackroom.engine.errors import ChannelAborted, ChannelClosed, EngineError
+from tackroom.engine.errors import ChannelClosed, EngineError
 from tackroom.engine.jsonvalue import dumps, to_json_value
+from tackroom.engine.local_channels import ReadEnd
 from tackroom.engine.nats.delivery import cancel_if_cancelling
 from tackroom.engine.nats.link import Link, NoResponders
 from tackroom.engine.nats.naming import Names
@@ -66,48 +67,24 @@ class _Waiting:
     reply: Reply
 
 
-class NatsChannel:
+class NatsChannel(ReadEnd):
     """The read end: frames in send order, at most ``capacity`` buffered."""
 
     def __init__(self, link: Link, names: Names, *, capacity: int) -> None:
-        if capacity < 1:
-            raise ValueError("channel capacity must be at least 1")
+        super().__init__(capacity=capacity)
         self._link = link
-        self._ref = ChannelRef(channel_id=uuid.uuid4().hex)
         self._subject = names.channel_subject(self._ref.channel_id)
-        self._capacity = capacity
-        self._frames: deque[Any] = deque()
         self._waiting: deque[_Waiting] = deque()
         self._next_seq: dict[str, int] = {}
-        self._readable = asyncio.Event()
-        self._ended = False
-        self._abort_reason: str | None = None
-        self._reader_closed = False
         self._sub: Subscription | None = None
-
-    @property
-    def ref(self) -> ChannelRef:
-        return self._ref
 
     async def open(self) -> None:
         nc = self._link.nc
         self._sub = await nc.subscribe(self._subject, cb=self._on_message)
         await nc.flush()
 
-    def __aiter__(self) -> NatsChannel:
-        return self
-
-    async def __anext__(self) -> Any:
-        while not self._frames:
-            if self._abort_reason is not None:
-                raise ChannelAborted(self._abort_reason)
-            if self._ended or self._reader_closed:
-                raise StopAsyncIteration
-            self._readable.clear()
-            await self._readable.wait()
-        frame = self._frames.popleft()
+    async def _taken(self) -> None:
         await self._admit_waiting()
-        return frame
 
     async def aclose(self) -> None:
         if self._reader_closed:

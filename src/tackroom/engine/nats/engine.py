@@ -8,8 +8,7 @@ import json
 import weakref
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
-from types import TracebackType
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Unpack
 
 import nats.errors
 import nats.js.errors
@@ -36,10 +35,12 @@ from tackroom.engine.protocol import (
     DEFAULT_TIMEOUT,
     ChannelRef,
     DeadLetter,
+    EnqueueOptions,
     FunctionInfo,
     Handler,
-    LazySchema,
     QueueConfig,
+    RegisterOptions,
+    Running,
     StateEntry,
     StreamRecord,
     StreamRetention,
@@ -47,6 +48,7 @@ from tackroom.engine.protocol import (
     WorkerInfo,
 )
 from tackroom.engine.tracing import EngineTracer, SpanMode
+from tackroom.engine.values import enqueue_target
 
 if TYPE_CHECKING:
     from opentelemetry.sdk.trace import TracerProvider
@@ -105,7 +107,7 @@ def _partitions(namespace: str, record: dict[str, Any] | None) -> int:
     return int(record["partitions"])
 
 
-class NatsEngine:
+class NatsEngine(Running):
     """``Engine`` over NATS JetStream; build it with ``open_engine("nats://host:port")``."""
 
     atomic_transactions = False
@@ -276,18 +278,6 @@ class NatsEngine:
         finally:
             await parts.link.close()
 
-    async def __aenter__(self) -> NatsEngine:
-        await self.start()
-        return self
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        await self.close()
-
     @asynccontextmanager
     async def _live(self) -> AsyncIterator[_Parts]:
         parts = self._parts
@@ -300,29 +290,10 @@ class NatsEngine:
 
     # -- functions -------------------------------------------------------------------------
     async def register_function(
-        self,
-        function_id: str,
-        handler: Handler,
-        *,
-        description: str = "",
-        request_schema: dict[str, Any] | LazySchema | None = None,
-        response_schema: dict[str, Any] | LazySchema | None = None,
-        worker: str = "anonymous",
-        hop: bool = False,
-        version: str = "",
-        contract_version: int | None = None,
+        self, function_id: str, handler: Handler, **options: Unpack[RegisterOptions]
     ) -> LocalRegistration:
         registration = new_registration(
-            function_id,
-            handler,
-            worker=worker,
-            description=description,
-            request_schema=request_schema,
-            response_schema=response_schema,
-            on_unregister=self._unregister_function,
-            hop=hop,
-            version=version,
-            contract_version=contract_version,
+            function_id, handler, on_unregister=self._unregister_function, **options
         )
         async with self._live() as parts:
             self.registry.add(registration)
@@ -362,12 +333,10 @@ class NatsEngine:
         self,
         function_id: str,
         payload: Any = None,
-        *,
-        queue: str = "default",
-        group: str | None = None,
-        dedupe_key: str | None = None,
+        **options: Unpack[EnqueueOptions],
     ) -> str:
         async with self._live() as parts:
+            queue, group, dedupe_key = enqueue_target(options)
             return await parts.broker.enqueue(
                 function_id, payload, queue=queue, group=group, dedupe_key=dedupe_key
             )

@@ -24,14 +24,13 @@ import asyncio
 import contextlib
 import json
 import logging
-from datetime import UTC, datetime
 from typing import Any
 
 import nats.errors
 import nats.js.errors
 from nats.aio.msg import Msg
 
-from tackroom.engine.cron import CronSchedule
+from tackroom.engine.cron import CronSchedule, cron_registration
 from tackroom.engine.errors import EngineError
 from tackroom.engine.functions import LocalRegistration
 from tackroom.engine.nats.catalog import Catalog, TriggerHold
@@ -276,35 +275,25 @@ class Triggers:
     # -- cron ------------------------------------------------------------------------------
     def add_cron(self, schedule: str, function_id: str, worker: str) -> LocalRegistration:
         cron = CronSchedule(schedule)
-
-        async def remove(registration: LocalRegistration) -> None:
-            task = self._crons.pop(registration.id, None)
-            if task is not None:
-                task.cancel()
-                await asyncio.gather(task, return_exceptions=True)
-
-        registration = LocalRegistration(
-            function_id=function_id, handler=None, worker=worker, on_unregister=remove
+        return cron_registration(
+            self._crons,
+            function_id,
+            worker,
+            lambda: self._link.spawn(
+                self._run_cron(cron, function_id), name=f"tackroom-cron-{function_id}"
+            ),
         )
-        self._crons[registration.id] = self._link.spawn(
-            self._run_cron(cron, function_id), name=f"tackroom-cron-{function_id}"
-        )
-        return registration
 
     async def _run_cron(self, cron: CronSchedule, function_id: str) -> None:
-        while True:
-            now = datetime.now(UTC)
-            fire = cron.next_after(now)
-            await asyncio.sleep((fire - now).total_seconds())
-            fired_at = fire.isoformat()
+        async for fired_at in cron.fires():
             try:
                 await self._broker.enqueue(
                     function_id,
-                    {"schedule": cron.expression, "fired_at": fired_at},
+                    cron.payload(fired_at),
                     queue=TRIGGER_QUEUE,
                     group=None,
                     kind="cron",
-                    dedupe_key=f"cron:{function_id}:{cron.expression}:{fired_at}",
+                    dedupe_key=cron.dedupe_key(function_id, fired_at),
                     copy=False,
                 )
             except EngineError as exc:
