@@ -15,12 +15,12 @@ import getpass
 import json
 import sys
 import time
-from pathlib import Path
 from typing import Any
 
 from pydantic import ValidationError
 
 from tackroom.cli._bus import bus
+from tackroom.cli._options import add_config, print_json
 from tackroom.contracts import approvals as c
 from tackroom.contracts.principal import Principal
 from tackroom.engine.errors import FunctionNotFound
@@ -65,16 +65,14 @@ def add_parsers(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -
                 action="store_true",
                 help="also allow this function for the rest of the session",
             )
-        _common(parser)
-        parser.set_defaults(run=_runner(_resolve), decision=decision)
+        _command(parser, _resolve, decision=decision)
 
     approvals = commands.add_parser("approvals", help="calls waiting for approval; session modes")
     actions = approvals.add_subparsers(dest="approvals_command", required=True, metavar="CMD")
 
     listing = actions.add_parser("list", help="the calls waiting for approval, oldest first")
     listing.add_argument("--session", help="only this session's calls")
-    _common(listing)
-    listing.set_defaults(run=_runner(_list))
+    _command(listing, _list)
 
     mode = actions.add_parser("mode", help="set a session's approval mode")
     mode.add_argument("session_id", metavar="SESSION")
@@ -85,13 +83,13 @@ def add_parsers(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -
         metavar="GLOB",
         help="with auto: a function id glob to allow without asking (repeatable; replaces)",
     )
-    _common(mode)
-    mode.set_defaults(run=_runner(_mode))
+    _command(mode, _mode)
 
 
-def _common(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--json", action="store_true", help="print the raw reply as JSON")
-    parser.add_argument("--config", type=Path, help="config file (default: ./tackroom.yaml)")
+def _command(parser: argparse.ArgumentParser, command: Any, **defaults: Any) -> None:
+    """``--json`` and ``--config``; the parser runs ``command`` (see :func:`_runner`)."""
+    add_config(parser, json="print the raw reply as JSON")
+    parser.set_defaults(run=_runner(command), **defaults)
 
 
 def _runner(command: Any) -> Any:
@@ -165,7 +163,7 @@ async def _resolve(args: argparse.Namespace) -> int:
                 await c.ALLOW_FOR_SESSION.call(caller, allow)
         record = await c.RESOLVE.call(caller, request)
     if args.json:
-        print(json.dumps(c.RESOLVE.dump_response(record), indent=2, ensure_ascii=False))
+        print_json(c.RESOLVE.dump_response(record))
         return 0
     verb = {"allow": "allowed", "deny": "denied", "aborted": "aborted"}[record.decision]
     what = record.function_id or "the call"
@@ -190,7 +188,7 @@ async def _list(args: argparse.Namespace) -> int:
     async with bus(load_config(args.config), _WORKERS, shared_bus_workers=()) as caller:
         reply = await c.LIST_PENDING.call(caller, request)
     if args.json:
-        print(json.dumps(c.LIST_PENDING.dump_response(reply), indent=2, ensure_ascii=False))
+        print_json(c.LIST_PENDING.dump_response(reply))
         return 0
     pending = reply.pending
     if not pending:
@@ -217,7 +215,7 @@ async def _mode(args: argparse.Namespace) -> int:
     async with bus(load_config(args.config), _WORKERS, shared_bus_workers=()) as caller:
         settings = await c.SET_MODE.call(caller, request)
     if args.json:
-        print(json.dumps(c.SET_MODE.dump_response(settings), indent=2, ensure_ascii=False))
+        print_json(c.SET_MODE.dump_response(settings))
         return 0
     line = f"session {settings.session_id}: mode {settings.mode}"
     if settings.mode == "auto":

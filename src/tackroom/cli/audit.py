@@ -22,6 +22,7 @@ from typing import IO, Any
 from pydantic import ValidationError
 
 from tackroom.cli._bus import Caller, bus
+from tackroom.cli._options import add_config, print_json
 from tackroom.contracts.audit import (
     ARCHIVE,
     EXPORT,
@@ -35,6 +36,7 @@ from tackroom.contracts.audit import (
     StatusRequest,
     VerifyRequest,
 )
+from tackroom.contracts.bus import Function, Req, Resp
 from tackroom.engine.errors import FunctionNotFound
 from tackroom.kit.audit import (
     EXPORT_HEADER_KEY,
@@ -68,16 +70,16 @@ def add_parsers(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -
     export.add_argument("--session", help="only the records of this session")
     export.add_argument("--tenant", help="only this tenant's records (its principals', sessions')")
     export.add_argument("--out", type=Path, help="write to FILE (default: stdout)")
-    _common(export)
+    add_config(export)
     export.set_defaults(run=lambda args: asyncio.run(_export(args)))
 
     verify = actions.add_parser("verify", help="check the chain: the live log, or an export")
     verify.add_argument("file", nargs="?", type=Path, help="an exported JSONL file")
-    _common(verify)
+    add_config(verify)
     verify.set_defaults(run=_verify)
 
     status = actions.add_parser("status", help="what the audit log holds")
-    _common(status)
+    add_config(status)
     status.set_defaults(run=lambda args: asyncio.run(_status(args)))
 
     archive = actions.add_parser(
@@ -86,12 +88,8 @@ def add_parsers(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -
     archive.add_argument(
         "--older-than", type=float, metavar="DAYS", help="default: audit.retention_days"
     )
-    _common(archive)
+    add_config(archive)
     archive.set_defaults(run=lambda args: asyncio.run(_archive(args)))
-
-
-def _common(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--config", type=Path, help="config file (default: ./tackroom.yaml)")
 
 
 def parse_since(text: str, *, now: float | None = None) -> float:
@@ -173,12 +171,21 @@ def _verify(args: argparse.Namespace) -> int:
     return asyncio.run(_verify_live(args))
 
 
-async def _verify_live(args: argparse.Namespace) -> int:
+async def _ask(
+    args: argparse.Namespace, function: Function[Req, Resp], request: Req
+) -> Resp | None:
+    """One call to the audit worker; ``None`` (said on stderr) when no audit log answers."""
     try:
         async with bus(load_config(args.config), _WORKERS, shared_bus_workers=()) as caller:
-            report = await VERIFY.call(caller, VerifyRequest())
+            return await function.call(caller, request)
     except FunctionNotFound:
         print(f"tackroom: error: {_NO_AUDIT}", file=sys.stderr)
+        return None
+
+
+async def _verify_live(args: argparse.Namespace) -> int:
+    report = await _ask(args, VERIFY, VerifyRequest())
+    if report is None:
         return 1
     check = ChainCheck(
         report.records,
@@ -275,22 +282,16 @@ def _report(check: ChainCheck, *, source: str) -> int:
 
 
 async def _status(args: argparse.Namespace) -> int:
-    try:
-        async with bus(load_config(args.config), _WORKERS, shared_bus_workers=()) as caller:
-            status = await STATUS.call(caller, StatusRequest())
-    except FunctionNotFound:
-        print(f"tackroom: error: {_NO_AUDIT}", file=sys.stderr)
+    status = await _ask(args, STATUS, StatusRequest())
+    if status is None:
         return 1
-    print(json.dumps(STATUS.dump_response(status), indent=2, ensure_ascii=False))
+    print_json(STATUS.dump_response(status))
     return 0
 
 
 async def _archive(args: argparse.Namespace) -> int:
-    try:
-        async with bus(load_config(args.config), _WORKERS, shared_bus_workers=()) as caller:
-            reply = await ARCHIVE.call(caller, ArchiveRequest(older_than_days=args.older_than))
-    except FunctionNotFound:
-        print(f"tackroom: error: {_NO_AUDIT}", file=sys.stderr)
+    reply = await _ask(args, ARCHIVE, ArchiveRequest(older_than_days=args.older_than))
+    if reply is None:
         return 1
     if reply.file is None:
         print("nothing to archive")

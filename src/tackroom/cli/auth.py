@@ -14,12 +14,9 @@ import asyncio
 import getpass
 import json
 import sys
-from pathlib import Path
-from typing import TypeVar
 
-from pydantic import BaseModel
-
-from tackroom.contracts.bus import Function
+from tackroom.cli._options import add_config
+from tackroom.contracts.bus import Function, Req, Resp
 from tackroom.contracts.credentials import (
     AUTH_DELETE_TOKEN,
     AUTH_SET_TOKEN,
@@ -35,9 +32,6 @@ __all__ = ["add_parsers", "call_credentials"]
 
 _MEMORY_URL = "embedded::memory:"
 
-Req = TypeVar("Req", bound=BaseModel)
-Resp = TypeVar("Resp")
-
 
 def add_parsers(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     auth = commands.add_parser("auth", help="store, check and delete provider API tokens")
@@ -45,23 +39,18 @@ def add_parsers(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -
 
     setter = actions.add_parser("set", help="store a provider's token (read from the terminal)")
     setter.add_argument("provider", help="e.g. openai, anthropic, deepseek, moonshot")
-    _common(setter)
+    add_config(setter)
     setter.set_defaults(run=_set)
 
     status = actions.add_parser("status", help="which providers have a token, and from where")
     status.add_argument("provider", nargs="?", help="one provider (default: all known)")
-    status.add_argument("--json", action="store_true", help="print the raw reply as JSON")
-    _common(status)
+    add_config(status, json="print the raw reply as JSON")
     status.set_defaults(run=_status)
 
     delete = actions.add_parser("delete", help="remove a provider's token from the vault")
     delete.add_argument("provider")
-    _common(delete)
+    add_config(delete)
     delete.set_defaults(run=_delete)
-
-
-def _common(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--config", type=Path, help="config file (default: ./tackroom.yaml)")
 
 
 async def call_credentials(

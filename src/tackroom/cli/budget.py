@@ -13,21 +13,20 @@ import asyncio
 import json
 from collections.abc import Callable
 from datetime import UTC, datetime
-from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
 from pydantic import BaseModel
 
 from tackroom.cli._bus import bus
+from tackroom.cli._options import add_config, print_json
 from tackroom.contracts import budget as c
-from tackroom.contracts.bus import Function, dump
+from tackroom.contracts.bus import Function, Req, dump
 from tackroom.runtime.config import load_config
 from tackroom.runtime.typed import request_for
 
 __all__ = ["add_parsers"]
 
 _WORKERS = ("engine", "budget")
-Req = TypeVar("Req", bound=BaseModel)
 Call = tuple[Function[Any, Any], BaseModel]
 """A budget function and its request."""
 Build = Callable[[argparse.Namespace], Call]
@@ -98,8 +97,7 @@ def _action(
     parser = actions.add_parser(name, help=text)
     if with_id:
         parser.add_argument("budget_id", metavar="BUDGET")
-    parser.add_argument("--json", action="store_true", help="print the raw reply as JSON")
-    parser.add_argument("--config", type=Path, help="config file (default: ./tackroom.yaml)")
+    add_config(parser, json="print the raw reply as JSON")
     parser.set_defaults(run=lambda args: asyncio.run(_run(args, build)))
     return parser
 
@@ -109,7 +107,7 @@ async def _run(args: argparse.Namespace, build: Build) -> int:
     async with bus(load_config(args.config), _WORKERS) as caller:
         reply = await function.call(caller, request)
     if args.json:
-        print(json.dumps(function.dump_response(reply), indent=2, ensure_ascii=False))
+        print_json(function.dump_response(reply))
     else:
         print(_human(reply))
     return 0

@@ -9,12 +9,12 @@ from __future__ import annotations
 import argparse
 import asyncio
 import dataclasses
-import json
 import math
 import sys
 from pathlib import Path
 from typing import Any
 
+from tackroom.cli._options import add_config, print_json
 from tackroom.contracts.engine import FUNCTIONS_LIST, WORKERS_LIST, EmptyRequest
 from tackroom.engine.errors import InvalidPayload
 from tackroom.engine.factory import open_engine
@@ -62,7 +62,7 @@ def _seconds(text: str) -> float:
 
 def _endpoint_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--socket", type=Path, help="endpoint socket (default: from the config)")
-    parser.add_argument("--config", type=Path, help="config file (default: ./tackroom.yaml)")
+    add_config(parser)
     parser.add_argument("--engine", help="a shared engine URL (nats://…) to call over the bus")
 
 
@@ -101,7 +101,7 @@ def _run_call(args: argparse.Namespace) -> int:
         return 2
     client = _client(args)
     result = asyncio.run(_trigger(client, args.function_id, payload, timeout=args.timeout))
-    print(json.dumps(result, indent=2, ensure_ascii=False))
+    print_json(result)
     return 0
 
 
@@ -110,7 +110,7 @@ def _run_functions(args: argparse.Namespace) -> int:
     raw = asyncio.run(_trigger(_client(args), FUNCTIONS_LIST.id, request))
     catalog = FUNCTIONS_LIST.parse_response(raw)
     if args.json:
-        print(json.dumps(FUNCTIONS_LIST.dump_response(catalog), indent=2, ensure_ascii=False))
+        print_json(FUNCTIONS_LIST.dump_response(catalog))
         return 0
     rows = sorted(
         (entry.function_id, entry.worker, entry.description) for entry in catalog.functions
@@ -139,7 +139,7 @@ async def _workers(client: LocalClient | str) -> Any:
 def _run_workers(args: argparse.Namespace) -> int:
     listing = WORKERS_LIST.parse_response(asyncio.run(_workers(_client(args))))
     if args.json:
-        print(json.dumps(WORKERS_LIST.dump_response(listing), indent=2, ensure_ascii=False))
+        print_json(WORKERS_LIST.dump_response(listing))
         return 0
     rows = [("WORKER", "VERSION", "HOST", "PID", "FUNCTIONS")] + [
         (

@@ -126,16 +126,7 @@ class Chat:
     async def _converse(self) -> int:
         if self.session is not None and await self._known():
             await self._history()
-            await self._working_on(
-                finish_interrupted(
-                    self.harness,
-                    self.session,
-                    self.view,
-                    approval_timeout=0,
-                    ask=False,
-                    parked=self._parked,
-                )
-            )
+            await self._finish_interrupted()
         elif self.session is None:
             self.session = f"s-{uuid.uuid4().hex[:12]}"
         self.view.note(f"session {self.session} (/help for commands, /exit to leave)")
@@ -193,6 +184,22 @@ class Chat:
             return await run
         finally:
             self._working = False
+
+    async def _finish_interrupted(self, **saying: str) -> None:
+        """Follow the session's interrupted run (if any) to its end here: Ctrl-C aborts it, a
+        call it parks is left to /approve or /deny."""
+        assert self.session is not None
+        await self._working_on(
+            finish_interrupted(
+                self.harness,
+                self.session,
+                self.view,
+                approval_timeout=0,
+                ask=False,
+                parked=self._parked,
+                **saying,
+            )
+        )
 
     async def _say(self, text: str) -> None:
         assert self.session is not None
@@ -284,16 +291,7 @@ class Chat:
                 await self.harness.approvals.approve(pending)
             else:
                 await self.harness.approvals.deny(pending, reason=reason.strip() or None)
-        follow = finish_interrupted(
-            self.harness,
-            self.session,
-            self.view,
-            approval_timeout=0,
-            ask=False,
-            parked=self._parked,
-            saying="going on with the run",
-        )
-        await self._working_on(follow)
+        await self._finish_interrupted(saying="going on with the run")
 
     async def _model(self, rest: str) -> None:
         if not rest:

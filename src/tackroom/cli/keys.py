@@ -15,12 +15,12 @@ import re
 import sys
 import time
 from datetime import UTC, datetime
-from pathlib import Path
 from typing import Any
 
 from pydantic import ValidationError
 
 from tackroom.cli._bus import Caller, bus
+from tackroom.cli._options import add_config
 from tackroom.contracts.engine import (
     STATE_GET,
     STATE_LIST,
@@ -65,8 +65,7 @@ def _action(
     run: Any,
 ) -> argparse.ArgumentParser:
     parser = actions.add_parser(name, help=text)
-    parser.add_argument("--json", action="store_true", help="print JSON")
-    parser.add_argument("--config", type=Path, help="config file (default: ./tackroom.yaml)")
+    add_config(parser, json="print JSON")
     parser.set_defaults(run=lambda args: asyncio.run(_run(args, run)))
     return parser
 
@@ -105,15 +104,7 @@ async def _create(caller: Caller, args: argparse.Namespace) -> int:
     except ValueError as exc:
         return _usage_error(_one_line(exc))
     record = minted.record
-    await STATE_SET.call(
-        caller,
-        StateSetRequest(
-            scope=API_KEYS.name,
-            key=record.key_id,
-            value=API_KEYS.dump_value(record),
-            expected_revision=0,
-        ),
-    )
+    await _store(caller, record, revision=0)
     if args.json:
         shown = {"key": minted.text, **_shown(record)}
         print(json.dumps(shown, indent=2))
@@ -155,17 +146,22 @@ async def _revoke(caller: Caller, args: argparse.Namespace) -> int:
     record = API_KEYS.parse(found.value)
     if record.revoked_at is None:
         revoked = record.model_copy(update={"revoked_at": time.time()})
-        await STATE_SET.call(
-            caller,
-            StateSetRequest(
-                scope=API_KEYS.name,
-                key=record.key_id,
-                value=API_KEYS.dump_value(revoked),
-                expected_revision=found.revision,
-            ),
-        )
+        await _store(caller, revoked, revision=found.revision)
     print(f"revoked {record.key_id} ({record.tenant}/{record.user})")
     return 0
+
+
+async def _store(caller: Caller, record: ApiKeyRecord, *, revision: int) -> None:
+    """Write ``record`` under its key id, if the stored one is still at ``revision`` (0: none)."""
+    await STATE_SET.call(
+        caller,
+        StateSetRequest(
+            scope=API_KEYS.name,
+            key=record.key_id,
+            value=API_KEYS.dump_value(record),
+            expected_revision=revision,
+        ),
+    )
 
 
 def _shown(record: ApiKeyRecord) -> dict[str, Any]:

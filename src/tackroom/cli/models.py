@@ -9,9 +9,9 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-from pathlib import Path
 
 from tackroom.cli._bus import bus
+from tackroom.cli._options import add_config
 from tackroom.contracts.catalog import CAPABILITIES, MODELS_LIST, ListResponse
 from tackroom.runtime.config import load_config
 from tackroom.runtime.typed import request_for
@@ -34,8 +34,7 @@ def add_parsers(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -
     listing = actions.add_parser("list", help="models with context, capabilities and prices")
     listing.add_argument("--provider", help="one provider, e.g. openai")
     listing.add_argument("--capability", choices=CAPABILITIES, help="only models with it")
-    listing.add_argument("--json", action="store_true", help="print the raw reply as JSON")
-    listing.add_argument("--config", type=Path, help="config file (default: ./tackroom.yaml)")
+    add_config(listing, json="print the raw reply as JSON")
     listing.set_defaults(run=lambda args: asyncio.run(_list(args)))
 
 

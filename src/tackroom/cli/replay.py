@@ -11,11 +11,11 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import json
 import sys
 from pathlib import Path
 
 from tackroom.cli._bus import bus
+from tackroom.cli._options import add_config, print_json
 from tackroom.contracts.cassette import Cassette, ReplayReport
 from tackroom.harness.errors import UsageError
 from tackroom.harness.replay import export_cassette, load_cassette, replay, save_cassette
@@ -45,8 +45,7 @@ def add_parsers(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -
         help="a real model answers (tools still answer from the cassette); compares its run",
     )
     run.add_argument("--timeout", type=float, default=120.0, help="seconds the replay may take")
-    run.add_argument("--json", action="store_true", help="print the report as JSON")
-    run.add_argument("--config", type=Path, help="config file (default: ./tackroom.yaml)")
+    add_config(run, json="print the report as JSON")
     run.set_defaults(run=lambda args: asyncio.run(_replay(args)))
 
     cassette = commands.add_parser("cassette", help="export a finished run's cassette")
@@ -54,7 +53,7 @@ def add_parsers(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -
     export = actions.add_parser("export", help="write a run's cassette as JSON")
     export.add_argument("target", metavar="RUN", help="a run id or a session id (its latest run)")
     export.add_argument("-o", "--output", type=Path, required=True, metavar="FILE")
-    export.add_argument("--config", type=Path, help="config file (default: ./tackroom.yaml)")
+    add_config(export)
     export.set_defaults(run=lambda args: asyncio.run(_export(args)))
 
 
@@ -95,7 +94,7 @@ async def _replay(args: argparse.Namespace) -> int:
         print(f"tackroom: error: {exc}", file=sys.stderr)
         return 2
     if args.json:
-        print(json.dumps(report.model_dump(mode="json"), indent=2, ensure_ascii=False))
+        print_json(report.model_dump(mode="json"))
     else:
         print(_summary(report, cassette))
     return 0 if report.identical else 1

@@ -27,6 +27,7 @@ from pathlib import Path
 from pydantic import ValidationError
 
 from tackroom.cli import _startup
+from tackroom.cli._options import add_config
 from tackroom.cli.follow import EXIT_AWAITING_APPROVAL, Parked, awaiting, show_run
 from tackroom.contracts.events import EVENTS
 from tackroom.contracts.principal import Principal
@@ -106,7 +107,7 @@ def harness_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--max-turns", type=int, help="model calls at most (default 8)")
     parser.add_argument("--tools", help="comma-separated function ids or globs offered as tools")
     parser.add_argument("--script", type=Path, help="script for the scripted provider (YAML/JSONL)")
-    parser.add_argument("--config", type=Path, help="config file (default: ./tackroom.yaml)")
+    add_config(parser)
     parser.add_argument("--engine", help="engine URL, overriding the config's engine:")
     parser.add_argument(
         "--attach",

@@ -16,9 +16,9 @@ import json
 import os
 import signal
 import sys
-from pathlib import Path
 
 from tackroom.cli import _startup
+from tackroom.cli._options import add_config
 from tackroom.cli.install import add_worker_parsers
 from tackroom.harness.wiring import (
     agent_workers,
@@ -61,7 +61,7 @@ WORKER_CONFIG_ENV = "TACKROOM_WORKER_CONFIG"
 
 
 def _host_options(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--config", type=Path, help="config file (default: ./tackroom.yaml)")
+    add_config(parser)
     parser.add_argument("--engine", help="engine URL, overriding the config's engine:")
 
 

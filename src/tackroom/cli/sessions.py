@@ -12,13 +12,12 @@ from __future__ import annotations
 import argparse
 import asyncio
 import getpass
-import json
 import os
 from datetime import UTC, datetime
-from pathlib import Path
 from typing import Any
 
 from tackroom.cli._bus import Caller, bus
+from tackroom.cli._options import add_config, print_json
 from tackroom.cli.curate import add_curate_parsers, entry_line, summary
 from tackroom.contracts.sessions import DELETE, FORK, LIST, MESSAGES, SET_TITLE
 from tackroom.runtime.config import load_config
@@ -67,8 +66,7 @@ def add_parsers(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -
 
 
 def _common(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--json", action="store_true", help="print the raw reply as JSON")
-    parser.add_argument("--config", type=Path, help="config file (default: ./tackroom.yaml)")
+    add_config(parser, json="print the raw reply as JSON")
 
 
 async def _list(args: argparse.Namespace) -> int:
@@ -81,7 +79,7 @@ async def _list(args: argparse.Namespace) -> int:
             if session.origin is not None
         }
     if args.json:
-        print(json.dumps(LIST.dump_response(reply), indent=2, ensure_ascii=False))
+        print_json(LIST.dump_response(reply))
         return 0
     for session in reply.sessions:
         created = _when(session.created_at)
@@ -110,7 +108,7 @@ async def _show(args: argparse.Namespace) -> int:
     async with bus(load_config(args.config), read_only=True) as caller:
         reply = await MESSAGES.call(caller, request)
     if args.json:
-        print(json.dumps(MESSAGES.dump_response(reply), indent=2, ensure_ascii=False))
+        print_json(MESSAGES.dump_response(reply))
         return 0
     pinned = set(reply.pinned)
     for item in reply.messages:
@@ -124,7 +122,7 @@ async def _fork(args: argparse.Namespace) -> int:
     async with bus(load_config(args.config)) as caller:
         reply = await FORK.call(caller, request)
     if args.json:
-        print(json.dumps(FORK.dump_response(reply), indent=2, ensure_ascii=False))
+        print_json(FORK.dump_response(reply))
     else:
         print(reply.session_id)
     return 0
@@ -137,7 +135,7 @@ async def _delete(args: argparse.Namespace) -> int:
     async with bus(load_config(args.config), ("engine", "sessions", "audit")) as caller:
         reply = await DELETE.call(caller, request)
     if args.json:
-        print(json.dumps(DELETE.dump_response(reply), indent=2, ensure_ascii=False))
+        print_json(DELETE.dump_response(reply))
     else:
         forks = f", and {', '.join(reply.cascaded)} with it" if reply.cascaded else ""
         print(
@@ -152,7 +150,7 @@ async def _title(args: argparse.Namespace) -> int:
     async with bus(load_config(args.config), ("engine", "sessions")) as caller:
         reply = await SET_TITLE.call(caller, request)
     if args.json:
-        print(json.dumps(SET_TITLE.dump_response(reply), indent=2, ensure_ascii=False))
+        print_json(SET_TITLE.dump_response(reply))
     else:
         print(f"{reply.session_id}: {reply.title}")
     return 0

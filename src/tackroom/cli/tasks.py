@@ -15,12 +15,15 @@ import argparse
 import asyncio
 import json
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from tackroom.cli._bus import Caller, bus
+from tackroom.cli._options import add_config, print_json
 from tackroom.contracts import tasks as c
 from tackroom.contracts.approvals import DECISIONS_SCOPE, call_key
+from tackroom.contracts.bus import Function, Req, Resp
 from tackroom.contracts.engine import STATE_GET, StateGetRequest
 from tackroom.engine.errors import FunctionNotFound, InvocationError
 from tackroom.harness.tasks import mermaid, tree
@@ -43,10 +46,7 @@ def add_parsers(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -
         "--input", action="append", default=[], metavar="K=V", help="a graph input (repeatable)"
     )
     run.add_argument("--run-id", help="the run's id (a known id resumes that run)")
-    run.add_argument("--model", help="PROVIDER:MODEL for agent steps that name none")
-    run.add_argument("--detach", action="store_true", help="start it and return")
-    _common(run)
-    run.set_defaults(run=_sync(_run))
+    _steps_command(run, _run, detach="start it and return")
 
     graph = actions.add_parser("graph", help="draw a tasks.yaml (terminal tree or Mermaid)")
     graph.add_argument("file", type=Path, metavar="FILE")
@@ -55,15 +55,13 @@ def add_parsers(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -
 
     status = actions.add_parser("status", help="where a run stands, step by step")
     status.add_argument("run_id", metavar="RUN")
-    _common(status)
-    status.set_defaults(run=_sync(_status))
+    _command(status, _status)
 
     listing = actions.add_parser("list", help="task runs, oldest first")
     listing.add_argument(
         "--status", choices=["running", "paused", "cancelled", "succeeded", "failed"]
     )
-    _common(listing)
-    listing.set_defaults(run=_sync(_list))
+    _command(listing, _list)
 
     for verb, text in (
         ("cancel", "cancel a run (steps under way finish; nothing new starts)"),
@@ -71,28 +69,30 @@ def add_parsers(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -
     ):
         control = actions.add_parser(verb, help=text)
         control.add_argument("run_id", metavar="RUN")
-        _common(control)
-        control.set_defaults(run=_sync(_control), verb=verb)
+        _command(control, _control, verb=verb)
 
     resume = actions.add_parser("resume", help="resume a paused or interrupted run; follow it")
     resume.add_argument("run_id", metavar="RUN")
-    resume.add_argument("--model", help="PROVIDER:MODEL for agent steps that name none")
-    resume.add_argument("--detach", action="store_true", help="resume it and return")
-    _common(resume)
-    resume.set_defaults(run=_sync(_resume))
+    _steps_command(resume, _resume, detach="resume it and return")
 
     rerun = actions.add_parser("rerun", help="run a step and every step after it again")
     rerun.add_argument("run_id", metavar="RUN")
     rerun.add_argument("step", metavar="STEP")
-    rerun.add_argument("--model", help="PROVIDER:MODEL for agent steps that name none")
-    rerun.add_argument("--detach", action="store_true", help="start it and return")
-    _common(rerun)
-    rerun.set_defaults(run=_sync(_rerun))
+    _steps_command(rerun, _rerun, detach="start it and return")
 
 
-def _common(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--json", action="store_true", help="print the run record as JSON")
-    parser.add_argument("--config", type=Path, help="config file (default: ./tackroom.yaml)")
+def _command(parser: argparse.ArgumentParser, command: Any, **defaults: Any) -> None:
+    """``--json`` and ``--config``; the parser runs ``command`` (see :func:`_sync`)."""
+    add_config(parser, json="print the run record as JSON")
+    parser.set_defaults(run=_sync(command), **defaults)
+
+
+def _steps_command(parser: argparse.ArgumentParser, command: Any, *, detach: str) -> None:
+    """A command that sets steps going and follows them: ``--model``, ``--detach`` (``detach``
+    its help), then as :func:`_command`."""
+    parser.add_argument("--model", help="PROVIDER:MODEL for agent steps that name none")
+    parser.add_argument("--detach", action="store_true", help=detach)
+    _command(parser, command)
 
 
 def _sync(command: Any) -> Any:
@@ -162,22 +162,30 @@ async def _run(args: argparse.Namespace) -> int:
 
 
 async def _resume(args: argparse.Namespace) -> int:
-    config = load_config(args.config)
-    booted = _executing(config, args.model or config.agent.model)
-    async with bus(booted, booted.workers) as caller:
-        reply = await c.RESUME.call(caller, c.ControlRequest(run_id=args.run_id))
-        print(f"run {args.run_id}: {reply.status}", flush=True)
-        if args.detach:
-            return 0
-        return await _follow(caller, args.run_id, as_json=args.json)
+    request = c.ControlRequest(run_id=args.run_id)
+    return await _again(args, c.RESUME, request, lambda reply: reply.status)
 
 
 async def _rerun(args: argparse.Namespace) -> int:
+    request = c.RerunRequest(run_id=args.run_id, step=args.step)
+    return await _again(
+        args, c.RERUN, request, lambda _: f"{args.step} and what follows it run again"
+    )
+
+
+async def _again(
+    args: argparse.Namespace,
+    function: Function[Req, Resp],
+    request: Req,
+    said: Callable[[Resp], str],
+) -> int:
+    """Boot the workers that run steps, set ``args.run_id`` going again with ``function`` (what
+    it did printed), and follow it unless ``--detach``."""
     config = load_config(args.config)
     booted = _executing(config, args.model or config.agent.model)
     async with bus(booted, booted.workers) as caller:
-        await c.RERUN.call(caller, c.RerunRequest(run_id=args.run_id, step=args.step))
-        print(f"run {args.run_id}: {args.step} and what follows it run again", flush=True)
+        reply = await function.call(caller, request)
+        print(f"run {args.run_id}: {said(reply)}", flush=True)
         if args.detach:
             return 0
         return await _follow(caller, args.run_id, as_json=args.json)
@@ -205,7 +213,7 @@ async def _status(args: argparse.Namespace) -> int:
         print(f"tackroom: error: no task run {args.run_id!r}", file=sys.stderr)
         return 1
     if args.json:
-        print(json.dumps(run.model_dump(mode="json"), indent=2, ensure_ascii=False))
+        print_json(run.model_dump(mode="json"))
     else:
         print(render_status(run))
     return 0
@@ -246,7 +254,7 @@ async def _follow(caller: Caller, run_id: str, *, as_json: bool) -> int:
         await asyncio.sleep(pause)
         pause = min(pause * 1.5, 0.3)
     if as_json:
-        print(json.dumps(run.model_dump(mode="json"), indent=2, ensure_ascii=False))
+        print_json(run.model_dump(mode="json"))
     else:
         print(_ending(run))
     if _parked(run):

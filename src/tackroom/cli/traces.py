@@ -15,10 +15,10 @@ import json
 import re
 import shutil
 import sys
-from pathlib import Path
 from typing import Any
 
 from tackroom.cli._bus import Caller, bus
+from tackroom.cli._options import add_config
 from tackroom.cli.waterfall import render_trace_list, render_waterfall
 from tackroom.contracts.traces import GET, LIST, GetRequest, ListRequest, TraceDetail
 from tackroom.engine.errors import FunctionNotFound, InvocationError
@@ -42,8 +42,7 @@ def add_parsers(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -
     )
     traces.add_argument("--limit", type=int, default=20, help="traces at most (default 20)")
     traces.add_argument("--width", type=int, help="columns (default: the terminal's)")
-    traces.add_argument("--json", action="store_true", help="print the raw replies as JSON")
-    traces.add_argument("--config", type=Path, help="config file (default: ./tackroom.yaml)")
+    add_config(traces, json="print the raw replies as JSON")
     traces.set_defaults(run=lambda args: asyncio.run(_run(args)))
 
 

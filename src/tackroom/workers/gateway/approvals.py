@@ -13,8 +13,8 @@ from tackroom.workers.gateway.access import may, named_session, owned
 from tackroom.workers.gateway.errors import ApiError
 from tackroom.workers.gateway.identity import principal_of
 from tackroom.workers.gateway.inputs import json_body, path_id, query
-from tackroom.workers.gateway.operations import Operation, PathParam, Query
-from tackroom.workers.gateway.runs import IMPERSONATE, SESSION_PARAM
+from tackroom.workers.gateway.operations import Operation, Query
+from tackroom.workers.gateway.runs import IMPERSONATE
 from tackroom.workers.gateway.service import gateway_of, reply
 
 __all__ = ["OPERATIONS"]
@@ -109,7 +109,6 @@ OPERATIONS = (
         tag="approvals",
         query=PendingQuery,
         response=approvals.ListPendingResponse,
-        errors=(422,),
     ),
     Operation(
         method="POST",
@@ -119,11 +118,7 @@ OPERATIONS = (
         summary="Allow or deny a waiting call (approval::resolve)",
         tag="approvals",
         body=DecisionBody,
-        path_params=(
-            SESSION_PARAM,
-            PathParam("call_id", "the function call id", approvals.ID_PATTERN),
-        ),
         response=approvals.DecisionRecord,
-        errors=(400, 404, 409, 413, 422),
+        errors=(409,),
     ),
 )

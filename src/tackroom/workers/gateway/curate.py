@@ -12,13 +12,10 @@ from tackroom.kit.compacting import COMPACT_TIMEOUT, manual_request, session_mod
 from tackroom.workers.gateway.access import may_on_session
 from tackroom.workers.gateway.errors import ApiError
 from tackroom.workers.gateway.inputs import json_body, path_id
-from tackroom.workers.gateway.operations import Operation, PathParam
-from tackroom.workers.gateway.runs import SESSION_PARAM
+from tackroom.workers.gateway.operations import Operation
 from tackroom.workers.gateway.service import gateway_of, reply
 
 __all__ = ["OPERATIONS"]
-
-ENTRY_PARAM = PathParam("eid", "an entry id of the session", tree.ID_PATTERN)
 
 
 async def pin_entry(request: Request) -> Response:
@@ -91,9 +88,8 @@ OPERATIONS = (
         summary="Pin an entry (or a rule given as text): every later context carries it whole",
         tag="sessions",
         body=PinBody,
-        path_params=(SESSION_PARAM,),
         response=tree.PinResponse,
-        errors=(400, 404, 409, 413, 422),
+        errors=(409,),
     ),
     Operation(
         method="DELETE",
@@ -102,9 +98,8 @@ OPERATIONS = (
         operation_id="unpinEntry",
         summary="Unpin an entry (unpinning one not pinned changes nothing)",
         tag="sessions",
-        path_params=(SESSION_PARAM, ENTRY_PARAM),
         response=tree.PinResponse,
-        errors=(404, 409, 422),
+        errors=(409,),
     ),
     Operation(
         method="POST",
@@ -115,8 +110,7 @@ OPERATIONS = (
         " it replaces (pinned entries stay whole)",
         tag="sessions",
         body=CompactBody,
-        path_params=(SESSION_PARAM,),
         response=CompactResponse,
-        errors=(400, 404, 409, 413, 422),
+        errors=(409,),
     ),
 )

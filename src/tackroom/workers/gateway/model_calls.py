@@ -21,7 +21,6 @@ from tackroom.workers.gateway.access import may_on_session
 from tackroom.workers.gateway.history import stored_events
 from tackroom.workers.gateway.inputs import query
 from tackroom.workers.gateway.operations import Operation, Query
-from tackroom.workers.gateway.runs import SESSION_PARAM
 from tackroom.workers.gateway.service import gateway_of, reply
 
 __all__ = ["OPERATIONS", "ModelCall", "ModelCalls"]
@@ -116,8 +115,6 @@ OPERATIONS = (
         summary="Each model call of a session: the messages sent, the answer, tokens and cost",
         tag="sessions",
         query=ModelCallsQuery,
-        path_params=(SESSION_PARAM,),
         response=ModelCalls,
-        errors=(404, 422),
     ),
 )

@@ -34,12 +34,11 @@ from tackroom.workers.gateway.access import may, may_on_session, new_session
 from tackroom.workers.gateway.errors import ApiError, invalid
 from tackroom.workers.gateway.identity import principal_of
 from tackroom.workers.gateway.inputs import json_body
-from tackroom.workers.gateway.operations import Operation, PathParam
+from tackroom.workers.gateway.operations import Operation
 from tackroom.workers.gateway.service import Gateway, gateway_of, reply
 
-__all__ = ["IMPERSONATE", "OPERATIONS", "SESSION_PARAM", "run_principal", "run_request"]
+__all__ = ["IMPERSONATE", "OPERATIONS", "run_principal", "run_request"]
 
-SESSION_PARAM = PathParam("sid", "a session id", r"^[!-.0-~]{1,200}$")
 _INBOX_OF = {"steer": "steering", "follow_up": "followup"}
 IMPERSONATE = "impersonate"
 
@@ -254,7 +253,7 @@ OPERATIONS = (
         body=RunBody,
         response=RunResponse,
         status=202,
-        errors=(400, 403, 409, 413, 422, 429),
+        errors=(403, 409, 429),
     ),
     Operation(
         method="POST",
@@ -264,9 +263,7 @@ OPERATIONS = (
         summary="Abort the run in flight on a session (run::abort)",
         tag="runs",
         body=AbortBody,
-        path_params=(SESSION_PARAM,),
         response=RunAbortResponse,
-        errors=(400, 404, 413, 422),
     ),
     Operation(
         method="GET",
@@ -275,9 +272,7 @@ OPERATIONS = (
         operation_id="getRunState",
         summary="The turn state of a session's current or last run (turn::get_state)",
         tag="runs",
-        path_params=(SESSION_PARAM,),
         response=TurnStateView,
-        errors=(404, 422),
     ),
     Operation(
         method="POST",
@@ -287,9 +282,7 @@ OPERATIONS = (
         summary="A steering or follow-up message into a session's inbox (session-inbox::push)",
         tag="runs",
         body=MessageBody,
-        path_params=(SESSION_PARAM,),
         response=InboxPushResponse,
         status=202,
-        errors=(400, 404, 413, 422),
     ),
 )

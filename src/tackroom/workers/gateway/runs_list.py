@@ -113,6 +113,5 @@ OPERATIONS = (
         tag="runs",
         query=RunsQuery,
         response=RunList,
-        errors=(422,),
     ),
 )

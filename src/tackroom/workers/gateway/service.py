@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-from typing import Any, TypeVar
+from typing import Any
 
 from pydantic import BaseModel, ValidationError
 from starlette.requests import Request
 from starlette.responses import Response
 
-from tackroom.contracts.bus import Function
+from tackroom.contracts.bus import Function, Req, Resp
 from tackroom.engine.errors import EngineError
 from tackroom.engine.protocol import Engine
 from tackroom.workers.gateway.errors import ApiError, bus_error
@@ -16,9 +16,6 @@ from tackroom.workers.gateway.settings import GatewayConfig
 from tackroom.workers.gateway.sse import EventStreams
 
 __all__ = ["Gateway", "gateway_of", "reply"]
-
-Req = TypeVar("Req", bound=BaseModel)
-Resp = TypeVar("Resp")
 
 
 class Gateway:

@@ -17,7 +17,6 @@ from tackroom.workers.gateway.access import may, may_on_session, new_session, ow
 from tackroom.workers.gateway.errors import ApiError
 from tackroom.workers.gateway.inputs import json_body, query
 from tackroom.workers.gateway.operations import Operation, Query
-from tackroom.workers.gateway.runs import SESSION_PARAM
 from tackroom.workers.gateway.service import gateway_of, reply
 from tackroom.workers.gateway.sse import MAX_CURSOR, parse_cursor
 
@@ -209,7 +208,6 @@ OPERATIONS = (
         tag="sessions",
         query=SessionsQuery,
         response=SessionPage,
-        errors=(422,),
     ),
     Operation(
         method="GET",
@@ -219,9 +217,7 @@ OPERATIONS = (
         summary="A session and a page of its active path, root first",
         tag="sessions",
         query=EntriesQuery,
-        path_params=(SESSION_PARAM,),
         response=SessionDetail,
-        errors=(404, 422),
     ),
     Operation(
         method="GET",
@@ -230,9 +226,7 @@ OPERATIONS = (
         operation_id="getSessionTree",
         summary="Every entry of a session and the history it shares, nested by branch",
         tag="sessions",
-        path_params=(SESSION_PARAM,),
         response=tree.TreeResponse,
-        errors=(404, 422),
     ),
     Operation(
         method="POST",
@@ -242,10 +236,9 @@ OPERATIONS = (
         summary="A new session sharing this one's history up to entry_id",
         tag="sessions",
         body=ForkBody,
-        path_params=(SESSION_PARAM,),
         response=tree.SessionInfo,
         status=201,
-        errors=(400, 404, 409, 413, 422),
+        errors=(409,),
     ),
     Operation(
         method="DELETE",
@@ -256,9 +249,8 @@ OPERATIONS = (
         " forks' too)",
         tag="sessions",
         query=DeleteQuery,
-        path_params=(SESSION_PARAM,),
         status=204,
-        errors=(404, 409, 422),
+        errors=(409,),
     ),
     Operation(
         method="PATCH",
@@ -268,9 +260,7 @@ OPERATIONS = (
         summary="Set a session's title (session-tree::set_title)",
         tag="sessions",
         body=TitleBody,
-        path_params=(SESSION_PARAM,),
         response=tree.SessionInfo,
-        errors=(400, 404, 413, 422),
     ),
     Operation(
         method="GET",
@@ -280,9 +270,8 @@ OPERATIONS = (
         summary="The session's typed events as Server-Sent Events, resumable by Last-Event-ID",
         tag="sessions",
         query=EventsQuery,
-        path_params=(SESSION_PARAM,),
         event_stream=True,
-        errors=(404, 422, 503),
+        errors=(503,),
         headers=(("Last-Event-ID", "the id of the last event seen (wins over ?after=)"),),
     ),
 )

@@ -14,7 +14,7 @@ from tackroom.engine.trace_context import untraced
 from tackroom.workers.gateway.access import may, named_session, owned
 from tackroom.workers.gateway.errors import ApiError
 from tackroom.workers.gateway.inputs import query
-from tackroom.workers.gateway.operations import Operation, PathParam, Query
+from tackroom.workers.gateway.operations import Operation, Query
 from tackroom.workers.gateway.service import gateway_of, reply
 
 __all__ = ["OPERATIONS", "Untraced"]
@@ -36,9 +36,6 @@ class Untraced:
             return
         with untraced():
             await self.app(scope, receive, send)
-
-
-_TRACE_ID = r"^[0-9a-f]{32}$"
 
 
 class TracesQuery(Query):
@@ -110,7 +107,6 @@ OPERATIONS = (
         tag="traces",
         query=TracesQuery,
         response=traces.TraceList,
-        errors=(422,),
     ),
     Operation(
         method="GET",
@@ -119,8 +115,6 @@ OPERATIONS = (
         operation_id="getTrace",
         summary="Every span of one trace (traces::get)",
         tag="traces",
-        path_params=(PathParam("trace_id", "32 lowercase hex digits", _TRACE_ID),),
         response=traces.TraceDetail,
-        errors=(404, 422),
     ),
 )
