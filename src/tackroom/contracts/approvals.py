@@ -27,8 +27,10 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, StringConstraints
+from pydantic import Field, StringConstraints
 
+from tackroom.contracts._base import Lenient as _Record
+from tackroom.contracts._base import Strict as _Request
 from tackroom.contracts.approvers import ApprovalVote, ApproverRules
 from tackroom.contracts.bus import Function, Scope
 from tackroom.contracts.principal import Principal
@@ -125,18 +127,6 @@ def _unset(value: object) -> bool:
 def call_key(session_id: str, function_call_id: str) -> str:
     """The state key of one call in ``approval-pending`` and ``approvals``."""
     return f"{session_id}/{function_call_id}"
-
-
-class _Request(BaseModel):
-    # Built at first use, not at import: a process imports this contract with every worker
-    # that may call it, and validates few of its models.
-    model_config = ConfigDict(extra="forbid", defer_build=True)
-
-
-class _Record(BaseModel):
-    """Stored and returned records: unknown fields are ignored (a newer writer may add some)."""
-
-    model_config = ConfigDict(extra="ignore", defer_build=True)
 
 
 # -- records ---------------------------------------------------------------------------------

@@ -25,8 +25,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
 
+from tackroom.contracts._base import Strict as _Model
 from tackroom.contracts.bus import Function, Stream
 from tackroom.contracts.principal import Principal
 
@@ -85,10 +86,6 @@ _KIND = r"^[a-z][a-z0-9_]{0,63}$"
 _HASH = r"^[0-9a-f]{64}$"
 
 
-class _Model(BaseModel):
-    model_config = ConfigDict(extra="forbid", defer_build=True)
-
-
 class AuditFact(_Model):
     """What a writer records. ``fact`` holds the details — never a secret nor raw arguments."""
 
@@ -135,20 +132,23 @@ FACTS = Stream[AuditFact]("audit::facts", AuditFact)
 """Facts from the workers that own them (group :data:`FACTS_GROUP`)."""
 
 
-class AppendRequest(_Model):
+class _Versioned(_Model):
+    """A function's request or reply: it carries the contract's ``schema_version``."""
+
     schema_version: int = SCHEMA_VERSION
+
+
+class AppendRequest(_Versioned):
     fact: AuditFact
 
 
-class AppendResponse(_Model):
-    schema_version: int = SCHEMA_VERSION
+class AppendResponse(_Versioned):
     seq: int
     hash: str
     duplicate: bool = Field(description="the fact_id was recorded before: nothing was added")
 
 
-class ExportRequest(_Model):
-    schema_version: int = SCHEMA_VERSION
+class ExportRequest(_Versioned):
     after_seq: int = Field(default=0, ge=0, description="records after this seq (paging)")
     since: float | None = Field(
         default=None,
@@ -163,8 +163,7 @@ class ExportRequest(_Model):
     limit: int = Field(default=1000, ge=1, le=10_000)
 
 
-class ExportPage(_Model):
-    schema_version: int = SCHEMA_VERSION
+class ExportPage(_Versioned):
     anchor: ChainAnchor
     head_seq: int = Field(description="the last record of the log (0: none)")
     head_hash: str
@@ -174,12 +173,11 @@ class ExportPage(_Model):
     next_after: int | None = Field(description="pass as after_seq for more; null: the last page")
 
 
-class VerifyRequest(_Model):
-    schema_version: int = SCHEMA_VERSION
+class VerifyRequest(_Versioned):
+    pass
 
 
-class VerifyReport(_Model):
-    schema_version: int = SCHEMA_VERSION
+class VerifyReport(_Versioned):
     ok: bool
     records: int = Field(description="records checked")
     anchor: ChainAnchor
@@ -188,12 +186,11 @@ class VerifyReport(_Model):
     problem: ChainProblem | None = None
 
 
-class StatusRequest(_Model):
-    schema_version: int = SCHEMA_VERSION
+class StatusRequest(_Versioned):
+    pass
 
 
-class AuditStatus(_Model):
-    schema_version: int = SCHEMA_VERSION
+class AuditStatus(_Versioned):
     path: str
     records: int
     anchor: ChainAnchor
@@ -203,15 +200,13 @@ class AuditStatus(_Model):
     retention_days: float | None
 
 
-class ArchiveRequest(_Model):
-    schema_version: int = SCHEMA_VERSION
+class ArchiveRequest(_Versioned):
     older_than_days: float | None = Field(
         default=None, ge=0, description="default: the worker's retention_days"
     )
 
 
-class ArchiveResponse(_Model):
-    schema_version: int = SCHEMA_VERSION
+class ArchiveResponse(_Versioned):
     archived: int
     file: str | None = Field(description="the JSONL file the records went to (None: none)")
     anchor: ChainAnchor

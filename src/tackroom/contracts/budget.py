@@ -16,6 +16,8 @@ from typing import Annotated, Any, Literal, Self
 
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, model_validator
 
+from tackroom.contracts._base import Strict as _Model
+from tackroom.contracts._base import Strict as _Stored
 from tackroom.contracts.budget_periods import Period, period_bounds, period_key
 from tackroom.contracts.budget_scopes import (
     ChainFields,
@@ -92,12 +94,6 @@ BUDGET_SCHEMA_VERSION = 2
 a version 1 budget reads as one for every tenant."""
 
 
-class _Stored(BaseModel):
-    # Built at first use, not at import: a process imports this contract with every worker
-    # that may call it, and validates few of its models.
-    model_config = ConfigDict(extra="forbid", defer_build=True)
-
-
 class Budget(_Stored):
     schema_version: int = BUDGET_SCHEMA_VERSION
     id: str
@@ -157,10 +153,6 @@ PAUSED = "budget_paused"
 
 BudgetId = Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9_.:-]{1,100}$")]
 Thresholds = Annotated[list[Annotated[float, Field(gt=0, le=100)]], Field(max_length=16)]
-
-
-class _Model(BaseModel):
-    model_config = ConfigDict(extra="forbid", defer_build=True)
 
 
 class BudgetRef(_Model):

@@ -19,7 +19,7 @@ subagent's spend also counts on every budget of the run that called it, and of t
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Annotated
+from typing import Annotated, Protocol
 
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints
 
@@ -78,6 +78,35 @@ def user_of_scope(scope: str) -> tuple[str, str | None] | None:
         tenant, _, user = rest.partition("~")
         return tenant, user
     return None
+
+
+class Scoped(Protocol):
+    """A charged call's place: what :func:`scopes_of` reads."""
+
+    @property
+    def session_id(self) -> str: ...
+    @property
+    def agent(self) -> str | None: ...
+    @property
+    def workspace(self) -> str | None: ...
+    @property
+    def tenant(self) -> str | None: ...
+    @property
+    def user(self) -> str | None: ...
+    @property
+    def leads(self) -> Sequence[Lead]: ...
+
+
+def scopes_of(call: Scoped) -> list[str]:
+    """:func:`chain_of` for a request or a stored reservation."""
+    return chain_of(
+        session_id=call.session_id,
+        agent=call.agent,
+        workspace=call.workspace,
+        tenant=call.tenant,
+        user=call.user,
+        leads=call.leads,
+    )
 
 
 def chain_of(
@@ -161,11 +190,4 @@ class ChainFields(BaseModel):
     )
 
     def chain(self) -> list[str]:
-        return chain_of(
-            session_id=self.session_id,
-            agent=self.agent,
-            workspace=self.workspace,
-            tenant=self.tenant,
-            user=self.user,
-            leads=self.leads,
-        )
+        return scopes_of(self)

@@ -17,8 +17,9 @@ importing a contract module costs no schema work.
 
 from __future__ import annotations
 
+import copy
 from collections.abc import AsyncIterator
-from typing import Any, Generic, Literal, TypeVar, cast
+from typing import Any, Generic, Literal, Self, TypeVar, cast
 
 from pydantic import BaseModel, TypeAdapter
 
@@ -116,19 +117,11 @@ class Function(Generic[Req, Resp]):
         default = None if field is None else field.default
         return default if isinstance(default, int) and not isinstance(default, bool) else 1
 
-    def at(self, function_id: str) -> Function[Req, Resp]:
-        """The same contract served under ``function_id`` (configurable ids)."""
-        return self._clone(function_id)
-
-    def _clone(self, function_id: str) -> Function[Req, Resp]:
-        twin = Function[Req, Resp](
-            function_id,
-            self.request,
-            self._response.type,
-            description=self.description,
-            hop=self.hop,
-        )
-        twin._response = self._response
+    def at(self, function_id: str) -> Self:
+        """The same contract served under ``function_id`` (configurable ids): a copy, so a
+        :class:`Tool` keeps its traits and the response adapter built so far is shared."""
+        twin = copy.copy(self)
+        twin.id = function_id
         return twin
 
     async def call(self, bus: Caller, request: Req, *, timeout: float = DEFAULT_TIMEOUT) -> Resp:
@@ -202,47 +195,42 @@ class Tool(Function[Req, Resp]):
         self.max_result_chars = max_result_chars
         self.on_policy_error = on_policy_error
 
-    def _clone(self, function_id: str) -> Tool[Req, Resp]:
-        twin = Tool[Req, Resp](
-            function_id,
-            self.request,
-            self._response.type,
-            description=self.description,
-            idempotent=self.idempotent,
-            parallel=self.parallel,
-            read_only=self.read_only,
-            timeout=self.timeout,
-            required_permission=self.required_permission,
-            max_result_chars=self.max_result_chars,
-            on_policy_error=self.on_policy_error,
-        )
-        twin._response = self._response
-        return twin
+
+class _Named(Generic[V]):
+    """A named place on the bus (a state scope, a stream) whose values are ``V``."""
+
+    __slots__ = ("_codec", "name")
+
+    def __init__(self, name: str, type_: Any) -> None:
+        self.name = name
+        self._codec: _Codec[V] = _Codec(type_)
+
+    def parse(self, data: Any) -> V:
+        return self._codec.load(data)
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self.name!r})"
 
 
-class Scope(Generic[V]):
+class Scope(_Named[V]):
     """A shared state scope whose values are ``V``."""
 
-    __slots__ = ("_value", "name")
-
-    def __init__(self, name: str, value: Any) -> None:
-        self.name = name
-        self._value: _Codec[V] = _Codec(value)
+    __slots__ = ()
 
     async def get(self, bus: StateBackend, key: str) -> V | None:
         entry = await bus.get_state(self.name, key)
-        return None if entry is None else self._value.load(entry.value)
+        return None if entry is None else self._codec.load(entry.value)
 
     async def get_entry(self, bus: StateBackend, key: str) -> tuple[V, int] | None:
         """The value and its revision (for a compare-and-set after)."""
         entry = await bus.get_state(self.name, key)
-        return None if entry is None else (self._value.load(entry.value), entry.revision)
+        return None if entry is None else (self._codec.load(entry.value), entry.revision)
 
     async def set(
         self, bus: StateBackend, key: str, value: V, *, expected_revision: int | None = None
     ) -> StateEntry:
         return await bus.set_state(
-            self.name, key, self._value.dump(value), expected_revision=expected_revision
+            self.name, key, self._codec.dump(value), expected_revision=expected_revision
         )
 
     async def delete(
@@ -252,35 +240,25 @@ class Scope(Generic[V]):
 
     async def list(self, bus: StateBackend, *, prefix: str = "") -> list[tuple[str, V]]:
         entries = await bus.list_state(self.name, prefix=prefix)
-        return [(entry.key, self._value.load(entry.value)) for entry in entries]
-
-    def parse(self, data: Any) -> V:
-        return self._value.load(data)
+        return [(entry.key, self._codec.load(entry.value)) for entry in entries]
 
     def dump_value(self, value: V) -> Any:
-        return self._value.dump(value)
-
-    def __repr__(self) -> str:
-        return f"Scope({self.name!r})"
+        return self._codec.dump(value)
 
 
-class Stream(Generic[E]):
+class Stream(_Named[E]):
     """An event stream (one group per session, say) whose records are ``E``."""
 
-    __slots__ = ("_event", "name")
-
-    def __init__(self, name: str, event: Any) -> None:
-        self.name = name
-        self._event: _Codec[E] = _Codec(event)
+    __slots__ = ()
 
     async def append(self, bus: Streams, group_id: str, event: E) -> int:
-        return await bus.append(self.name, group_id, self._event.dump(event))
+        return await bus.append(self.name, group_id, self._codec.dump(event))
 
     async def read(
         self, bus: Streams, group_id: str, *, after: int = 0, limit: int = 1000
     ) -> list[tuple[int, E]]:
         records = await bus.read(self.name, group_id, after=after, limit=limit)
-        return [(record.seq, self._event.load(record.data)) for record in records]
+        return [(record.seq, self._codec.load(record.data)) for record in records]
 
     async def subscribe(self, bus: Streams, group_id: str, *, after: int = 0) -> Subscription:
         """The raw subscription (records carry JSON data); :meth:`parse` types one record."""
@@ -294,18 +272,12 @@ class Stream(Generic[E]):
         subscription = await bus.subscribe(self.name, group_id, after=after)
         try:
             async for record in subscription:
-                yield record.seq, self._event.load(record.data)
+                yield record.seq, self._codec.load(record.data)
         finally:
             await subscription.aclose()
 
-    def parse(self, data: Any) -> E:
-        return self._event.load(data)
-
     def dump_event(self, event: E) -> Any:
-        return self._event.dump(event)
-
-    def __repr__(self) -> str:
-        return f"Stream({self.name!r})"
+        return self._codec.dump(event)
 
 
 def _payload(bus: Caller, request: BaseModel) -> Any:

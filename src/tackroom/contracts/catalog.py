@@ -10,8 +10,9 @@ from __future__ import annotations
 
 from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, StringConstraints
+from pydantic import Field, StringConstraints
 
+from tackroom.contracts._base import Strict as _Model
 from tackroom.contracts.bus import Function
 
 __all__ = [
@@ -74,12 +75,6 @@ ProviderName = Annotated[str, StringConstraints(pattern=r"^[a-z][a-z0-9_.-]{0,31
 """A lower-case letter, then letters, digits, ``_``, ``.`` or ``-``; at most 32 characters
 (so a pasted API key is refused as a name rather than stored and logged as one)."""
 ModelId = Annotated[str, StringConstraints(min_length=1, max_length=200)]
-
-
-class _Model(BaseModel):
-    # Built at first use, not at import: a process imports this contract with every worker
-    # that may call it, and validates few of its models.
-    model_config = ConfigDict(extra="forbid", defer_build=True)
 
 
 class Capabilities(_Model):

@@ -14,8 +14,9 @@ import re
 from collections.abc import Mapping
 from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, SecretStr, StringConstraints, field_serializer
+from pydantic import Field, SecretStr, StringConstraints, field_serializer
 
+from tackroom.contracts._base import Strict as _Model
 from tackroom.contracts.bus import Function
 
 __all__ = [
@@ -82,12 +83,6 @@ def env_var_for(provider: str, mapping: Mapping[str, str] = DEFAULT_ENV_VARS) ->
 def fingerprint(token: str) -> str:
     """A short, one-way label for a token (``sha256:`` and 8 hex digits), safe to show and log."""
     return "sha256:" + hashlib.sha256(token.encode("utf-8")).hexdigest()[:8]
-
-
-class _Model(BaseModel):
-    # Built at first use, not at import: a process imports this contract with every worker
-    # that may call it, and validates few of its models.
-    model_config = ConfigDict(extra="forbid", defer_build=True)
 
 
 class _Response(_Model):

@@ -11,8 +11,9 @@ from __future__ import annotations
 
 from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, StringConstraints
+from pydantic import Field, StringConstraints
 
+from tackroom.contracts._base import Strict as _Model
 from tackroom.contracts.bus import Function, Tool
 
 __all__ = [
@@ -56,12 +57,6 @@ SkillName = Annotated[str, StringConstraints(pattern=SKILL_NAME_PATTERN)]
 SkillSource = Literal["project", "user", "worker", "catalog"]
 """Where a skill comes from: a project folder, the user's folder, a worker's ``register``, or
 (``get`` only) a function's catalog entry when no skill covers it."""
-
-
-class _Model(BaseModel):
-    # Built at first use, not at import: a process imports this contract with every worker
-    # that may call it, and validates few of its models.
-    model_config = ConfigDict(extra="forbid", defer_build=True)
 
 
 class _Response(_Model):

@@ -21,8 +21,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
 
+from tackroom.contracts._base import Strict
 from tackroom.contracts.bus import Function
 
 __all__ = [
@@ -45,9 +46,7 @@ MAX_WAIT = 60.0
 """The longest ``next`` may wait for a record (seconds); a caller's timeout must exceed it."""
 
 
-class _Model(BaseModel):
-    model_config = ConfigDict(extra="forbid", defer_build=True)
-
+class _Model(Strict):
     schema_version: int = ENDPOINT_SCHEMA_VERSION
 
 

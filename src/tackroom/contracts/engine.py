@@ -10,8 +10,9 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
 
+from tackroom.contracts._base import Strict as _Model
 from tackroom.contracts.bus import Function
 
 __all__ = [
@@ -51,12 +52,6 @@ __all__ = [
     "WorkerEntry",
     "WorkerList",
 ]
-
-
-class _Model(BaseModel):
-    # Built at first use, not at import: a process imports this contract with every worker
-    # that may call it, and validates few of its models.
-    model_config = ConfigDict(extra="forbid", defer_build=True)
 
 
 class EmptyRequest(_Model):
@@ -119,9 +114,12 @@ class StateList(_Model):
     items: list[StateItem]
 
 
-class StreamAppendRequest(_Model):
+class _StreamGroup(_Model):
     stream: str = Field(min_length=1)
     group_id: str = Field(min_length=1)
+
+
+class StreamAppendRequest(_StreamGroup):
     data: Any
 
 
@@ -129,9 +127,7 @@ class Seq(_Model):
     seq: int
 
 
-class StreamReadRequest(_Model):
-    stream: str = Field(min_length=1)
-    group_id: str = Field(min_length=1)
+class StreamReadRequest(_StreamGroup):
     after: int = Field(default=0, ge=0, le=2**63 - 1)  # a sequence number is a 64-bit integer
     limit: int = Field(default=1000, ge=1, le=10_000)
 
@@ -146,14 +142,12 @@ class StreamRecords(_Model):
     records: list[StreamRecordItem]
 
 
-class StreamSnapshotRequest(_Model):
-    stream: str = Field(min_length=1)
-    group_id: str = Field(min_length=1)
+class StreamSnapshotRequest(_StreamGroup):
+    pass
 
 
-class StreamDeleteGroupRequest(_Model):
-    stream: str = Field(min_length=1)
-    group_id: str = Field(min_length=1)
+class StreamDeleteGroupRequest(_StreamGroup):
+    pass
 
 
 class StreamDeleted(_Model):
@@ -183,7 +177,7 @@ class WorkerEntry(_Model):
     host: str
     version: str = ""
     """The worker's version as it announced it (``""``: none)."""
-    contracts: dict[str, int] = {}
+    contracts: dict[str, int] = Field(default={})
     """``function_id -> schema_version`` of each contract function it serves."""
 
 

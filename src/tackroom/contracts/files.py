@@ -18,6 +18,8 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from tackroom.contracts._base import Strict
+from tackroom.contracts._base import Strict as _Request
 from tackroom.contracts.bus import Scope, Tool
 
 __all__ = [
@@ -70,15 +72,7 @@ ROOT_MARKER = ".tackroom-root"
 once by the first worker to use the root; no session can be named so."""
 
 
-class _Request(BaseModel):
-    # Built at first use, not at import: a process imports this contract with every worker
-    # that may call it, and validates few of its models.
-    model_config = ConfigDict(extra="forbid", defer_build=True)
-
-
-class _Response(BaseModel):
-    model_config = ConfigDict(extra="forbid", defer_build=True)
-
+class _Response(Strict):
     schema_version: int = 1
 
 

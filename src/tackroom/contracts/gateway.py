@@ -13,8 +13,10 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, StringConstraints
+from pydantic import Field, StringConstraints
 
+from tackroom.contracts._base import Lenient as _Reply
+from tackroom.contracts._base import Strict
 from tackroom.contracts.agentconfig import AgentConfig
 from tackroom.contracts.budget import Budget, UsageResponse
 from tackroom.contracts.principal import AuthMethod, Principal
@@ -53,14 +55,8 @@ _SessionId = Annotated[str, StringConstraints(pattern=ID_PATTERN)]
 _Glob = Annotated[str, StringConstraints(min_length=1, max_length=200)]
 
 
-class _Body(BaseModel):
+class _Body(Strict):
     """A request body: unknown fields are an error (a typo is not silently ignored)."""
-
-    model_config = ConfigDict(extra="forbid", defer_build=True)
-
-
-class _Reply(BaseModel):
-    model_config = ConfigDict(extra="ignore", defer_build=True)
 
 
 # -- errors ----------------------------------------------------------------------------------

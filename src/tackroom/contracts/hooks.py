@@ -14,6 +14,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints
 
+from tackroom.contracts._base import Strict as _Model
 from tackroom.contracts.bus import Function, Scope
 from tackroom.contracts.messages import AgentMessage, AssistantMessage
 from tackroom.contracts.principal import Principal
@@ -100,12 +101,6 @@ Topic = Annotated[str, StringConstraints(pattern=TOPIC_PATTERN)]
 FunctionId = Annotated[str, StringConstraints(min_length=1, max_length=512)]
 
 
-class _Model(BaseModel):
-    # Built at first use, not at import: a process imports this contract with every worker
-    # that may call it, and validates few of its models.
-    model_config = ConfigDict(extra="forbid", defer_build=True)
-
-
 # -- state -----------------------------------------------------------------------------------
 
 
@@ -153,11 +148,8 @@ class HookReply(BaseModel):
 MODEL_CALL_SCHEMA_VERSION = 1
 
 
-class BeforeModelCall(_Model):
-    """``before_model_call``'s payload: the request about to be sent. A subscriber may block it
-    or ``replace`` it with this model changed (``system_prompt``, ``messages``, ``tools``,
-    ``max_output_tokens``, ``temperature``); the ids, ``provider`` and ``model`` are read-only
-    (a hook that changes them blocks the call: choose models with routes, not hooks)."""
+class _ModelCall(_Model):
+    """What a model-call hook's payload names: the call's session, run, turn and model."""
 
     schema_version: int = MODEL_CALL_SCHEMA_VERSION
     session_id: str
@@ -165,6 +157,14 @@ class BeforeModelCall(_Model):
     turn: int
     provider: str
     model: str
+
+
+class BeforeModelCall(_ModelCall):
+    """``before_model_call``'s payload: the request about to be sent. A subscriber may block it
+    or ``replace`` it with this model changed (``system_prompt``, ``messages``, ``tools``,
+    ``max_output_tokens``, ``temperature``); the ids, ``provider`` and ``model`` are read-only
+    (a hook that changes them blocks the call: choose models with routes, not hooks)."""
+
     system_prompt: str = ""
     messages: list[AgentMessage]
     tools: list[ToolSpec] = Field(default_factory=list)
@@ -172,18 +172,12 @@ class BeforeModelCall(_Model):
     temperature: float | None = None
 
 
-class AfterModelCall(_Model):
+class AfterModelCall(_ModelCall):
     """``after_model_call``'s payload: the model's answer before it is stored. A subscriber may
     block it (the run stops, the answer is dropped) or ``replace`` it with ``message`` changed
     (redacted); the message's ``usage``, ``provider`` and ``model`` are kept as the provider
     reported them."""
 
-    schema_version: int = MODEL_CALL_SCHEMA_VERSION
-    session_id: str
-    run_id: str
-    turn: int
-    provider: str
-    model: str
     message: AssistantMessage
     principal: Principal | None = Field(
         default=None, description="who the run acts for (read-only: what usage is charged to)"

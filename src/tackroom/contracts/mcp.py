@@ -20,8 +20,11 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
 
+from tackroom.contracts._base import Strict
+from tackroom.contracts._base import Strict as _Item
+from tackroom.contracts._base import Strict as _Request
 from tackroom.contracts.bus import Tool
 from tackroom.contracts.messages import ResultBlock
 
@@ -91,20 +94,8 @@ def tool_function_id(server: str, tool: str) -> str:
     return f"{FUNCTION_PREFIX}{server}::{tool}"
 
 
-class _Request(BaseModel):
-    # Built at first use, not at import: a process imports this contract with every worker
-    # that may call it, and validates few of its models.
-    model_config = ConfigDict(extra="forbid", defer_build=True)
-
-
-class _Response(BaseModel):
-    model_config = ConfigDict(extra="forbid", defer_build=True)
-
+class _Response(Strict):
     schema_version: int = 1
-
-
-class _Item(BaseModel):
-    model_config = ConfigDict(extra="forbid", defer_build=True)
 
 
 # -- tool calls ------------------------------------------------------------------------------

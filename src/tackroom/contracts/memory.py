@@ -17,6 +17,8 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, JsonValue, StrictBool, StrictFloat, StrictInt
 
+from tackroom.contracts._base import Strict
+from tackroom.contracts._base import Strict as _Request
 from tackroom.contracts.bus import Tool
 
 __all__ = [
@@ -60,13 +62,7 @@ ScalarValue = StrictBool | StrictInt | StrictFloat | str
 """A metadata filter value: compared for equality with the item's top-level value."""
 
 
-class _Request(BaseModel):
-    model_config = ConfigDict(extra="forbid", defer_build=True)
-
-
-class _Response(BaseModel):
-    model_config = ConfigDict(extra="forbid", defer_build=True)
-
+class _Response(Strict):
     schema_version: int = 1
 
 

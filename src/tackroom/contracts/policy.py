@@ -22,8 +22,9 @@ import re
 from functools import cache
 from typing import Any, Literal, get_args
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import Field, model_validator
 
+from tackroom.contracts._base import Strict as _Model
 from tackroom.contracts.approvers import ApproverRules
 from tackroom.contracts.bus import Function
 from tackroom.contracts.principal import TENANT_PATTERN, Principal
@@ -129,12 +130,6 @@ def protected_by(function_id: str) -> str | None:
         if function_glob(pattern).fullmatch(function_id):
             return pattern
     return None
-
-
-class _Model(BaseModel):
-    # Built at first use, not at import: a process imports this contract with every worker
-    # that may call it, and validates few of its models.
-    model_config = ConfigDict(extra="forbid", defer_build=True)
 
 
 class CheckRequest(_Model):

@@ -18,8 +18,9 @@ from __future__ import annotations
 import math
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
 
+from tackroom.contracts._base import Strict as _Model
 from tackroom.contracts.bus import Function, Scope
 from tackroom.contracts.principal import Principal
 
@@ -50,10 +51,6 @@ QUOTA_CONTENTION_ERROR = "contention"
 
 QuotaKind = Literal["requests_per_minute", "tokens_per_minute", "max_concurrent_runs"]
 QuotaSubject = Literal["tenant", "user"]
-
-
-class _Model(BaseModel):
-    model_config = ConfigDict(extra="forbid", defer_build=True)
 
 
 class QuotaRefusal(_Model):

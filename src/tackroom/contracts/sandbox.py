@@ -18,8 +18,9 @@ from __future__ import annotations
 import re
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import Field, field_validator
 
+from tackroom.contracts._base import Strict as _Model
 from tackroom.contracts.bus import Function, Tool
 
 __all__ = [
@@ -74,12 +75,6 @@ MAX_CODE_BYTES = 100_000
 """A command line or a snippet travels as one argument; Linux caps one at 128 KiB."""
 
 _ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
-
-
-class _Model(BaseModel):
-    # Built at first use, not at import: a process imports this contract with every worker
-    # that may call it, and validates few of its models.
-    model_config = ConfigDict(extra="forbid", defer_build=True)
 
 
 def _fits_one_argument(value: str, limit: int, what: str) -> str:

@@ -10,8 +10,9 @@ from __future__ import annotations
 
 from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, StringConstraints
+from pydantic import Field, StringConstraints
 
+from tackroom.contracts._base import Strict as _Model
 from tackroom.contracts.bus import Function
 from tackroom.contracts.forgetting import SESSION_DELETED, SessionDeleted
 from tackroom.contracts.messages import AgentMessage
@@ -125,12 +126,6 @@ InboxName = Annotated[str, StringConstraints(pattern=r"^[!-.0-~]{1,64}$")]
 EntryType = Literal["message", "custom", "compaction"]
 """``custom`` for a ``CustomMessage``, ``message`` for the others; ``compaction`` is reserved for
 the compaction worker (its summary rides in a ``CustomMessage``)."""
-
-
-class _Model(BaseModel):
-    # Built at first use, not at import: a process imports this contract with every worker
-    # that may call it, and validates few of its models.
-    model_config = ConfigDict(extra="forbid", defer_build=True)
 
 
 # -- records ---------------------------------------------------------------------------------

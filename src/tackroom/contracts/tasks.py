@@ -20,6 +20,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from tackroom.contracts._base import Lenient as _Record
+from tackroom.contracts._base import Strict as _Request
 from tackroom.contracts.agentconfig import AgentConfig
 from tackroom.contracts.bus import Function, Scope
 
@@ -111,10 +113,6 @@ def approval_call_id(instance_id: str, epoch: int) -> str:
 class _Spec(BaseModel):
     # Built at first use: every harness boots this worker, few runs use a graph.
     model_config = ConfigDict(extra="forbid", frozen=True, defer_build=True)
-
-
-class _Record(BaseModel):
-    model_config = ConfigDict(extra="ignore", defer_build=True)
 
 
 # -- the graph ---------------------------------------------------------------------------------
@@ -298,10 +296,6 @@ class StepDelivery(_Record):
 # -- requests ----------------------------------------------------------------------------------
 
 
-class _Request(BaseModel):
-    model_config = ConfigDict(extra="forbid", defer_build=True)
-
-
 class TaskRunRequest(_Request):
     schema_version: int = SCHEMA_VERSION
     graph: GraphSpec
@@ -319,20 +313,20 @@ class TaskRunResponse(_Record):
     status: RunStatus
 
 
-class StatusRequest(_Request):
+class _RunRequest(_Request):
     schema_version: int = SCHEMA_VERSION
     run_id: str
 
 
-class ControlRequest(_Request):
-    schema_version: int = SCHEMA_VERSION
-    run_id: str
+class StatusRequest(_RunRequest):
+    pass
+
+
+class ControlRequest(_RunRequest):
     reason: str | None = None
 
 
-class RerunRequest(_Request):
-    schema_version: int = SCHEMA_VERSION
-    run_id: str
+class RerunRequest(_RunRequest):
     step: str = Field(pattern=STEP_ID_PATTERN)
 
 

@@ -112,8 +112,13 @@ SPANS = Stream[SpanBatch]("traces::spans", SpanBatch)
 # -- the functions ---------------------------------------------------------------------------
 
 
-class ListRequest(_Model):
+class _Versioned(_Model):
+    """A function's request or reply: it carries the contract's ``schema_version``."""
+
     schema_version: int = SCHEMA_VERSION
+
+
+class ListRequest(_Versioned):
     session_id: str | None = Field(default=None, description="Only the traces of this session.")
     run_id: str | None = Field(default=None, description="Only the traces of this run.")
     limit: int = Field(default=50, ge=1, le=1000, description="Traces at most, newest first.")
@@ -139,8 +144,7 @@ class SessionTraces(_Model):
     run_ids: list[str] = Field(default_factory=list)
 
 
-class TraceList(_Model):
-    schema_version: int = SCHEMA_VERSION
+class TraceList(_Versioned):
     traces: list[TraceSummary]
     sessions: list[SessionTraces] = Field(
         default_factory=list,
@@ -148,27 +152,24 @@ class TraceList(_Model):
     )
 
 
-class GetRequest(_Model):
-    schema_version: int = SCHEMA_VERSION
+class GetRequest(_Versioned):
     trace_id: TraceId
 
 
-class TraceDetail(_Model):
+class TraceDetail(_Versioned):
     """Every span of a trace, by start time."""
 
-    schema_version: int = SCHEMA_VERSION
     trace_id: TraceId
     run_id: str | None = None
     session_id: str | None = None
     spans: list[SpanRecord]
 
 
-class StatusRequest(_Model):
-    schema_version: int = SCHEMA_VERSION
+class StatusRequest(_Versioned):
+    pass
 
 
-class StoreStatus(_Model):
-    schema_version: int = SCHEMA_VERSION
+class StoreStatus(_Versioned):
     traces: int
     spans: int
     dropped_spans: int = Field(description="Spans the exporters reported lost, in total.")

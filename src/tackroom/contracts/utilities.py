@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
-from pydantic import BaseModel, ConfigDict, Field, StrictFloat, StrictInt
+from pydantic import Field, StrictFloat, StrictInt
 
+from tackroom.contracts._base import Strict
+from tackroom.contracts._base import Strict as _Request
 from tackroom.contracts.bus import Tool
 
 __all__ = [
@@ -30,15 +32,7 @@ RESULT_TOO_LARGE = "result_too_large"
 Number = StrictInt | StrictFloat
 
 
-class _Request(BaseModel):
-    # Built at first use, not at import: a process imports this contract with every worker
-    # that may call it, and validates few of its models.
-    model_config = ConfigDict(extra="forbid", defer_build=True)
-
-
-class _Response(BaseModel):
-    model_config = ConfigDict(extra="forbid", defer_build=True)
-
+class _Response(Strict):
     schema_version: int = 1
 
 

@@ -21,7 +21,7 @@ from typing import Any, TypeVar
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from tackroom.contracts.budget import SCHEMA_VERSION, Budget, Lead, Period, PeriodUsage
-from tackroom.contracts.budget_scopes import chain_of
+from tackroom.contracts.budget_scopes import scopes_of
 from tackroom.contracts.versions import upgrading
 
 __all__ = [
@@ -120,14 +120,7 @@ class Reservation(_Model):
         return upgrading(data, 2) or data
 
     def chain(self) -> list[str]:
-        return chain_of(
-            session_id=self.session_id,
-            agent=self.agent,
-            workspace=self.workspace,
-            tenant=self.tenant,
-            user=self.user,
-            leads=self.leads,
-        )
+        return scopes_of(self)
 
 
 class IndexRecord(_Model):
