@@ -8,13 +8,17 @@ import random
 from collections.abc import Callable
 from typing import Any, TypeVar
 
+from pydantic import Field
+
 from tackroom.engine.errors import FunctionError, RevisionConflict
 from tackroom.engine.protocol import StateBackend
+from tackroom.runtime.worker import WorkerConfig
 
 __all__ = [
     "CONTENTION_ERROR",
     "DELETE",
     "UNCHANGED",
+    "CasConfig",
     "Contention",
     "StateBackend",
     "backoff",
@@ -29,6 +33,14 @@ UNCHANGED: Any = object()
 """A change that returns this as its new value writes nothing."""
 DELETE: Any = object()
 """A change that returns this as its new value deletes the key."""
+
+
+class CasConfig(WorkerConfig):
+    """The config of a worker that writes its records by compare-and-set."""
+
+    max_attempts: int = Field(
+        default=64, ge=1, description="compare-and-set attempts before failing with 'contention'"
+    )
 
 
 class Contention(FunctionError):

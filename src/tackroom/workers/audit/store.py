@@ -36,7 +36,7 @@ from tackroom.contracts.audit import (
 )
 from tackroom.contracts.principal import Principal
 from tackroom.kit.audit import canonical, export_header, record_hash, verify_chain
-from tackroom.kit.sqlitefile import use_wal
+from tackroom.kit.sqlitefile import Transaction, open_versioned
 
 __all__ = ["SCHEMA_VERSION", "Appended", "AuditStore", "StoreError", "iso_time"]
 
@@ -84,28 +84,16 @@ class AuditStore:
 
     @classmethod
     def open(cls, path: Path, *, clock: Callable[[], float] = time.time) -> Self:
-        try:
-            path.parent.mkdir(parents=True, exist_ok=True)
-            db = sqlite3.connect(path, check_same_thread=False, isolation_level=None)
-        except (OSError, sqlite3.Error) as exc:
-            raise StoreError(f"audit log {path}: cannot open it ({exc})") from None
-        db.row_factory = sqlite3.Row
-        try:
-            db.execute("PRAGMA busy_timeout = 10000")
-            use_wal(db)
-            db.execute("PRAGMA synchronous = FULL")
-            db.executescript(_SCHEMA)
-            db.execute("INSERT OR IGNORE INTO meta VALUES ('schema_version', ?)", (SCHEMA_VERSION,))
-            found = db.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
-            if int(found["value"]) != SCHEMA_VERSION:
-                db.close()
-                raise StoreError(
-                    f"audit log {path} has schema version {found['value']}; this tackroom reads"
-                    f" version {SCHEMA_VERSION}: point worker_config.audit.path elsewhere"
-                )
-        except sqlite3.Error as exc:
-            db.close()
-            raise StoreError(f"audit log {path}: not a usable SQLite file ({exc})") from None
+        db = open_versioned(
+            path,
+            schema=_SCHEMA,
+            version=SCHEMA_VERSION,
+            what="audit log",
+            elsewhere="point worker_config.audit.path elsewhere",
+            error=StoreError,
+            busy_timeout_ms=10000,
+            synchronous="FULL",
+        )
         return cls(db, path, clock)
 
     def close(self) -> None:
@@ -147,7 +135,7 @@ class AuditStore:
 
     def append(self, fact: AuditFact) -> Appended:
         """Record ``fact`` at the head of the chain (once: a known ``fact_id`` is a no-op)."""
-        with self._lock, _Transaction(self._db):
+        with self._lock, Transaction(self._db):
             head = self._head()
             appended = self._chain(fact, head)
             if not appended.duplicate:
@@ -157,7 +145,7 @@ class AuditStore:
     def append_read(self, facts: Sequence[AuditFact], *, facts_seq: int) -> None:
         """Record ``facts`` in order, and ``facts_seq`` as the last ``audit::facts`` record
         read, in one transaction: the reader's batch (one commit, one head update)."""
-        with self._lock, _Transaction(self._db):
+        with self._lock, Transaction(self._db):
             self._set_meta("facts_cursor", facts_seq)
             head = self._head()
             last: Appended | None = None
@@ -220,7 +208,7 @@ class AuditStore:
         )
 
     def learn_principal(self, run_id: str, principal: Principal) -> None:
-        with self._lock, _Transaction(self._db):
+        with self._lock, Transaction(self._db):
             self._remember(run_id, principal)
 
     # -- archiving ---------------------------------------------------------------------------
@@ -229,7 +217,7 @@ class AuditStore:
         ``directory`` (written and synced before they are deleted); the anchor moves past them,
         so the kept chain still verifies. Returns how many moved and the file."""
         cutoff = self._clock() - older_than
-        with self._lock, _Transaction(self._db):
+        with self._lock, Transaction(self._db):
             first_kept = self._db.execute(
                 "SELECT MIN(seq) FROM records WHERE ts >= ?", (cutoff,)
             ).fetchone()[0]
@@ -328,14 +316,3 @@ def _write_archive(
         out.flush()
         os.fsync(out.fileno())
     partial.replace(target)
-
-
-class _Transaction:
-    def __init__(self, db: sqlite3.Connection) -> None:
-        self._db = db
-
-    def __enter__(self) -> None:
-        self._db.execute("BEGIN IMMEDIATE")
-
-    def __exit__(self, exc_type: object, exc: object, traceback: object) -> None:
-        self._db.execute("ROLLBACK" if exc_type is not None else "COMMIT")

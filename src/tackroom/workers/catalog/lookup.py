@@ -24,7 +24,7 @@ from tackroom.contracts.catalog import (
     ReconcileEntry,
 )
 from tackroom.engine.errors import FunctionError
-from tackroom.workers.catalog.data import CatalogData, StoredModel
+from tackroom.workers.catalog.data import CatalogData, ModelTemplate, StoredModel
 
 __all__ = ["Catalog", "closest", "find_model"]
 
@@ -160,29 +160,10 @@ class Catalog:
         )
 
     def info(self, provider: str, entry: StoredModel, *, model: str | None = None) -> ModelInfo:
-        return ModelInfo(
-            provider=provider,
-            model=model or entry.model,
-            wire_api=entry.wire_api,
-            context_window=entry.context_window,
-            max_output_tokens=entry.max_output_tokens,
-            capabilities=entry.capabilities,
-            prices=entry.prices,
-            known=True,
-        )
+        return _described(provider, model or entry.model, entry, known=True)
 
     def default_info(self, provider: str, model: str) -> ModelInfo:
-        template = self.data.local.default
-        return ModelInfo(
-            provider=provider,
-            model=model,
-            wire_api=template.wire_api,
-            context_window=template.context_window,
-            max_output_tokens=template.max_output_tokens,
-            capabilities=template.capabilities,
-            prices=template.prices,
-            known=False,
-        )
+        return _described(provider, model, self.data.local.default, known=False)
 
     def fill(self, provider: str, entry: ReconcileEntry, base: StoredModel | None) -> StoredModel:
         """A complete model from a reconcile entry: its fields over ``base`` (the model as known
@@ -211,3 +192,18 @@ class Catalog:
             capabilities=Capabilities.model_validate(capabilities),
             prices=Prices.model_validate(prices),
         )
+
+
+def _described(
+    provider: str, model: str, shape: StoredModel | ModelTemplate, *, known: bool
+) -> ModelInfo:
+    return ModelInfo(
+        provider=provider,
+        model=model,
+        wire_api=shape.wire_api,
+        context_window=shape.context_window,
+        max_output_tokens=shape.max_output_tokens,
+        capabilities=shape.capabilities,
+        prices=shape.prices,
+        known=known,
+    )

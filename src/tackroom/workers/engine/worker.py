@@ -51,7 +51,7 @@ from tackroom.contracts.engine import (
     WorkerList,
 )
 from tackroom.engine.errors import EngineError, FunctionError
-from tackroom.engine.protocol import UpdateOp
+from tackroom.engine.protocol import StreamRecord, UpdateOp
 from tackroom.runtime.worker import WorkerConfig, WorkerContext, WorkerSpec
 
 __all__ = ["WORKER", "EngineWorkerConfig"]
@@ -77,6 +77,12 @@ def _engine_errors_as_function_errors(
             raise FunctionError(exc.code, exc.message) from exc
 
     return run
+
+
+def _records(records: list[StreamRecord]) -> StreamRecords:
+    return StreamRecords(
+        records=[StreamRecordItem(seq=r.seq, data=r.data, timestamp=r.timestamp) for r in records]
+    )
 
 
 async def _start(ctx: WorkerContext[EngineWorkerConfig]) -> None:
@@ -116,19 +122,10 @@ async def _start(ctx: WorkerContext[EngineWorkerConfig]) -> None:
         records = await engine.read(
             request.stream, request.group_id, after=request.after, limit=request.limit
         )
-        return StreamRecords(
-            records=[
-                StreamRecordItem(seq=r.seq, data=r.data, timestamp=r.timestamp) for r in records
-            ]
-        )
+        return _records(records)
 
     async def stream_snapshot(request: StreamSnapshotRequest) -> StreamRecords:
-        records = await engine.snapshot(request.stream, request.group_id)
-        return StreamRecords(
-            records=[
-                StreamRecordItem(seq=r.seq, data=r.data, timestamp=r.timestamp) for r in records
-            ]
-        )
+        return _records(await engine.snapshot(request.stream, request.group_id))
 
     async def stream_delete_group(request: StreamDeleteGroupRequest) -> StreamDeleted:
         return StreamDeleted(deleted=await engine.delete_group(request.stream, request.group_id))
@@ -136,34 +133,13 @@ async def _start(ctx: WorkerContext[EngineWorkerConfig]) -> None:
     async def functions_list(request: EmptyRequest) -> FunctionList:
         infos = await engine.list_functions()
         return FunctionList(
-            functions=[
-                FunctionEntry(
-                    function_id=i.function_id,
-                    worker=i.worker,
-                    description=i.description,
-                    request_schema=i.request_schema,
-                    response_schema=i.response_schema,
-                    version=i.version,
-                    contract_version=i.contract_version,
-                )
-                for i in infos
-            ]
+            functions=[FunctionEntry.model_validate(i, from_attributes=True) for i in infos]
         )
 
     async def workers_list(request: EmptyRequest) -> WorkerList:
         infos = await engine.list_workers()
         return WorkerList(
-            workers=[
-                WorkerEntry(
-                    name=w.name,
-                    functions=w.functions,
-                    pid=w.pid,
-                    host=w.host,
-                    version=w.version,
-                    contracts=w.contracts,
-                )
-                for w in infos
-            ]
+            workers=[WorkerEntry.model_validate(w, from_attributes=True) for w in infos]
         )
 
     wrap = _engine_errors_as_function_errors

@@ -86,16 +86,9 @@ async def publish(
             )
         for subscriber, task in zip(subscribers, tasks, strict=True):
             outcome = await task
-            blocked = _blocking(subscriber, outcome)
+            blocked = _blocked(subscriber, outcome, request.payload, len(subscribers))
             if blocked is not None:
-                return PublishResult(
-                    blocked=True,
-                    reason=blocked,
-                    blocked_by=subscriber.function_id,
-                    payload=request.payload,
-                    subscribers=len(subscribers),
-                    errors=int(outcome.error is not None),
-                )
+                return blocked
         return PublishResult(blocked=False, payload=request.payload, subscribers=len(subscribers))
     finally:
         for task in tasks:
@@ -103,14 +96,25 @@ async def publish(
         await asyncio.gather(*tasks, return_exceptions=True)
 
 
-def _blocking(subscriber: Subscriber, outcome: Outcome) -> str | None:
-    """Why this outcome blocks, or ``None``."""
+def _blocked(
+    subscriber: Subscriber, outcome: Outcome, payload: Any, subscribers: int
+) -> PublishResult | None:
+    """The result when this outcome blocks (an error does), else ``None``."""
     if outcome.error is not None:
-        return outcome.error
-    assert outcome.reply is not None
-    if outcome.reply.block:
-        return outcome.reply.reason or f"blocked by {subscriber.function_id}"
-    return None
+        reason = outcome.error
+    else:
+        assert outcome.reply is not None
+        if not outcome.reply.block:
+            return None
+        reason = outcome.reply.reason or f"blocked by {subscriber.function_id}"
+    return PublishResult(
+        blocked=True,
+        reason=reason,
+        blocked_by=subscriber.function_id,
+        payload=payload,
+        subscribers=subscribers,
+        errors=int(outcome.error is not None),
+    )
 
 
 async def _transform(
@@ -119,16 +123,9 @@ async def _transform(
     payload = request.payload
     for subscriber in subscribers:
         outcome = await _call(trigger, subscriber, _event(request, payload), timeout)
-        blocked = _blocking(subscriber, outcome)
+        blocked = _blocked(subscriber, outcome, None, len(subscribers))
         if blocked is not None:
-            return PublishResult(
-                blocked=True,
-                reason=blocked,
-                blocked_by=subscriber.function_id,
-                payload=None,
-                subscribers=len(subscribers),
-                errors=int(outcome.error is not None),
-            )
+            return blocked
         assert outcome.reply is not None
         if "payload" in outcome.reply.model_fields_set:
             payload = outcome.reply.payload

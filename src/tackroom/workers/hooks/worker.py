@@ -5,20 +5,17 @@ from __future__ import annotations
 
 from typing import Any
 
-from pydantic import Field
-
 from tackroom.contracts import hooks as c
-from tackroom.runtime.worker import WorkerConfig, WorkerContext, WorkerSpec
+from tackroom.kit.cas import CasConfig
+from tackroom.runtime.worker import WorkerContext, WorkerSpec
 from tackroom.workers.hooks.fanout import publish
 from tackroom.workers.hooks.subscriptions import SubscriptionStore
 
 __all__ = ["WORKER", "HooksConfig"]
 
 
-class HooksConfig(WorkerConfig):
-    max_attempts: int = Field(
-        default=64, ge=1, description="compare-and-set attempts before failing with 'contention'"
-    )
+class HooksConfig(CasConfig):
+    """``max_attempts`` at each subscription write."""
 
 
 async def _start(ctx: WorkerContext[HooksConfig]) -> None:

@@ -3,10 +3,9 @@
 
 from __future__ import annotations
 
-from pydantic import Field
-
 from tackroom.contracts import sessions as c
-from tackroom.runtime.worker import WorkerConfig, WorkerContext, WorkerSpec
+from tackroom.kit.cas import CasConfig
+from tackroom.runtime.worker import WorkerContext, WorkerSpec
 from tackroom.workers.sessions.inbox import Inbox
 from tackroom.workers.sessions.pins import Pins
 from tackroom.workers.sessions.removal import Deletions
@@ -16,10 +15,8 @@ from tackroom.workers.sessions.titles import Titles
 __all__ = ["WORKER", "SessionsConfig"]
 
 
-class SessionsConfig(WorkerConfig):
-    max_attempts: int = Field(
-        default=64, ge=1, description="compare-and-set attempts before failing with 'contention'"
-    )
+class SessionsConfig(CasConfig):
+    """``max_attempts`` at each session and inbox write."""
 
 
 async def _start(ctx: WorkerContext[SessionsConfig]) -> None:

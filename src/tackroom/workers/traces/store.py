@@ -36,7 +36,7 @@ from tackroom.contracts.traces import (
     TraceDetail,
     TraceSummary,
 )
-from tackroom.kit.sqlitefile import use_wal
+from tackroom.kit.sqlitefile import Transaction, open_versioned
 
 __all__ = ["SCHEMA_VERSION", "Retention", "StoreError", "TraceStore"]
 
@@ -165,32 +165,16 @@ class TraceStore:
         clock: Callable[[], float] = time.time,
     ) -> TraceStore:
         """Open (creating the file and its directory if needed) the store at ``path``."""
-        try:
-            path.parent.mkdir(parents=True, exist_ok=True)
-            db = sqlite3.connect(path, check_same_thread=False, isolation_level=None)
-        except (OSError, sqlite3.Error) as exc:
-            raise StoreError(f"trace store {path}: cannot open it ({exc})") from None
-        db.row_factory = sqlite3.Row
-        try:
-            db.execute("PRAGMA busy_timeout = 5000")
-            use_wal(db)
-            db.execute("PRAGMA synchronous = NORMAL")
-            db.executescript(_SCHEMA)
-            found = db.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
-            if found is None:
-                db.execute("INSERT INTO meta VALUES ('schema_version', ?)", (SCHEMA_VERSION,))
-            elif found["value"] != SCHEMA_VERSION:
-                raise StoreError(
-                    f"trace store {path} has schema version {found['value']}; this tackroom"
-                    f" reads version {SCHEMA_VERSION}: move the file away or point"
-                    " worker_config.traces.path elsewhere"
-                )
-        except sqlite3.Error as exc:
-            db.close()
-            raise StoreError(f"trace store {path}: not a usable SQLite file ({exc})") from None
-        except StoreError:
-            db.close()
-            raise
+        db = open_versioned(
+            path,
+            schema=_SCHEMA,
+            version=SCHEMA_VERSION,
+            what="trace store",
+            elsewhere="move the file away or point worker_config.traces.path elsewhere",
+            error=StoreError,
+            busy_timeout_ms=5000,
+            synchronous="NORMAL",
+        )
         return cls(db, retention=retention or Retention(), clock=clock)
 
     def close(self) -> None:
@@ -255,8 +239,8 @@ class TraceStore:
             ).fetchone()
         )
 
-    def _transaction(self) -> _Transaction:
-        return _Transaction(self._db)
+    def _transaction(self) -> Transaction:
+        return Transaction(self._db)
 
     def _summarize(self, trace_id: str) -> None:
         db = self._db
@@ -381,16 +365,3 @@ def _span(row: sqlite3.Row) -> SpanRecord:
     fields["events"] = json.loads(fields["events"])
     del fields["run_id"], fields["session_id"]
     return SpanRecord.model_validate(fields)
-
-
-class _Transaction:
-    """``BEGIN IMMEDIATE`` … ``COMMIT`` (``ROLLBACK`` when the body raises)."""
-
-    def __init__(self, db: sqlite3.Connection) -> None:
-        self._db = db
-
-    def __enter__(self) -> None:
-        self._db.execute("BEGIN IMMEDIATE")
-
-    def __exit__(self, exc_type: object, exc: object, traceback: object) -> None:
-        self._db.execute("ROLLBACK" if exc_type is not None else "COMMIT")
