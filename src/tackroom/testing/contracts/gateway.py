@@ -40,6 +40,7 @@ from tackroom.harness.wiring import agent_workers, served_config, with_home
 from tackroom.runtime.config import SCHEMA_VERSION, AgentSettings, HarnessConfig
 from tackroom.runtime.host import Host
 from tackroom.testing.contracts.base import CONTRACT_TIMEOUT, OnEveryBackend
+from tackroom.testing.waiting import wait_until
 
 import_extra("httpx2", needed_by="the gateway contract suite (tackroom.testing.contracts.gateway)")
 import httpx2 as httpx  # noqa: E402
@@ -393,7 +394,13 @@ class GatewayApiContract(OnEveryBackend):
         view = await self.state(client, sid)
         assert (view["run_id"], view["awaiting_approval"]) == (run_id, []), view
         assert (view["state"], view["stop_reason"]) == ("stopped", "aborted"), view
-        pending = await client.get("/v1/approvals", params={"session_id": sid})
-        assert _json(pending)["pending"] == [], pending.text
+
+        async def none_pending() -> bool:
+            # The parked calls are withdrawn right after the run's last step commits, so a
+            # reader that saw agent_end may still find them for a moment.
+            pending = await client.get("/v1/approvals", params={"session_id": sid})
+            return not _json(pending)["pending"]
+
+        await wait_until(none_pending, message="the aborted run's approvals are still pending")
         again = _json(await client.post(f"/v1/sessions/{sid}/abort", json={}))
         assert (again["session_id"], again["aborted"]) == (sid, False), again
