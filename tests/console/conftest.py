@@ -20,6 +20,7 @@ import sys
 import tempfile
 import threading
 import time
+import urllib.error
 import urllib.request
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -158,8 +159,12 @@ class Console:
             method=method,
             headers={"Authorization": f"Bearer {TOKEN}", "Content-Type": "application/json"},
         )
-        with urllib.request.urlopen(request, timeout=20) as response:
-            return json.loads(response.read() or b"null")
+        try:
+            with urllib.request.urlopen(request, timeout=20) as response:
+                return json.loads(response.read() or b"null")
+        except urllib.error.HTTPError as error:
+            error.close()  # the error is the response: its connection stays open until closed
+            raise
 
     def raw_events(self, session_id: str, *, count: int) -> tuple[str, str]:
         """The session's first ``count`` events as the stream sends them, and the last id."""
@@ -261,31 +266,31 @@ def serving(config: dict[str, Any]) -> Iterator[Console]:
         cwd = Path(directory)
         (cwd / "tackroom.yaml").write_text(yaml.safe_dump(config))
         (cwd / "script.yaml").write_text(yaml.safe_dump(SCRIPT))
-        proc = subprocess.Popen(
+        with subprocess.Popen(  # its exit closes the stdout pipe
             [sys.executable, "-m", "tackroom.cli.main", "serve"],
             cwd=cwd,
             stdout=subprocess.PIPE,
             stderr=log,
             text=True,
-        )
-        lines: queue.Queue[str | None] = queue.Queue()
-        reader = threading.Thread(target=_lines, args=(proc.stdout, lines), daemon=True)
-        reader.start()
-        try:
+        ) as proc:
+            lines: queue.Queue[str | None] = queue.Queue()
+            reader = threading.Thread(target=_lines, args=(proc.stdout, lines), daemon=True)
+            reader.start()
             try:
-                url = _console_url(lines)
-            except AssertionError as exc:
-                tail = (cwd / "serve.log").read_text()[-2000:]
-                raise AssertionError(f"{exc}; its log ends: {tail}") from None
-            yield Console(url, cwd, cwd / "run" / "tr.sock")
-        finally:
-            proc.send_signal(signal.SIGTERM)
-            try:
-                proc.wait(STARTUP)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
-            reader.join(STARTUP)
+                try:
+                    url = _console_url(lines)
+                except AssertionError as exc:
+                    tail = (cwd / "serve.log").read_text()[-2000:]
+                    raise AssertionError(f"{exc}; its log ends: {tail}") from None
+                yield Console(url, cwd, cwd / "run" / "tr.sock")
+            finally:
+                proc.send_signal(signal.SIGTERM)
+                try:
+                    proc.wait(STARTUP)
+                except subprocess.TimeoutExpired:
+                    proc.kill()
+                    proc.wait()
+                reader.join(STARTUP)
 
 
 @pytest.fixture(scope="module")

@@ -140,6 +140,8 @@ def _serve(cwd: Path, config: dict[str, Any]) -> Iterator[str]:
     finally:
         _stop(proc)
         reader.join(STARTUP)
+        if proc.stdout is not None:
+            proc.stdout.close()
 
 
 @pytest.fixture(scope="module")

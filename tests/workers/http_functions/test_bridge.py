@@ -69,20 +69,20 @@ class Server:
 
 @pytest.fixture(scope="module")
 def server() -> Iterator[Server]:
-    process = subprocess.Popen(
+    with subprocess.Popen(  # its exit closes the stdout pipe
         ["node", str(SERVER), "0"],
         stdout=subprocess.PIPE,
         text=True,
         env={**os.environ, "EXPECTED_TOKEN": TOKEN},
-    )
-    try:
-        assert process.stdout is not None
-        line = process.stdout.readline()
-        assert line.startswith("listening "), line
-        yield Server(int(line.split()[1]))
-    finally:
-        process.terminate()
-        process.wait(timeout=10)
+    ) as process:
+        try:
+            assert process.stdout is not None
+            line = process.stdout.readline()
+            assert line.startswith("listening "), line
+            yield Server(int(line.split()[1]))
+        finally:
+            process.terminate()
+            process.wait(timeout=10)
 
 
 def functions(server: Server, closed_port: int) -> list[dict[str, Any]]:
