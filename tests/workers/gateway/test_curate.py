@@ -126,5 +126,6 @@ async def test_refusals_in_one_line(tmp_path: Path) -> None:
         await ENSURE.call(served.engine, EnsureRequest(session_id="c3"))
         no_answer = await client.post("/v1/sessions/c3/compact")
         assert "no default" in _error(no_answer, 422, "invalid_request")
-        unauthorized = await served.client(token=None).post("/v1/sessions/c2/compact")
+        async with served.client(token=None) as anonymous:
+            unauthorized = await anonymous.post("/v1/sessions/c2/compact")
         assert unauthorized.status_code == 401
