@@ -161,6 +161,16 @@ class FactReader:
             _log.warning("audit::facts is shorter than the log's cursor %d: reading it all", cursor)
         return 0
 
+    async def _in_thread(self, facts: list[AuditFact], last: int) -> None:
+        try:
+            await asyncio.to_thread(self._store.append_read, facts, facts_seq=last)
+        except RuntimeError as exc:
+            if "shutdown" not in str(exc):
+                raise
+            # The loop is ending (asyncio.run shut its executor down while this was reading):
+            # record on the loop, as a stop does.
+            self._store.append_read(facts, facts_seq=last)
+
     async def _ingest(self, records: list[StreamRecord], *, retry: bool = True) -> bool:
         """Record ``records`` in a thread, retried every second while the disk fails; with
         ``retry`` off (stopping), on the loop and once: ``False`` if that failed, and they are
@@ -175,7 +185,7 @@ class FactReader:
         while True:
             try:
                 if retry:
-                    await asyncio.to_thread(self._store.append_read, facts, facts_seq=last)
+                    await self._in_thread(facts, last)
                 else:  # stopping: the loop may have shut its executor down already
                     self._store.append_read(facts, facts_seq=last)
                 break
