@@ -7,7 +7,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-__all__ = ["add_config", "print_json"]
+__all__ = ["add_config", "add_principal", "print_json"]
 
 
 def add_config(parser: argparse.ArgumentParser, *, json: str | None = None) -> None:
@@ -16,6 +16,20 @@ def add_config(parser: argparse.ArgumentParser, *, json: str | None = None) -> N
     if json is not None:
         parser.add_argument("--json", action="store_true", help=json)
     parser.add_argument("--config", type=Path, help="config file (default: ./tackroom.yaml)")
+
+
+def add_principal(parser: argparse.ArgumentParser, *, who: str, roles: str) -> None:
+    """``--as ID`` (``args.principal``; ``who`` its help) and the repeatable ``--role ROLE``
+    (``args.roles``; ``roles`` says what they are checked against)."""
+    parser.add_argument("--as", dest="principal", metavar="ID", help=who)
+    parser.add_argument(
+        "--role",
+        dest="roles",
+        action="append",
+        default=[],
+        metavar="ROLE",
+        help=f"a role of --as (repeatable): {roles}",
+    )
 
 
 def print_json(value: Any) -> None:

@@ -20,7 +20,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from tackroom.cli._bus import bus
-from tackroom.cli._options import add_config, print_json
+from tackroom.cli._options import add_config, add_principal, print_json
 from tackroom.contracts import approvals as c
 from tackroom.contracts.principal import Principal
 from tackroom.engine.errors import FunctionNotFound
@@ -43,20 +43,11 @@ def add_parsers(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -
         parser.add_argument("function_call_id", metavar="CALL")
         parser.add_argument("--reason", help="why (recorded, and shown to the model on deny)")
         parser.add_argument("--approver", help="who decides (default: your user name)")
-        parser.add_argument(
-            "--as",
-            dest="principal",
-            metavar="ID",
-            help="the principal who decides, checked against the call's approver rules"
+        add_principal(
+            parser,
+            who="the principal who decides, checked against the call's approver rules"
             " (default: --approver, else agent.principal, else local:<OS user>)",
-        )
-        parser.add_argument(
-            "--role",
-            dest="roles",
-            action="append",
-            default=[],
-            metavar="ROLE",
-            help="a role of --as (repeatable): a call may need an approver with a role",
+            roles="a call may need an approver with a role",
         )
         parser.add_argument("--tenant", help="the tenant of --as (default: default)")
         if decision == "allow":

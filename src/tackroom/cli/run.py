@@ -27,7 +27,7 @@ from pathlib import Path
 from pydantic import ValidationError
 
 from tackroom.cli import _startup
-from tackroom.cli._options import add_config
+from tackroom.cli._options import add_config, add_principal
 from tackroom.cli.follow import EXIT_AWAITING_APPROVAL, Parked, awaiting, show_run
 from tackroom.contracts.events import EVENTS
 from tackroom.contracts.principal import Principal
@@ -90,19 +90,10 @@ def harness_options(parser: argparse.ArgumentParser) -> None:
         action="store_true",
         help="answer yes to every call the policy would ask about (its denials still hold)",
     )
-    parser.add_argument(
-        "--as",
-        dest="principal",
-        metavar="ID",
-        help="who the run acts for (default: agent.principal, else local:<OS user>)",
-    )
-    parser.add_argument(
-        "--role",
-        dest="roles",
-        action="append",
-        default=[],
-        metavar="ROLE",
-        help="a role of --as (repeatable): tools' required permissions are checked against them",
+    add_principal(
+        parser,
+        who="who the run acts for (default: agent.principal, else local:<OS user>)",
+        roles="tools' required permissions are checked against them",
     )
     parser.add_argument("--max-turns", type=int, help="model calls at most (default 8)")
     parser.add_argument("--tools", help="comma-separated function ids or globs offered as tools")

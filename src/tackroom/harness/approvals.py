@@ -9,7 +9,7 @@ on; ``Harness.wait(result)`` follows it to its next stop.
 
 from __future__ import annotations
 
-from typing import Protocol
+from typing import Literal, Protocol
 
 from tackroom.contracts.approvals import LIST_PENDING, ListPendingRequest
 from tackroom.contracts.principal import Principal
@@ -59,24 +59,27 @@ class Approvals:
 
     async def approve(self, call: PendingApproval, *, always: bool = False) -> None:
         """Allow ``call``; ``always``: also allow its function for the rest of the session."""
-        await decide(
-            await self._bus(),
-            session_id=call.session_id,
-            function_call_id=call.function_call_id,
-            function_id=call.function_id,
-            decision="allow",
-            always=always,
-            principal=self._harness.principal,
-        )
+        await self._decide(call, "allow", always=always)
 
     async def deny(self, call: PendingApproval, *, reason: str | None = None) -> None:
         """Deny ``call``; the model reads ``reason``."""
+        await self._decide(call, "deny", reason=reason)
+
+    async def _decide(
+        self,
+        call: PendingApproval,
+        decision: Literal["allow", "deny"],
+        *,
+        reason: str | None = None,
+        always: bool = False,
+    ) -> None:
         await decide(
             await self._bus(),
             session_id=call.session_id,
             function_call_id=call.function_call_id,
             function_id=call.function_id,
-            decision="deny",
+            decision=decision,
             reason=reason,
+            always=always,
             principal=self._harness.principal,
         )

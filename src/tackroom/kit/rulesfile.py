@@ -28,7 +28,14 @@ from typing import Generic, Literal, TypeVar
 
 from tackroom.contracts.policy import Decision, LoadProblem, PolicyStatus
 
-__all__ = ["MAX_RULES_FILE_BYTES", "PolicyFileError", "RulesSource", "read_text", "suggest"]
+__all__ = [
+    "MAX_RULES_FILE_BYTES",
+    "PolicyFileError",
+    "RulesLanguage",
+    "RulesSource",
+    "read_text",
+    "suggest",
+]
 
 T = TypeVar("T")
 
@@ -122,6 +129,18 @@ class _Read:
     """The file changed but cannot be read as text."""
 
 
+@dataclass(frozen=True, slots=True)
+class RulesLanguage(Generic[T]):
+    """How a worker's rules are written: what ``parse(text, name)`` compiles them to, how many
+    rules that holds, and the built-in text (and its name) in force while the file is absent."""
+
+    name: str
+    parse: Callable[[str, str], T]
+    count: Callable[[T], int]
+    builtin_text: str
+    builtin_name: str
+
+
 def _digest(text: str) -> str:
     return hashlib.sha256(text.encode()).hexdigest()
 
@@ -134,11 +153,7 @@ class RulesSource(Generic[T]):
         *,
         path: Path,
         required: bool,
-        language: str,
-        parse: Callable[[str, str], T],
-        count: Callable[[T], int],
-        builtin_text: str,
-        builtin_name: str,
+        language: RulesLanguage[T],
         default_decision: Decision,
         reload_interval: float,
         on_load: Callable[[PolicyStatus], Awaitable[None]] | None = None,
@@ -148,10 +163,6 @@ class RulesSource(Generic[T]):
         self._on_load = on_load
         self._required = required
         self._language = language
-        self._parse = parse
-        self._count = count
-        self._builtin_text = builtin_text
-        self._builtin_name = builtin_name
         self._default_decision = default_decision
         self._reload_interval = reload_interval
         self._signature: _Signature | None = None
@@ -185,7 +196,7 @@ class RulesSource(Generic[T]):
 
     def _compile(self, text: str, name: str) -> _Loaded[T]:
         try:
-            compiled = self._parse(text, name)
+            compiled = self._language.parse(text, name)
         except PolicyFileError:
             raise
         except RecursionError:
@@ -193,7 +204,7 @@ class RulesSource(Generic[T]):
         except Exception as exc:  # a parser bug must not stop the host nor loosen the rules
             _log.exception("policy: parsing %s failed unexpectedly", name)
             raise PolicyFileError(name, f"cannot be parsed: {type(exc).__name__}: {exc}") from None
-        return _Loaded(compiled, _digest(text), self._count(compiled))
+        return _Loaded(compiled, _digest(text), self._language.count(compiled))
 
     # -- on the event loop -----------------------------------------------------------------------
     async def load(self) -> None:
@@ -206,7 +217,7 @@ class RulesSource(Generic[T]):
                 if read.signature is None:
                     if self._required:
                         raise PolicyFileError(str(self.path), "no such file (rules_path is set)")
-                    builtin = self._builtin_text, self._builtin_name
+                    builtin = self._language.builtin_text, self._language.builtin_name
                     self._apply(await asyncio.to_thread(self._compile, *builtin), "builtin", None)
                     await self._loaded(True)
                     return
@@ -235,7 +246,7 @@ class RulesSource(Generic[T]):
                         self._last_error = None
                         return False
                     _log.warning("policy: %s is gone; the built-in defaults apply", self.path)
-                    builtin = self._builtin_text, self._builtin_name
+                    builtin = self._language.builtin_text, self._language.builtin_name
                     loaded = await asyncio.to_thread(self._compile, *builtin)
                     return await self._loaded(self._apply(loaded, "builtin", None))
                 if read.text is None:
@@ -276,7 +287,7 @@ class RulesSource(Generic[T]):
         self._generation += 1
         self._loaded_at = time.time()
         if self._generation > 1:
-            origin = self.path if source == "file" else self._builtin_name
+            origin = self.path if source == "file" else self._language.builtin_name
             _log.info(
                 "policy: %d rule(s) in force from %s (generation %d)",
                 loaded.count,
@@ -299,7 +310,7 @@ class RulesSource(Generic[T]):
         assert self._current is not None
         error = self._last_error
         return PolicyStatus(
-            language=self._language,
+            language=self._language.name,
             source=self._source,
             path=str(self.path),
             digest=self._current.digest,

@@ -13,14 +13,13 @@ import itertools
 import json
 import logging
 from pathlib import Path
-from types import TracebackType
 from typing import Any
 
 from opentelemetry import propagate
 
 from tackroom.engine.errors import InvocationTimeout
 from tackroom.engine.jsonvalue import to_json_value
-from tackroom.engine.protocol import DEFAULT_TIMEOUT
+from tackroom.engine.protocol import DEFAULT_TIMEOUT, Running
 from tackroom.runtime.config import DEFAULT_MAX_FRAME_BYTES
 from tackroom.runtime.errors import EndpointUnavailable, FrameTooLarge, InvalidFrame
 from tackroom.runtime.tasks import TaskSet
@@ -40,7 +39,7 @@ RESPONSE_GRACE = 5.0
 _log = logging.getLogger("tackroom.client")
 
 
-class LocalClient:
+class LocalClient(Running):
     """A connection to the local endpoint at ``path``; use it as an async context manager."""
 
     def __init__(self, path: Path, *, max_frame_bytes: int = DEFAULT_MAX_FRAME_BYTES) -> None:
@@ -53,17 +52,9 @@ class LocalClient:
         self._tasks = TaskSet(owner="local client")
         self._lost: str | None = None
 
-    async def __aenter__(self) -> LocalClient:
+    async def start(self) -> None:
+        """Connect (what ``async with`` does)."""
         await self.connect()
-        return self
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        traceback: TracebackType | None,
-    ) -> None:
-        await self.close()
 
     async def connect(self) -> None:
         problem = socket_path_problem(self.path)

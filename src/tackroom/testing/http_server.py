@@ -23,8 +23,8 @@ import subprocess
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from types import TracebackType
-from typing import Self
+
+from tackroom.engine.protocol import Running
 
 __all__ = [
     "HANG",
@@ -65,7 +65,7 @@ def redirect(location: str, *, status: int = 302) -> Reply:
     return Reply(status=status, headers={"Location": location}, body=b"")
 
 
-class LocalHTTPServer:
+class LocalHTTPServer(Running):
     """Serves ``routes`` on ``127.0.0.1`` (a free port) while entered."""
 
     def __init__(
@@ -94,17 +94,11 @@ class LocalHTTPServer:
         scheme = "https" if self._ssl is not None else "http"
         return f"{scheme}://{host}:{self.port}{path}"
 
-    async def __aenter__(self) -> Self:
+    async def start(self) -> None:
         self._server = await asyncio.start_server(self._serve, "127.0.0.1", 0, ssl=self._ssl)
         self._port = int(self._server.sockets[0].getsockname()[1])
-        return self
 
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        traceback: TracebackType | None,
-    ) -> None:
+    async def close(self) -> None:
         for event in self._hanging:
             event.set()
         assert self._server is not None

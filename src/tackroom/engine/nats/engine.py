@@ -6,13 +6,12 @@ import asyncio
 import contextlib
 import json
 import weakref
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING, Any, Unpack
 
 import nats.errors
 import nats.js.errors
-from nats.js import api
 
 from tackroom.engine.errors import EngineClosed, EngineUnavailable, PermissionDenied
 from tackroom.engine.functions import FunctionRegistry, LocalRegistration, new_registration
@@ -26,6 +25,7 @@ from tackroom.engine.nats.channels import (
 from tackroom.engine.nats.delivery import Dispatcher
 from tackroom.engine.nats.link import Link, WrongLastSequence, unavailable
 from tackroom.engine.nats.live import LiveFrames
+from tackroom.engine.nats.namespace import bucket_configs, stream_configs
 from tackroom.engine.nats.naming import Names, NatsOptions, parse_nats_url
 from tackroom.engine.nats.queues import QueueBroker
 from tackroom.engine.nats.state import StateStore
@@ -56,8 +56,6 @@ if TYPE_CHECKING:
 __all__ = ["NAMESPACE_SCHEMA_VERSION", "NatsEngine"]
 
 NAMESPACE_SCHEMA_VERSION = 1
-MAX_CONSUMERS = 10_000
-"""Consumers per stream (the server's default is 1000): queue lanes, subscribers, relays."""
 _STREAM_EXISTS = 10058  # "stream name already in use with a different configuration"
 
 
@@ -172,9 +170,8 @@ class NatsEngine(Running):
         js, names, options = link.js, self.names, self.options
         if not options.provision:
             return _partitions(names.ns, await self._namespace_record(link))
-        kv = api.StorageType.FILE
 
-        async def ensure(coro: Any) -> None:
+        async def ensure(coro: Awaitable[object]) -> None:
             try:
                 await coro
             except nats.js.errors.BadRequestError as exc:
@@ -189,60 +186,8 @@ class NatsEngine(Running):
                 raise
 
         await asyncio.gather(
-            ensure(
-                js.create_key_value(
-                    api.KeyValueConfig(
-                        bucket=names.state_bucket,
-                        history=options.history,
-                        storage=kv,
-                        replicas=options.replicas,
-                        direct=True,
-                    )
-                )
-            ),
-            ensure(
-                js.create_key_value(
-                    api.KeyValueConfig(
-                        bucket=names.catalog_bucket,
-                        ttl=3 * options.heartbeat,
-                        storage=kv,
-                        replicas=options.replicas,
-                        direct=True,
-                    )
-                )
-            ),
-            ensure(
-                js.create_key_value(
-                    api.KeyValueConfig(
-                        bucket=names.meta_bucket, storage=kv, replicas=options.replicas, direct=True
-                    )
-                )
-            ),
-            ensure(
-                js.add_stream(
-                    api.StreamConfig(
-                        name=names.queue_stream,
-                        subjects=[names.queue_subjects],
-                        retention=api.RetentionPolicy.WORK_QUEUE,
-                        storage=api.StorageType.FILE,
-                        duplicate_window=120.0,
-                        max_consumers=MAX_CONSUMERS,
-                        num_replicas=options.replicas,
-                    )
-                )
-            ),
-            ensure(
-                js.add_stream(
-                    api.StreamConfig(
-                        name=names.dead_stream,
-                        subjects=[f"{names.ns}.dead.>"],
-                        retention=api.RetentionPolicy.LIMITS,
-                        storage=api.StorageType.FILE,
-                        allow_direct=True,
-                        num_replicas=options.replicas,
-                    )
-                )
-            ),
+            *(ensure(js.create_key_value(config)) for config in bucket_configs(names, options)),
+            *(ensure(js.add_stream(config)) for config in stream_configs(names, options)),
         )
         subject = f"$KV.{names.meta_bucket}.namespace"
         record = {"schema_version": NAMESPACE_SCHEMA_VERSION, "partitions": options.partitions}
