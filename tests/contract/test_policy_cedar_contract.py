@@ -1,12 +1,12 @@
 """The policy contract suites against the ``policy-cedar`` worker (Cedar policies): tool calls
-(``policy::check_permissions``) and resource access (``policy::authorize``)."""
+(``policy::check_permissions``), their flow rules, and resource access (``policy::authorize``)."""
 
 from __future__ import annotations
 
 from pathlib import Path
 from typing import Any
 
-from tackroom.testing.contracts import AccessContract, PolicyContract
+from tackroom.testing.contracts import AccessContract, PolicyContract, PolicyFlowContract
 from tackroom.workers.policy_cedar.worker import builtin_access_text, builtin_text
 
 POLICIES = """\
@@ -59,6 +59,21 @@ class TestCedarPolicyWorker(PolicyContract):
         path = directory / "policies.cedar"
         path.write_text(POLICIES, encoding="utf-8")
         return {"policies_path": str(path), "default_decision": "needs_approval"}
+
+
+ALLOW_ALL = """\
+@id("allow-all")
+permit (principal, action == Action::"call", resource);
+"""
+
+
+class TestCedarPolicyWorkerFlow(PolicyFlowContract):
+    worker_name = "policy-cedar"
+
+    def configure(self, directory: Path) -> dict[str, Any]:
+        path = directory / "policies.cedar"
+        path.write_text(ALLOW_ALL, encoding="utf-8")
+        return {"policies_path": str(path), "reload_interval": 0, "validate_schema": True}
 
 
 ACCESS = """\

@@ -1,12 +1,12 @@
 """The policy contract suites against the ``policy`` worker (YAML rules): tool calls
-(``policy::check_permissions``) and resource access (``policy::authorize``)."""
+(``policy::check_permissions``), their flow rules, and resource access (``policy::authorize``)."""
 
 from __future__ import annotations
 
 from pathlib import Path
 from typing import Any
 
-from tackroom.testing.contracts import AccessContract, PolicyContract
+from tackroom.testing.contracts import AccessContract, PolicyContract, PolicyFlowContract
 
 RULES = """\
 schema_version: 1
@@ -44,6 +44,24 @@ class TestPolicyWorker(PolicyContract):
         path = directory / "permissions.yaml"
         path.write_text(RULES, encoding="utf-8")
         return {"rules_path": str(path), "default_decision": "needs_approval"}
+
+
+ALLOW_ALL = """\
+schema_version: 1
+rules:
+  - id: allow-all
+    function: "*"
+    decision: allow
+"""
+
+
+class TestPolicyWorkerFlow(PolicyFlowContract):
+    worker_name = "policy"
+
+    def configure(self, directory: Path) -> dict[str, Any]:
+        path = directory / "permissions.yaml"
+        path.write_text(ALLOW_ALL, encoding="utf-8")
+        return {"rules_path": str(path), "reload_interval": 0}
 
 
 ACCESS = """\

@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import pytest
 
-from tackroom import ToolSpec, UsageError
+from tackroom import Harness, ToolSpec, UsageError
+from tackroom.contracts.tools import traits_of
 from tackroom.engine.errors import FunctionError
+from tackroom.testing import FunctionModel
 
 SCHEMA: dict[str, Any] = {
     "type": "object",
@@ -102,3 +105,28 @@ def test_a_tool_says_how_it_fails_when_the_policy_cannot_decide() -> None:
     tool = ToolSpec.from_function(lookup, on_policy_error="allow")
     assert tool.request_schema()["x-tackroom"]["on_policy_error"] == "allow"
     assert "on_policy_error" not in ToolSpec.from_function(lookup).request_schema()["x-tackroom"]
+
+
+def test_a_tool_declares_its_data_flow(tmp_path: Path) -> None:
+    def send_mail(to: str, body: str) -> str:
+        """Send a mail."""
+        return "sent"
+
+    harness = Harness(FunctionModel(lambda m, i: "x"), home=tmp_path)
+
+    @harness.tool(untrusted_output=True, side_effect="none", sinks=["folder"])
+    def read_inbox(folder: str) -> str:
+        """Read the inbox."""
+        return folder
+
+    inbox = harness.register_tool(read_inbox)  # registered already: the same spec
+    read = traits_of(inbox.request_schema())
+    assert (read.untrusted_output, read.effect, read.sinks) == (True, "none", ["folder"])
+    mail = traits_of(ToolSpec.from_function(send_mail, sinks=["to"]).request_schema())
+    assert (mail.sinks, mail.effect, mail.untrusted_output) == (["to"], "external", False)
+    seeded = traits_of(spec(side_effect="internal", sinks=["city"]).request_schema())
+    assert (seeded.side_effect, seeded.sinks) == ("internal", ["city"])
+    with pytest.raises(UsageError, match=r"sinks \['recipient'\] are not among its arguments"):
+        ToolSpec.from_function(send_mail, sinks=["recipient"])
+    with pytest.raises(UsageError, match="side_effect must be one of none, internal, external"):
+        spec(side_effect="sometimes")

@@ -23,6 +23,7 @@ from pydantic import ValidationError
 
 from tackroom.cli._bus import Caller, bus
 from tackroom.cli._options import add_config, print_json
+from tackroom.cli.audit_flows import add_flows_parser
 from tackroom.contracts.audit import (
     ARCHIVE,
     EXPORT,
@@ -90,6 +91,7 @@ def add_parsers(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -
     )
     add_config(archive)
     archive.set_defaults(run=lambda args: asyncio.run(_archive(args)))
+    add_flows_parser(actions, since=parse_since)
 
 
 def parse_since(text: str, *, now: float | None = None) -> float:

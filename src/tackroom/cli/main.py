@@ -39,6 +39,7 @@ COMMAND_MODULES: dict[str, str] = {
     "cassette": "replay",
     "tasks": "tasks",
     "audit": "audit",
+    "runs": "runs",
     "nats": "nats",
     "keys": "keys",
     "schema": "schema",

@@ -23,6 +23,7 @@ import os
 import shlex
 import sys
 from pathlib import Path
+from typing import get_args
 
 from pydantic import ValidationError
 
@@ -31,6 +32,7 @@ from tackroom.cli._options import add_config, add_principal
 from tackroom.cli.follow import EXIT_AWAITING_APPROVAL, Parked, awaiting, show_run
 from tackroom.contracts.events import EVENTS
 from tackroom.contracts.principal import Principal
+from tackroom.contracts.turn import Mode
 from tackroom.engine.errors import EngineError
 from tackroom.harness import Harness, SessionBusy
 from tackroom.harness.errors import UsageError
@@ -82,8 +84,9 @@ def harness_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--session", help="session id to continue (default: a new session)")
     parser.add_argument(
         "--mode",
-        choices=["plan", "ask", "agent"],
-        help="default: agent.mode; plan and ask run read-only tools only",
+        choices=get_args(Mode),
+        help="default: agent.mode; plan and ask run read-only tools only; planned fixes the"
+        " tools from the request and hides untrusted content from the model",
     )
     parser.add_argument(
         "--yes",

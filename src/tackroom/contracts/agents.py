@@ -22,6 +22,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from tackroom.contracts.messages import Usage
+from tackroom.contracts.provenance import Label
 from tackroom.contracts.tenancy import qualify, tenant_of
 
 __all__ = [
@@ -123,6 +124,11 @@ class SubagentOutcome(_Model):
     error: str | None = None
     """Why the child did not end normally (budget, failure, max turns), in words."""
     usage: Usage = Field(default_factory=Usage)
+    label: Label | None = Field(
+        default=None,
+        exclude_if=lambda value: value is None,
+        description="the label of what the child read: its answer is no more trusted than that",
+    )
 
 
 class HandoffTarget(_Model):

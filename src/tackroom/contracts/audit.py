@@ -79,6 +79,8 @@ KINDS: dict[str, str] = {
     "policy_loaded": "a policy file came into force (path, digest, generation)",
     "session_deleted": "a session and what derives from it were deleted",
     "records_archived": "audit records were moved to an archive file",
+    "runs_held": "a kill switch was turned on: a tenant's (or principal's) runs aborted, refused",
+    "runs_released": "a kill switch was lifted: the tenant's (or principal's) runs may start",
 }
 """The kinds the shipped writers record; other writers may add their own (``[a-z_]+``)."""
 

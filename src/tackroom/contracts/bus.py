@@ -23,6 +23,7 @@ from typing import Any, Generic, Literal, Self, TypeVar, cast
 
 from pydantic import BaseModel, TypeAdapter
 
+from tackroom.contracts.provenance import SideEffect
 from tackroom.engine.protocol import (
     DEFAULT_TIMEOUT,
     Caller,
@@ -158,8 +159,10 @@ class Tool(Function[Req, Resp]):
     error, ``parallel`` ones run concurrently in a batch, ``read_only`` ones may run in plan mode;
     ``timeout`` is the call's default limit in seconds, ``required_permission`` what the run's
     principal must hold, ``max_result_chars`` how much of one result the model reads before it
-    is clipped, ``on_policy_error`` whether a call fails open when the policy check fails; see
-    :class:`~tackroom.contracts.tools.ToolTraits`)."""
+    is clipped, ``on_policy_error`` whether a call fails open when the policy check fails,
+    ``untrusted_output`` whether its results hold content a third party could have written,
+    ``side_effect`` what a call may change and ``sinks`` the arguments that say where data goes;
+    see :class:`~tackroom.contracts.tools.ToolTraits`)."""
 
     __slots__ = (
         "idempotent",
@@ -168,7 +171,10 @@ class Tool(Function[Req, Resp]):
         "parallel",
         "read_only",
         "required_permission",
+        "side_effect",
+        "sinks",
         "timeout",
+        "untrusted_output",
     )
 
     def __init__(
@@ -185,6 +191,9 @@ class Tool(Function[Req, Resp]):
         required_permission: str | None = None,
         max_result_chars: int | None = None,
         on_policy_error: Literal["deny", "allow"] | None = None,
+        untrusted_output: bool = False,
+        side_effect: SideEffect | None = None,
+        sinks: tuple[str, ...] = (),
     ) -> None:
         super().__init__(id, request, response, description=description)
         self.idempotent = idempotent
@@ -194,6 +203,9 @@ class Tool(Function[Req, Resp]):
         self.required_permission = required_permission
         self.max_result_chars = max_result_chars
         self.on_policy_error = on_policy_error
+        self.untrusted_output = untrusted_output
+        self.side_effect = side_effect
+        self.sinks = sinks
 
 
 class _Named(Generic[V]):

@@ -20,7 +20,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from tackroom.contracts.messages import AgentMessage, AssistantMessage, FunctionResultMessage, Usage
 from tackroom.contracts.principal import Principal
 from tackroom.contracts.provider import ToolSpec
-from tackroom.contracts.tools import TRAITS_KEY, ToolTraits
+from tackroom.contracts.tools import TRAITS_KEY, OfferedTool
 
 __all__ = [
     "SCHEMA_VERSION",
@@ -44,14 +44,8 @@ class _Model(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
 
-class CassetteTool(_Model):
+class CassetteTool(OfferedTool):
     """A function offered to the model, as the run offered it (name, schema, traits)."""
-
-    name: str
-    function_id: str
-    description: str = ""
-    parameters: dict[str, Any] = Field(default_factory=dict)
-    traits: ToolTraits = Field(default_factory=ToolTraits)
 
     def spec(self) -> ToolSpec:
         """What the provider was sent for this tool (``x-`` keys are the harness's own)."""

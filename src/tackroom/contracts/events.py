@@ -32,6 +32,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from tackroom.contracts.bus import Stream
 from tackroom.contracts.messages import AgentMessage, FunctionResultMessage, Usage
+from tackroom.contracts.modelprompts import SentPrompt
 from tackroom.contracts.principal import Principal
 from tackroom.contracts.turn import TurnState
 
@@ -181,6 +182,9 @@ class MessageSnapshot(_Frame):
 class MessageCompleteData(EventData):
     message_id: str
     message: AgentMessage
+    sent: SentPrompt | None = Field(default=None, exclude_if=lambda value: value is None)
+    """An answer's model call: what the provider was sent, by reference
+    (:mod:`tackroom.contracts.modelprompts`); absent before it was recorded."""
 
 
 class MessageComplete(_Frame):

@@ -10,6 +10,11 @@ Every ``files`` replica on a bus serves one **workspace root**: the first publis
 others refuse to start under another one, and a session is bound in :data:`WORKSPACE_SESSIONS` to
 the root its workspace was created under, so a replica never answers from another directory
 (``workspace_elsewhere``).
+
+A file written while the model's context held untrusted (or secret) content is labelled so in
+:data:`WORKSPACE_LABELS`, and ``fs::read`` returns its label with the content (``_label``, see
+:mod:`tackroom.contracts.labelled`): copying untrusted text into a file and reading it back does
+not launder it.
 """
 
 from __future__ import annotations
@@ -18,9 +23,11 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from tackroom.contracts._base import Strict
+from tackroom.contracts._base import Lenient, Strict
 from tackroom.contracts._base import Strict as _Request
 from tackroom.contracts.bus import Scope, Tool
+from tackroom.contracts.labelled import LabelledReply
+from tackroom.contracts.provenance import Label, joined
 
 __all__ = [
     "FS_LIST",
@@ -37,8 +44,10 @@ __all__ = [
     "ROOT_MARKER",
     "TOO_LARGE",
     "WORKSPACE_ELSEWHERE",
+    "WORKSPACE_LABELS",
     "WORKSPACE_ROOT",
     "WORKSPACE_SESSIONS",
+    "FileLabels",
     "ListEntry",
     "ListRequest",
     "ListResponse",
@@ -83,7 +92,7 @@ class ReadRequest(_Request):
     )
 
 
-class ReadResponse(_Response):
+class ReadResponse(_Response, LabelledReply):
     content: str = Field(description="The whole file as UTF-8 text.")
 
 
@@ -114,7 +123,7 @@ class ListEntry(BaseModel):
     size: int = Field(description="Size in bytes (0 for a directory).")
 
 
-class ListResponse(_Response):
+class ListResponse(_Response, LabelledReply):
     entries: list[ListEntry]
     truncated: bool = Field(
         default=False, description="True when the folder had more entries than were listed."
@@ -145,6 +154,7 @@ FS_WRITE: Tool[WriteRequest, WriteResponse] = Tool(
     ),
     idempotent=True,
     parallel=False,
+    side_effect="internal",
 )
 FS_LIST: Tool[ListRequest, ListResponse] = Tool(
     "fs::list",
@@ -178,3 +188,30 @@ WORKSPACE_ROOT: Scope[WorkspaceRoot] = Scope("files-root", WorkspaceRoot)
 """Key ``current``: the root the bus's ``files`` workers serve; each checks it at start."""
 WORKSPACE_SESSIONS: Scope[WorkspaceRoot] = Scope("files-sessions", WorkspaceRoot)
 """Key: a session id; value: the root its workspace was created under (bound at first use)."""
+
+
+class FileLabels(Lenient):
+    """The labelled files of one session's workspace. A label only grows: a path once written
+    from untrusted content stays untrusted whatever is written there later."""
+
+    schema_version: Literal[1] = 1
+    files: dict[str, Label] = Field(
+        default_factory=dict,
+        description="workspace path (symlinks resolved) → the label of what was written there",
+    )
+    everything: Label | None = Field(
+        default=None,
+        description="the label of every file of the workspace: a command ran with untrusted"
+        " content in reach, and what it changed is not known (or too many files were labelled"
+        " to list)",
+    )
+
+    def of(self, path: str) -> Label | None:
+        """The label of the file at ``path`` (``None``: as trusted as the tool reading it)."""
+        return joined([self.everything, self.files.get(path)])
+
+
+WORKSPACE_LABELS: Scope[FileLabels] = Scope("files-labels", FileLabels)
+"""Key: a session id; value: its workspace's labelled files. Kept on the bus, not in the
+workspace: a command run in the workspace cannot erase it, and every ``files`` and ``shell``
+replica, on any machine, sees the same labels."""

@@ -151,5 +151,10 @@ HTTP_FETCH: Tool[FetchRequest, FetchResponse] = Tool(
     parallel=True,
     read_only=False,
     timeout=MAX_FETCH_SECONDS + 20.0,
+    untrusted_output=True,
+    side_effect="external",
+    sinks=("url",),
 )
-"""The worker adds its size limit and default timeout to the description it publishes."""
+"""The worker adds its size limit and default timeout to the description it publishes. What a
+page says is anyone's (``untrusted_output``), a request is seen outside (``external``), and
+``url`` is where data goes (``sinks``)."""

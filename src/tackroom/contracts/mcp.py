@@ -26,6 +26,7 @@ from tackroom.contracts._base import Strict
 from tackroom.contracts._base import Strict as _Item
 from tackroom.contracts._base import Strict as _Request
 from tackroom.contracts.bus import Tool
+from tackroom.contracts.labelled import LabelledReply
 from tackroom.contracts.messages import ResultBlock
 
 __all__ = [
@@ -204,7 +205,9 @@ class ResourceContentsItem(_Item):
     blob: str | None = Field(default=None, description="base64 bytes of a binary resource")
 
 
-class ReadResourceResponse(_Response):
+class ReadResourceResponse(_Response, LabelledReply):
+    """Labelled untrusted (``_label``) unless the server is configured ``trusted``."""
+
     server: str
     uri: str
     contents: list[ResourceContentsItem]

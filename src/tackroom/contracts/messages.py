@@ -16,6 +16,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, model_validator
 
+from tackroom.contracts.provenance import Label
 from tackroom.contracts.versions import rename, upgrading
 
 __all__ = [
@@ -163,6 +164,11 @@ class UserMessage(_Message):
     role: Literal["user"] = "user"
     content: list[ContentBlock]
     timestamp: float = Field(default_factory=_now)
+    label: Label | None = Field(
+        default=None,
+        exclude_if=lambda value: value is None,
+        description="where the content came from, when not from its role's usual source",
+    )
 
     @classmethod
     def text(cls, text: str) -> UserMessage:
@@ -194,6 +200,11 @@ class FunctionResultMessage(_Message):
     is_error: bool = False
     details: Any = None
     timestamp: float = Field(default_factory=_now)
+    label: Label | None = Field(
+        default=None,
+        exclude_if=lambda value: value is None,
+        description="where the content came from, when not from its role's usual source",
+    )
 
 
 class CustomMessage(_Message):
@@ -206,6 +217,11 @@ class CustomMessage(_Message):
     display: bool = True
     details: Any = None
     timestamp: float = Field(default_factory=_now)
+    label: Label | None = Field(
+        default=None,
+        exclude_if=lambda value: value is None,
+        description="where the content came from, when not from its role's usual source",
+    )
 
 
 AgentMessage = Annotated[

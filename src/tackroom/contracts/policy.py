@@ -28,6 +28,7 @@ from tackroom.contracts._base import Strict as _Model
 from tackroom.contracts.approvers import ApproverRules
 from tackroom.contracts.bus import Function
 from tackroom.contracts.principal import TENANT_PATTERN, Principal
+from tackroom.contracts.provenance import FlowFacts
 from tackroom.contracts.tools import OnPolicyError
 
 __all__ = [
@@ -155,6 +156,11 @@ class CheckRequest(_Model):
         exclude_if=lambda value: value is None,
         description="The principal's tenant, when a principal is known.",
     )
+    flow: FlowFacts | None = Field(
+        default=None,
+        exclude_if=lambda value: value is None,
+        description="The call's data flow (untrusted content, copied arguments), when known.",
+    )
 
 
 class MatchedConstraint(_Model):
@@ -280,7 +286,16 @@ POLICY_RELOAD: Function[EmptyRequest, PolicyStatus] = Function(
 # -- who may do what to a resource: policy::authorize ---------------------------------------------
 
 ResourceAction = Literal[
-    "read", "stream", "run", "fork", "pin", "compact", "delete", "approve", "budget_admin"
+    "read",
+    "stream",
+    "run",
+    "fork",
+    "pin",
+    "compact",
+    "delete",
+    "approve",
+    "budget_admin",
+    "abort_runs",
 ]
 """What a caller does to a resource (a gateway route names one): the actions access rules grant."""
 RESOURCE_ACTIONS: tuple[ResourceAction, ...] = get_args(ResourceAction)

@@ -13,6 +13,7 @@ from __future__ import annotations
 from pydantic import BaseModel, ConfigDict, Field
 
 from tackroom.contracts.bus import Tool
+from tackroom.contracts.labelled import LabelledReply
 
 __all__ = [
     "ENTRY_NOT_FOUND",
@@ -54,7 +55,9 @@ class ReadRequest(BaseModel):
     )
 
 
-class ReadResponse(BaseModel):
+class ReadResponse(LabelledReply):
+    """A page of an untrusted (or secret) result carries the result's label (``_label``)."""
+
     model_config = ConfigDict(extra="forbid", defer_build=True)
 
     schema_version: int = 1

@@ -22,6 +22,7 @@ from pydantic import Field, field_validator
 
 from tackroom.contracts._base import Strict as _Model
 from tackroom.contracts.bus import Function, Tool
+from tackroom.contracts.labelled import LabelledReply
 
 __all__ = [
     "CODE_PYTHON",
@@ -183,8 +184,9 @@ SANDBOX_STATUS: Function[StatusRequest, StatusResponse] = Function(
 
 
 # -- the tools ------------------------------------------------------------------------------------
-class CommandResult(_Outcome):
-    """What ``shell::run`` and ``code::python`` answer."""
+class CommandResult(_Outcome, LabelledReply):
+    """What ``shell::run`` and ``code::python`` answer; labelled (``_label``) untrusted when the
+    command ran with untrusted content in reach: the model's context, or a labelled file."""
 
     schema_version: int = 1
 

@@ -16,6 +16,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from tackroom.contracts.principal import Principal
+from tackroom.contracts.provenance import Label, SideEffect
 from tackroom.contracts.versions import renamed_before
 
 __all__ = [
@@ -24,6 +25,7 @@ __all__ = [
     "TRAITS_KEY",
     "TRANSIENT_ERROR_CODES",
     "CallContext",
+    "OfferedTool",
     "OnPolicyError",
     "ToolTraits",
     "model_schema",
@@ -88,6 +90,12 @@ class CallContext(BaseModel):
     principal: Principal | None = Field(
         default=None, description="who the run acts for (set by the orchestrator, never the model)"
     )
+    context_label: Label | None = Field(
+        default=None,
+        exclude_if=lambda value: value is None,
+        description="the label of the context the model asked for the call from (untrusted once"
+        " it read untrusted content): a tool that stores what it is given labels it so",
+    )
 
     @model_validator(mode="before")
     @classmethod
@@ -127,6 +135,37 @@ class ToolTraits(BaseModel):
     cannot read): ``deny`` it (fail closed) or ``allow`` it (fail open: the ``gate_decision`` and
     the audit log say ``decided_by: fail_open`` and why). Default: the orchestrator's
     ``policy_on_error`` (``deny``). A protected function never fails open."""
+    untrusted_output: bool = False
+    """Its results hold content a third party could have written (a web page, an email, an MCP
+    server's reply): they are labelled untrusted, and the gate's flow rules watch what the model
+    copies out of them."""
+    side_effect: SideEffect | None = None
+    """What a call may change: ``none``, ``internal`` (the session's own workspace) or
+    ``external`` (seen outside: a message sent, a request made). Default: ``none`` for a
+    ``read_only`` tool, else ``external``."""
+    sinks: list[str] = Field(default_factory=list)
+    """Arguments that say where data goes (``to``, ``url``, ``recipient``): the flow rules refuse
+    a destination copied from untrusted content."""
+
+    @property
+    def effect(self) -> SideEffect:
+        """The declared ``side_effect``, or the default its ``read_only`` implies."""
+        if self.side_effect is not None:
+            return self.side_effect
+        return "none" if self.read_only else "external"
+
+
+class OfferedTool(BaseModel):
+    """A function offered to the model in a run, under a model-safe tool ``name``: what the turn
+    record keeps and a cassette replays."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    name: str
+    function_id: str
+    description: str = ""
+    parameters: dict[str, Any] = Field(default_factory=dict)
+    traits: ToolTraits = Field(default_factory=ToolTraits)
 
 
 def with_traits(schema: dict[str, Any], traits: ToolTraits) -> dict[str, Any]:

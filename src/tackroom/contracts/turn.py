@@ -59,7 +59,13 @@ TurnState = Literal[
 ]
 TERMINAL_STATES: frozenset[str] = frozenset({"stopped", "failed"})
 
-Mode = Literal["plan", "ask", "agent"]
+Mode = Literal["plan", "ask", "agent", "planned"]
+"""``plan`` and ``ask`` run read-only tools only; ``agent`` acts; ``planned`` acts, but only with
+the tools a plan fixed from the request names, and reads untrusted content only through handles
+(docs/injection.md)."""
+PLAN_FORMAT = "tool_plan"
+"""The output format's name of a planned run's planning call: the model answers
+``{"tools": [names]}`` (the tools the task needs), seeing only the user's request."""
 
 
 class _Model(BaseModel):

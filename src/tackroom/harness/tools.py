@@ -26,6 +26,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model
 from pydantic_core import to_jsonable_python
 
 from tackroom.contracts.agentconfig import TOOL_PREFIX
+from tackroom.contracts.provenance import SideEffect
 from tackroom.contracts.tools import (
     CallContext,
     OnPolicyError,
@@ -38,6 +39,7 @@ from tackroom.engine.errors import FunctionError
 from tackroom.engine.protocol import Handler, Registration
 from tackroom.harness.errors import UsageError
 from tackroom.harness.schema_tools import input_problems, input_validator
+from tackroom.harness.toolflow import checked_sinks
 from tackroom.runtime.config import AgentSettings
 from tackroom.runtime.typed import describe_validation_error
 from tackroom.runtime.worker import WorkerConfig, WorkerContext, WorkerSpec
@@ -72,6 +74,9 @@ class ToolOptions(TypedDict, total=False):
     read_only: bool
     required_permission: str | None
     on_policy_error: OnPolicyError | None
+    untrusted_output: bool
+    side_effect: SideEffect | None
+    sinks: Sequence[str]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -106,6 +111,12 @@ class ToolSpec:
     on_policy_error: OnPolicyError | None = None
     """When the policy cannot decide: ``"deny"`` the call, or ``"allow"`` it (audited); ``None``:
     the orchestrator's ``policy_on_error`` (default deny)."""
+    untrusted_output: bool = False
+    """Its results hold text a third party could have written (an email, a web page)."""
+    side_effect: SideEffect | None = None
+    """``"none"``, ``"internal"`` or ``"external"``; default by ``read_only``."""
+    sinks: tuple[str, ...] = ()
+    """The arguments that say where data goes (``to``, ``url``)."""
     _validator: Any = field(default=None, init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
@@ -129,6 +140,14 @@ class ToolSpec:
             object.__setattr__(self, "_validator", input_validator(self.name, self.input_schema))
         elif self.function is None or self.arguments is None:
             raise UsageError(f"tool {self.name}: use ToolSpec.from_function(fn)")
+        sinks = checked_sinks(
+            self.name,
+            side_effect=self.side_effect,
+            sinks=self.sinks,
+            arguments=self.arguments,
+            input_schema=self.input_schema,
+        )
+        object.__setattr__(self, "sinks", sinks)
 
     @property
     def target(self) -> Callable[..., Any]:
@@ -161,6 +180,9 @@ class ToolSpec:
         read_only: bool = False,
         required_permission: str | None = None,
         on_policy_error: OnPolicyError | None = None,
+        untrusted_output: bool = False,
+        side_effect: SideEffect | None = None,
+        sinks: Sequence[str] = (),
     ) -> ToolSpec:
         name = name or str(getattr(function, "__name__", ""))
         if not _NAME.match(name):
@@ -182,6 +204,9 @@ class ToolSpec:
             read_only=read_only,
             required_permission=required_permission,
             on_policy_error=on_policy_error,
+            untrusted_output=untrusted_output,
+            side_effect=side_effect,
+            sinks=tuple(sinks),
         )
 
     @property
@@ -195,6 +220,9 @@ class ToolSpec:
             read_only=self.read_only,
             required_permission=self.required_permission,
             on_policy_error=self.on_policy_error,
+            untrusted_output=self.untrusted_output,
+            side_effect=self.side_effect,
+            sinks=list(self.sinks),
         )
 
     async def invoke(self, payload: Any) -> Any:

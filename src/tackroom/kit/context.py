@@ -34,6 +34,7 @@ from tackroom.contracts.messages import (
     Usage,
     UserMessage,
 )
+from tackroom.contracts.provenance import Label, joined
 
 __all__ = [
     "DEFAULT_CHARS_PER_TOKEN",
@@ -47,6 +48,7 @@ __all__ = [
     "first_turn",
     "message_chars",
     "prompt_tokens",
+    "summary_label",
     "summary_message",
     "window_and_reserve",
 ]
@@ -159,9 +161,20 @@ def compaction_details(message: AgentMessage) -> CompactionDetails | None:
 
 def summary_message(message: CustomMessage) -> UserMessage:
     """How the model reads a compaction: its summary, as a user message saying what it is (the
-    provenance in its details is for people and tools)."""
+    provenance in its details is for people and tools), as trusted as what it summarised."""
     text = "".join(block.text for block in message.content if isinstance(block, TextBlock))
-    return UserMessage.text(f"[Summary of the earlier conversation, compacted to fit]\n{text}")
+    read = UserMessage.text(f"[Summary of the earlier conversation, compacted to fit]\n{text}")
+    return read.model_copy(update={"label": message.label})
+
+
+def summary_label(messages: Sequence[AgentMessage]) -> Label | None:
+    """The label of a summary of ``messages`` (an earlier summary among them): untrusted when any
+    of them is, secret when any is; ``None`` when all are what their roles say."""
+    return joined(
+        message.label
+        for message in messages
+        if isinstance(message, (UserMessage, FunctionResultMessage, CustomMessage))
+    )
 
 
 @dataclass(frozen=True, slots=True)

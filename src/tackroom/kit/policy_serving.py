@@ -6,9 +6,11 @@ default path or a required configured one, the built-in text while it is absent,
 recorded in the audit trail) and serve ``policy::check_permissions``, ``policy::authorize``,
 ``policy::status`` and ``policy::reload`` with :func:`serve_policy`:
 
-- ``check`` asks the worker's ``decide``; a request the rules fail on (an exception while
-  deciding) is decided by ``on_error`` — denied (fail closed) or allowed (fail open, audited by
-  the gate) — with the reason in words;
+- ``check`` denies a protected function, then applies the flow rules in the worker's
+  ``flow_rules`` (:mod:`tackroom.contracts.flow`: a destination copied from untrusted content,
+  a secret sent out...), then asks the worker's ``decide``; a request the rules fail on (an
+  exception while deciding) is decided by ``on_error`` — denied (fail closed) or allowed (fail
+  open, audited by the gate) — with the reason in words;
 - ``reload`` reads every file now; a file that does not parse is rejected
   (``policy_file_invalid``) and the rules in force stay;
 - with ``reload_interval > 0`` every file is watched.
@@ -26,6 +28,7 @@ from typing import Any, TypeVar
 
 from pydantic import Field
 
+from tackroom.contracts.flow import DEFAULT_FLOW_RULES, FlowRule, flow_verdict
 from tackroom.contracts.policy import (
     AUTHORIZE,
     CHECK_PERMISSIONS,
@@ -40,11 +43,12 @@ from tackroom.contracts.policy import (
     EmptyRequest,
     PolicyStatus,
     error_verdict,
+    protected_verdict,
 )
 from tackroom.contracts.tools import OnPolicyError
 from tackroom.engine.errors import FunctionError
 from tackroom.kit.audit import record_policy_load
-from tackroom.kit.rulesfile import PolicyFileError, RulesSource
+from tackroom.kit.rulesfile import PolicyFileError, RulesLanguage, RulesSource
 from tackroom.runtime.worker import WorkerConfig, WorkerContext
 
 __all__ = ["PolicyWorkerConfig", "rules_source", "serve_policy"]
@@ -69,6 +73,11 @@ class PolicyWorkerConfig(WorkerConfig):
         " them): deny it (fail closed) or allow it (fail open, rule builtin:on_error, audited"
         " by the gate)",
     )
+    flow_rules: list[FlowRule] = Field(
+        default_factory=lambda: list(DEFAULT_FLOW_RULES),
+        description="the built-in flow rules applied before the file's (prompt-injection"
+        " containment, docs/injection.md); [] turns them off",
+    )
 
 
 def rules_source(
@@ -76,11 +85,7 @@ def rules_source(
     *,
     path: Path | None,
     default_path: Path,
-    language: str,
-    parse: Callable[[str, str], T],
-    count: Callable[[T], int],
-    builtin_text: str,
-    builtin_name: str,
+    language: RulesLanguage[T],
     default_decision: Decision,
     reload_interval: float,
 ) -> RulesSource[T]:
@@ -90,10 +95,6 @@ def rules_source(
         path=path or default_path,
         required=path is not None,
         language=language,
-        parse=parse,
-        count=count,
-        builtin_text=builtin_text,
-        builtin_name=builtin_name,
         default_decision=default_decision,
         reload_interval=reload_interval,
         on_load=functools.partial(record_policy_load, ctx.engine, actor=ctx.name),
@@ -110,6 +111,7 @@ async def serve_policy(
     on_error: OnPolicyError,
     reload_interval: float,
     language: str,
+    flow_rules: Sequence[FlowRule] = DEFAULT_FLOW_RULES,
     descriptions: Mapping[str, str] | None = None,
 ) -> None:
     """Serve the policy functions from ``sources`` (loaded here); ``language`` names what
@@ -119,6 +121,11 @@ async def serve_policy(
         await source.load()
 
     async def check(request: CheckRequest) -> CheckResponse:
+        first = protected_verdict(request.function_id) or flow_verdict(
+            request.function_id, request.flow, rules=flow_rules
+        )
+        if first is not None:
+            return first
         try:
             return decide(request)
         except Exception as exc:  # the rules failed on this request: on_error decides, in words

@@ -28,6 +28,7 @@ from tackroom.contracts.agents import AgentDefinition
 from tackroom.contracts.context import ContextSettings
 from tackroom.contracts.principal import Principal
 from tackroom.contracts.redaction import RedactPattern
+from tackroom.contracts.turn import Mode
 from tackroom.engine.factory import parse_embedded_url
 from tackroom.engine.tracing import DEFAULT_SUMMARY_CHARS, SpanMode, SummaryConfig, TracingConfig
 from tackroom.runtime.confine import WorkerGrant
@@ -145,7 +146,7 @@ class AgentSettings(_Section):
 
     model: str | None = None
     """``PROVIDER:MODEL``, e.g. ``openai:gpt-4o-mini``; ``None``: pass ``--model``."""
-    mode: Literal["plan", "ask", "agent"] = "agent"
+    mode: Mode = "agent"
     tools: list[str] = Field(
         default_factory=lambda: [
             "fs::*",

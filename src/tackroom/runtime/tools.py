@@ -56,6 +56,9 @@ async def serve_tool(
             required_permission=tool.required_permission,
             max_result_chars=tool.max_result_chars,
             on_policy_error=tool.on_policy_error,
+            untrusted_output=tool.untrusted_output,
+            side_effect=tool.side_effect,
+            sinks=list(tool.sinks),
         ),
         contract_version=tool.contract_version,
     )

@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 
 from tackroom.contracts.messages import AgentMessage
 from tackroom.contracts.provider import ProviderRequest, ToolSpec
+from tackroom.contracts.turn import PLAN_FORMAT
 from tackroom.harness.models import ModelChunk, ToolCall
 
 __all__ = ["FunctionModel", "ModelInfo"]
@@ -40,6 +41,14 @@ class ModelInfo:
     system_prompt: str
     tools: list[ToolSpec] = field(default_factory=list)
     session_id: str | None = None
+    output_format: str | None = None
+    """The name of the output format asked for, if any (``tool_plan``: a planned run's planning
+    call, :data:`tackroom.contracts.turn.PLAN_FORMAT`)."""
+
+    @property
+    def planning(self) -> bool:
+        """Is this a planned run's planning call (answer ``{"tools": [names]}``)?"""
+        return self.output_format == PLAN_FORMAT
 
     def tool(self, name: str) -> ToolSpec | None:
         return next((tool for tool in self.tools if tool.name == name), None)
@@ -63,6 +72,7 @@ class FunctionModel:
             system_prompt=request.system_prompt,
             tools=list(request.tools),
             session_id=request.session_id,
+            output_format=None if request.output_format is None else request.output_format.name,
         )
         answer = self.function(list(request.messages), info)
         if inspect.isawaitable(answer):

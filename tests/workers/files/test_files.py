@@ -203,6 +203,8 @@ async def test_schemas_carry_traits_and_descriptions(engine: Engine) -> None:
     assert (traits["fs::read"].idempotent, traits["fs::read"].parallel) == (True, True)
     assert (traits["fs::list"].idempotent, traits["fs::list"].parallel) == (True, True)
     assert (traits["fs::write"].idempotent, traits["fs::write"].parallel) == (True, False)
+    effects = {fid: trait.effect for fid, trait in traits.items()}
+    assert effects == {"fs::read": "none", "fs::list": "none", "fs::write": "internal"}
     for info in infos.values():
         assert len(info.description) > 60
         assert info.request_schema is not None

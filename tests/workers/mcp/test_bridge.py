@@ -162,6 +162,8 @@ async def test_resources_and_prompts(bridge: Bridge) -> None:
         {"server": "every", "uri": "demo://resource/static/document/architecture.md"},
     )
     assert read["contents"][0]["text"].startswith("# Everything Server")
+    assert read["_label"]["source"] == "untrusted"  # the server is not configured trusted
+    assert read["_label"]["origins"] == ["mcp::resources::read", "mcp:every"]
 
     prompts = await bridge.call("mcp::prompts::list", {"server": "every"})
     assert "args-prompt" in [prompt["name"] for prompt in prompts["prompts"]]

@@ -89,6 +89,7 @@ def test_traits_from_annotations_and_config() -> None:
     server = ServerConfig(command=["x"], timeout=10, read_only_tools=["list_*"])
     assert tool_traits(tool("list_files"), server).model_dump(exclude_defaults=True) == {
         "idempotent": True, "parallel": True, "read_only": True, "timeout": 12.0,
+        "untrusted_output": True, "side_effect": "none",
     }  # fmt: skip
     # the server's readOnlyHint alone does not make a tool read-only ...
     claims = tool(read_only_hint=True)
@@ -100,6 +101,24 @@ def test_traits_from_annotations_and_config() -> None:
     assert (written.idempotent, written.read_only, written.parallel) == (True, False, False)
     plain = tool_traits(tool(), server)
     assert (plain.idempotent, plain.read_only, plain.parallel) == (False, False, False)
+
+
+def test_an_mcp_tool_is_untrusted_and_external_unless_the_operator_says_otherwise() -> None:
+    server = ServerConfig(command=["x"])
+    plain = tool_traits(tool(), server)
+    assert (plain.untrusted_output, plain.effect) == (True, "external")
+    # an untrusted server's readOnlyHint does not make its calls effect-free ...
+    assert tool_traits(tool(read_only_hint=True), server).effect == "external"
+    # ... a trusted server's does, and its results are not labelled untrusted
+    own = ServerConfig(command=["x"], trusted=True)
+    assert (tool_traits(tool(), own).untrusted_output, tool_traits(tool(), own).effect) == (
+        False,
+        "external",
+    )
+    hinted = tool_traits(tool(read_only_hint=True), own)
+    assert (hinted.effect, hinted.read_only) == ("none", False)
+    hints_trusted = ServerConfig(command=["x"], trust_read_only_hints=True)
+    assert tool_traits(tool(read_only_hint=True), hints_trusted).effect == "none"
 
 
 def test_content_blocks_the_model_reads() -> None:

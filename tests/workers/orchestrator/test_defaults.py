@@ -4,6 +4,7 @@ its line there; the context fills at most 85 % of a model's window."""
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -48,9 +49,9 @@ def test_the_seeds_numbers_are_the_defaults() -> None:
 
 
 def test_one_tool_retry_by_default() -> None:
-    dispatcher = Dispatcher(None, gate=None, call_timeout=15.0, subagents=None)  # type: ignore[arg-type]
-    assert dispatcher._pauses == (0.2,)
-    assert Dispatcher(None, gate=None, call_timeout=1, subagents=None, tool_retries=0)._pauses == ()  # type: ignore[arg-type]
+    parts: dict[str, Any] = {"gate": None, "subagents": None, "flows": None}
+    assert Dispatcher(None, call_timeout=15.0, **parts)._pauses == (0.2,)  # type: ignore[arg-type]
+    assert Dispatcher(None, call_timeout=1, tool_retries=0, **parts)._pauses == ()  # type: ignore[arg-type]
 
 
 def test_the_prompt_fills_at_most_85_percent_of_the_models_window() -> None:

@@ -67,7 +67,9 @@ def test_entities_and_requests() -> None:
     call, ask = cedar_requests(CheckRequest(function_id="fs::read", args={"p": 1}))
     assert call["action"] == {"type": "Action", "id": "call"}
     assert ask["action"] == {"type": "Action", "id": "call_with_approval"}
-    assert call["context"] == {"function_id": "fs::read", "args": {"p": 1}, "dropped_args": []}
+    context = dict(call["context"])
+    assert context.pop("flow")["known"] is False  # tests/workers/policy_cedar/test_flow.py
+    assert context == {"function_id": "fs::read", "args": {"p": 1}, "dropped_args": []}
     full = cedar_requests(CheckRequest(function_id="f", session_id="s", principal="bob"))[0]
     assert full["principal"] == {"type": "Principal", "id": "bob"}
     assert (full["context"]["session_id"], full["context"]["principal"]) == ("s", "bob")

@@ -15,6 +15,7 @@ from tackroom.contracts import approvals
 from tackroom.contracts.audit import EXPORT, VERIFY, ExportRequest, VerifyRequest
 from tackroom.contracts.events import EVENTS
 from tackroom.contracts.forgetting import SESSION_DELETED
+from tackroom.contracts.modelprompts import PROMPTS_SCOPE
 from tackroom.contracts.sessions import DELETE, DeleteRequest
 from tackroom.contracts.traces import LIST, ListRequest
 from tackroom.engine import Engine
@@ -45,6 +46,7 @@ async def derived(engine: Engine, session_id: str, workspaces: Path) -> dict[str
         "turn": int(await engine.get_state(TURNS_SCOPE, session_id) is not None),
         "turn_runs": len(await engine.list_state(RUNS_SCOPE, prefix=own)),
         "ledger": len(await engine.list_state(LEDGER_SCOPE, prefix=own)),
+        "model_prompts": len(await engine.list_state(PROMPTS_SCOPE.name, prefix=own)),
         "approvals": approval_keys,
         "workspace": int((workspaces / session_id).exists()),
         "traces": len(traces.traces),

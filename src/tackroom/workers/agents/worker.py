@@ -29,6 +29,7 @@ from tackroom.contracts.agents import (
     child_ids,
 )
 from tackroom.contracts.messages import CustomMessage, TextBlock, UserMessage
+from tackroom.contracts.provenance import joined
 from tackroom.contracts.tools import CallContext, ToolTraits
 from tackroom.contracts.turn import RUN_START, RunStartRequest
 from tackroom.engine.errors import FunctionError, InvocationError, unavailable_cause
@@ -156,7 +157,7 @@ class Agents:
                 run_id=run_id,
                 provider=provider,
                 model=model,
-                messages=[note, UserMessage.text(request.task)],
+                messages=[note, _task(request.task, context)],
                 max_turns=agent.max_turns,
                 instructions=self._instructions(agent) or None,
                 tools=list(agent.tools),
@@ -254,3 +255,11 @@ WORKER = WorkerSpec(
     config_model=AgentsConfig,
     start=_start,
 )
+
+
+def _task(text: str, context: CallContext) -> UserMessage:
+    """The child's task, labelled as the context its parent wrote it in: a task a parent wrote
+    after reading untrusted content is itself untrusted."""
+    task = UserMessage.text(text)
+    task.label = joined([context.context_label])
+    return task

@@ -44,7 +44,13 @@ from tackroom.contracts.sessions import (
 )
 from tackroom.engine.errors import EngineError, FunctionError, InvocationError
 from tackroom.engine.protocol import Engine
-from tackroom.kit.context import choose_cut, compaction_details, estimate_cost, message_chars
+from tackroom.kit.context import (
+    choose_cut,
+    compaction_details,
+    estimate_cost,
+    message_chars,
+    summary_label,
+)
 from tackroom.kit.hooks.modelcalls import CallIds, HookBlocked, ModelCallHooks
 from tackroom.kit.providers.complete import complete
 from tackroom.workers.compactor.transcript import chunks
@@ -123,6 +129,8 @@ class Compactor:
             custom_type=COMPACTION_TYPE,
             content=[TextBlock(text=text)],
             details=details.model_dump(mode="json"),
+            # A summary of untrusted text is untrusted: it may carry the injected instructions.
+            label=summary_label([*plan.previous, *plan.messages]),
         )
         await APPEND_BATCH.send(
             self._engine,
@@ -244,6 +252,7 @@ class _Plan:
         first_kept: str,
         previous_id: str | None,
         previous_summary: str,
+        previous: list[AgentMessage],
         replaced_chars: int,
     ) -> None:
         self.messages = messages
@@ -251,6 +260,7 @@ class _Plan:
         self.first_kept = first_kept
         self.previous_id = previous_id
         self.previous_summary = previous_summary
+        self.previous = previous
         self.replaced_chars = replaced_chars
 
 
@@ -297,6 +307,7 @@ def _plan(path: MessagesResponse, request: CompactRequest, *, keep_ratio: float)
         first_kept=live[cut.index].entry_id,
         previous_id=None if last is None else entries[last].entry_id,
         previous_summary=previous_summary,
+        previous=[] if last is None else [entries[last].message],
         replaced_chars=sum(sizes[: cut.index]),
     )
 

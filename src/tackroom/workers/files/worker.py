@@ -1,5 +1,9 @@
 """The ``files`` worker: read, write and list files in the calling session's workspace.
 
+A file written from a context that held untrusted (or secret) content is labelled so
+(:mod:`tackroom.kit.filelabels`), for good: reading it, or listing its folder, returns the label
+with the reply.
+
 ```yaml
 worker_config:
   files:
@@ -27,6 +31,8 @@ from tackroom.contracts.files import (
     NO_CALL_CONTEXT,
     TOO_LARGE,
     WORKSPACE_SESSIONS,
+    FileLabels,
+    ListEntry,
     ListRequest,
     ListResponse,
     ReadRequest,
@@ -34,8 +40,16 @@ from tackroom.contracts.files import (
     WriteRequest,
     WriteResponse,
 )
+from tackroom.contracts.provenance import Label, joined
 from tackroom.contracts.tools import CallContext
 from tackroom.engine.errors import FunctionError
+from tackroom.kit.filelabels import (
+    file_labels,
+    forget_labels,
+    label_files,
+    stored_label,
+    with_origin,
+)
 from tackroom.kit.forgetting import forget_deleted_sessions
 from tackroom.kit.workspace import remove_session_dir
 from tackroom.runtime.tools import serve_tool
@@ -68,6 +82,14 @@ def _session(call: CallContext | None, tool: Tool[Any, Any]) -> str:
     return call.session_id
 
 
+def listing_label(labels: FileLabels, folder: str, entries: list[ListEntry]) -> Label | None:
+    """A listing names files a model may have named from untrusted content: it is as trusted as
+    the entries it lists."""
+    keys = [f"{folder}/{entry.name}" if folder else entry.name for entry in entries]
+    label = joined([labels.everything, *(labels.files.get(key) for key in keys)])
+    return None if label is None else with_origin(f"file:{folder or '.'}", label)
+
+
 async def _start(ctx: WorkerContext[FilesConfig]) -> None:
     config = ctx.config
     mine = await asyncio.to_thread(identify, config.workspace_root.expanduser().absolute())
@@ -85,7 +107,11 @@ async def _start(ctx: WorkerContext[FilesConfig]) -> None:
         content = await asyncio.to_thread(
             workspaces.read, session, request.path, max_bytes=config.max_read_bytes
         )
-        return ReadResponse(content=content)
+        key = await asyncio.to_thread(workspaces.key, session, request.path)
+        label = (await file_labels(ctx.engine, session)).of(key)
+        return ReadResponse(
+            content=content, label=None if label is None else with_origin(f"file:{key}", label)
+        )
 
     async def write(request: WriteRequest, call: CallContext | None) -> WriteResponse:
         session = await session_of(call, FS_WRITE)
@@ -95,6 +121,10 @@ async def _start(ctx: WorkerContext[FilesConfig]) -> None:
                 TOO_LARGE,
                 f"content is {len(data)} bytes; the write limit is {config.max_write_bytes}",
             )
+        label = stored_label(None if call is None else call.context_label)
+        if label is not None:  # before the write: a crash between leaves it labelled, not clean
+            key = await asyncio.to_thread(workspaces.key, session, request.path)
+            await label_files(ctx.engine, session, files={key: label})
         written = await asyncio.to_thread(workspaces.write, session, request.path, data)
         return WriteResponse(bytes_written=written)
 
@@ -103,7 +133,9 @@ async def _start(ctx: WorkerContext[FilesConfig]) -> None:
         entries, truncated = await asyncio.to_thread(
             workspaces.list, session, request.path, limit=config.max_list_entries
         )
-        return ListResponse(entries=entries, truncated=truncated)
+        folder = await asyncio.to_thread(workspaces.key, session, request.path)
+        label = listing_label(await file_labels(ctx.engine, session), folder, entries)
+        return ListResponse(entries=entries, truncated=truncated, label=label)
 
     limit = f" Files over {config.max_read_bytes} bytes are refused."
     await serve_tool(ctx, FS_READ, read, description=FS_READ.description + limit)
@@ -114,7 +146,12 @@ async def _start(ctx: WorkerContext[FilesConfig]) -> None:
         # Every files worker of a bus shares one root (claim_root), so this one may remove it.
         removed = await asyncio.to_thread(remove_session_dir, Path(mine.path), session_id)
         unbound = await ctx.engine.delete_state(WORKSPACE_SESSIONS.name, session_id)
-        return {"workspace_entries": removed, "workspace_binding": int(unbound)}
+        labels = await forget_labels(ctx.engine, session_id)
+        return {
+            "workspace_entries": removed,
+            "workspace_binding": int(unbound),
+            "workspace_labels": int(labels),
+        }
 
     await forget_deleted_sessions(ctx, forget)
 

@@ -94,6 +94,11 @@ class Workspaces:
         base = self.session_dir(session_id)
         return _Located(base, resolve_inside(base, pure, raw))
 
+    def key(self, session_id: str, raw: str) -> str:
+        """The path as file labels know it: relative to the workspace, symlinks resolved
+        (``""``: the workspace folder)."""
+        return "/".join(self.locate(session_id, raw).parts)
+
     # -- operations --------------------------------------------------------------------------
     def read(self, session_id: str, raw: str, *, max_bytes: int) -> str:
         where = self.locate(session_id, raw)

@@ -20,8 +20,10 @@ from starlette.staticfiles import StaticFiles
 from tackroom._version import __version__
 from tackroom.workers.gateway import (
     approvals,
+    audit_flows,
     catalog,
     curate,
+    holds,
     model_calls,
     runs,
     runs_list,
@@ -45,6 +47,8 @@ OPENAPI_PATH = "/v1/openapi.json"
 OPERATIONS: tuple[Operation, ...] = (
     *runs.OPERATIONS,
     *runs_list.OPERATIONS,
+    *holds.OPERATIONS,
+    *audit_flows.OPERATIONS,
     *sessions.OPERATIONS,
     *model_calls.OPERATIONS,
     *curate.OPERATIONS,

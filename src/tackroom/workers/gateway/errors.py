@@ -61,6 +61,7 @@ _STATUS_OF_CODE: dict[str, int] = {
     "budget_exceeded": 409,
     "approver_not_allowed": 403,
     "quota_exceeded": 429,
+    "runs_held": 423,
 }
 """Codes the workers answer with, and the status each gets over HTTP."""
 

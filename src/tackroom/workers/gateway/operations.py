@@ -13,6 +13,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from tackroom.contracts import approvals, sessions
+from tackroom.contracts.principal import TENANT_PATTERN
 
 __all__ = ["PATH_PARAMS", "Endpoint", "Operation", "PathParam", "Query"]
 
@@ -39,6 +40,7 @@ PATH_PARAMS = {
         PathParam("eid", "an entry id of the session", sessions.ID_PATTERN),
         PathParam("call_id", "the function call id", approvals.ID_PATTERN),
         PathParam("trace_id", "32 lowercase hex digits", r"^[0-9a-f]{32}$"),
+        PathParam("tenant", "the caller's own tenant", TENANT_PATTERN),
     )
 }
 """Every ``{name}`` a route's path may hold, by name: an operation's path parameters are these."""

@@ -10,6 +10,7 @@ worker_config:
         command: [npx, -y, "@modelcontextprotocol/server-filesystem", /srv/notes]
         deny_tools: [move_file]
         timeout: 30
+        trusted: true                         # its replies are not labelled untrusted
       search:
         url: https://mcp.example.com/mcp      # streamable HTTP
         headers: {Authorization: {credential: example, prefix: "Bearer "}}
@@ -87,6 +88,12 @@ class ServerConfig(WorkerConfig):
         default=False,
         description="also take the server's readOnlyHint annotations for read_only_tools (only "
         "for a server you trust: a server's annotations are its own claims)",
+    )
+    trusted: bool = Field(
+        default=False,
+        description="what the server returns is as trusted as the application (your own server):"
+        " its results are not labelled untrusted, and its readOnlyHint annotations say a tool"
+        " changes nothing",
     )
     timeout: float = Field(default=60.0, gt=0, le=3600, description="seconds one call may take")
     connect_timeout: float = Field(

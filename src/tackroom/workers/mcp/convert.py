@@ -45,10 +45,15 @@ def tool_traits(tool: types.Tool, config: ServerConfig) -> ToolTraits:
     ``idempotent`` when read-only or annotated ``idempotentHint`` (it only lets the orchestrator
     retry a call that failed with a transient error). A read-only tool may run beside other calls;
     anything else runs alone.
+
+    Its results are untrusted unless the server is ``trusted``; a call is ``external`` (the server
+    sees its arguments) unless the tool is read-only or a ``trusted`` server hints it is: an
+    untrusted server's own claim never lifts the flow rules that watch what leaves.
     """
     hints = tool.annotations
-    read_only = matches_any(tool.name, config.read_only_tools) or bool(
-        config.trust_read_only_hints and hints is not None and hints.read_only_hint
+    hinted = bool(hints is not None and hints.read_only_hint)
+    read_only = matches_any(tool.name, config.read_only_tools) or (
+        config.trust_read_only_hints and hinted
     )
     idempotent = read_only or bool(hints is not None and hints.idempotent_hint)
     return ToolTraits(
@@ -56,6 +61,8 @@ def tool_traits(tool: types.Tool, config: ServerConfig) -> ToolTraits:
         parallel=read_only,
         read_only=read_only,
         timeout=config.timeout + TIMEOUT_MARGIN,
+        untrusted_output=not config.trusted,
+        side_effect="none" if read_only or (config.trusted and hinted) else "external",
     )
 
 

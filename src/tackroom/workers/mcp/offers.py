@@ -10,6 +10,7 @@ import mcp_types as types
 from mcp import Client
 
 from tackroom.contracts.mcp import (
+    MCP_RESOURCES_READ,
     NOT_SUPPORTED,
     UNKNOWN_SERVER,
     GetPromptRequest,
@@ -25,6 +26,7 @@ from tackroom.contracts.mcp import (
     ServersRequest,
     ServersResponse,
 )
+from tackroom.contracts.provenance import untrusted_label
 from tackroom.contracts.tools import CallContext
 from tackroom.engine.errors import FunctionError
 from tackroom.workers.mcp.convert import (
@@ -129,7 +131,12 @@ class Offers:
 
         result = await link.request(f"reading {request.uri}", read)
         return ReadResourceResponse(
-            server=link.name, uri=request.uri, contents=resource_contents(result)
+            server=link.name,
+            uri=request.uri,
+            contents=resource_contents(result),
+            label=None
+            if link.config.trusted
+            else untrusted_label(MCP_RESOURCES_READ.id, f"mcp:{link.name}"),
         )
 
     async def list_prompts(

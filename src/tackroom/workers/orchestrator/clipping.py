@@ -19,6 +19,7 @@ from tackroom.contracts.messages import (
     FunctionResultMessage,
     ImageBlock,
     TextBlock,
+    UserMessage,
 )
 from tackroom.contracts.results import RESULTS_READ
 from tackroom.workers.orchestrator.record import ToolOffer
@@ -80,9 +81,13 @@ class ResultLimits:
     default: int
     table: tuple[tuple[str, int], ...]
     reader: str
+    hide_untrusted: bool = False
+    """Planned mode: an untrusted result reaches the model as a handle, never as text."""
 
     @classmethod
-    def of_tools(cls, tools: Sequence[ToolOffer], *, default_limit: int) -> ResultLimits:
+    def of_tools(
+        cls, tools: Sequence[ToolOffer], *, default_limit: int, hide_untrusted: bool = False
+    ) -> ResultLimits:
         table = tuple(
             sorted(
                 (tool.function_id, tool.traits.max_result_chars)
@@ -91,7 +96,7 @@ class ResultLimits:
             )
         )
         reader = next((t.name for t in tools if t.function_id == RESULTS_READ.id), RESULTS_READ.id)
-        return cls(default_limit, table, reader)
+        return cls(default_limit, table, reader, hide_untrusted)
 
     def limit_of(self, function_id: str) -> int:
         return next((limit for fid, limit in self.table if fid == function_id), self.default)
@@ -127,14 +132,46 @@ def clip_transcript(
 
 
 def clip_message(
-    entry_id: str, message: AgentMessage, *, limit_of: Callable[[str], int], reader: str
+    entry_id: str,
+    message: AgentMessage,
+    *,
+    limit_of: Callable[[str], int],
+    reader: str,
+    hide_untrusted: bool = False,
 ) -> AgentMessage:
-    """``message`` as the model reads it: a result over its limit clipped, anything else as is."""
+    """``message`` as the model reads it: a result over its limit clipped, an untrusted one a
+    handle when ``hide_untrusted``, anything else as is."""
+    if hide_untrusted and hidden(message):
+        return handle_of(entry_id, message)
     if isinstance(message, FunctionResultMessage) and message.function_id != RESULTS_READ.id:
         limit = max(limit_of(message.function_id), MIN_RESULT_CHARS)
         if result_size(message) > limit:
             return _clipped(message, entry_id=entry_id, limit=limit, reader=reader)
     return message
+
+
+def hidden(message: AgentMessage) -> bool:
+    """Is ``message`` what planned mode shows only as a handle: untrusted free text (values a
+    quarantined reader typed are shown)?"""
+    label = getattr(message, "label", None)
+    return label is not None and label.untrusted and not label.typed
+
+
+def handle_of(entry_id: str, message: AgentMessage) -> AgentMessage:
+    """The stand-in planned mode shows for untrusted ``message``: where it is, how long, from
+    where, and how to read values out of it."""
+    label = getattr(message, "label", None)
+    origins = ", ".join(label.origins) if label is not None and label.origins else "a tool"
+    size = len(result_text(message)) if isinstance(message, FunctionResultMessage) else 0
+    chars = f"{size:,} characters" if size else "text"
+    text = (
+        f"[untrusted content from {origins}: {chars} in entry {entry_id}, not shown (planned"
+        " mode). To use a value from it, call quarantine__extract with this entry_id and a"
+        " schema of the values you need.]"
+    )
+    if isinstance(message, FunctionResultMessage):
+        return message.model_copy(update={"content": [TextBlock(text=text)], "details": None})
+    return UserMessage.text(text)
 
 
 def _clipped(

@@ -48,10 +48,16 @@ from tackroom.kit.context import (
     summary_message,
     window_and_reserve,
 )
-from tackroom.workers.orchestrator.clipping import ResultLimits, clip_message
+from tackroom.workers.orchestrator.clipping import (
+    ResultLimits,
+    clip_message,
+    handle_of,
+    hidden,
+)
 from tackroom.workers.orchestrator.models import ModelInfoCache
 from tackroom.workers.orchestrator.recall import recall
 from tackroom.workers.orchestrator.record import ToolOffer, TurnRecord
+from tackroom.workers.orchestrator.sentprompt import Origins, PathSources
 from tackroom.workers.orchestrator.transcript import PathView, SessionsClient
 
 __all__ = ["Assembled", "ContextAssembler", "context_overflow", "mark_span"]
@@ -69,6 +75,8 @@ class Assembled:
     decision: ContextAssembledData | None = None
     overflow: str | None = None
     """Why the context cannot fit, in words a person can act on."""
+    origins: Origins | None = None
+    """Where each message comes from on the path (what the call's record refers to)."""
 
 
 @dataclass(slots=True)
@@ -86,6 +94,7 @@ class _Derived:
     compaction: int | None = None
     compaction_id: str | None = None
     details: CompactionDetails | None = None
+    sources: PathSources = field(default_factory=PathSources)
 
     def span(self, start: int, end: int) -> int:
         return self.totals[end] - self.totals[start]
@@ -129,10 +138,10 @@ class ContextAssembler:
             )
         derived = await self._derive(record)
         fixed = len(record.system_prompt) + self._tools_chars(record.tools)
-        messages, history, pinned = _sequence(derived)
+        messages, history, pinned, origins = _sequence(derived)
         window = await self._window(record, settings)
         if window is None:
-            return Assembled(messages, fixed + history, model_key)
+            return Assembled(messages, fixed + history, model_key, origins=origins)
         window_tokens, reserve = window
         budget = window_tokens - reserve
         compacted = False
@@ -142,7 +151,7 @@ class ContextAssembler:
                 return Assembled(messages, fixed + history, model_key, overflow=problem)
             compacted = True
             derived = await self._derive(record)
-            messages, history, pinned = _sequence(derived)
+            messages, history, pinned, origins = _sequence(derived)
         estimated = self.estimator.tokens(fixed + history, model_key)
         decision = ContextAssembledData(
             message_id=record.entry_id(f"t{record.turn_count + 1}-a"),
@@ -168,7 +177,7 @@ class ContextAssembler:
                 + ("" if settings.compact else "; compaction is off for this agent")
                 + ": raise context_window_limit, lower keep_last or unpin large entries"
             )
-        return Assembled(messages, fixed + history, model_key, decision, overflow)
+        return Assembled(messages, fixed + history, model_key, decision, overflow, origins)
 
     def observe(self, assembled: Assembled, usage: Usage) -> None:
         """Calibrate the estimate with what the provider counted for this call."""
@@ -230,7 +239,11 @@ class ContextAssembler:
 
     async def _derive(self, record: TurnRecord) -> _Derived:
         view = await self._sessions.view(record.session_id)
-        limits = ResultLimits.of_tools(record.tools, default_limit=self._default_limit)
+        limits = ResultLimits.of_tools(
+            record.tools,
+            default_limit=self._default_limit,
+            hide_untrusted=record.mode == "planned",
+        )
         pinned = _pins(view, self.settings(record))
         derived = self._derived.get(record.session_id)
         if (
@@ -270,9 +283,12 @@ def _extend(derived: _Derived, view: PathView) -> None:
             derived.compaction, derived.compaction_id = position, entry_id
             derived.details = details
             read: AgentMessage = summary_message(message)
+            if derived.limits.hide_untrusted and hidden(message):
+                read = handle_of(entry_id, message)
         else:
             read = _as_read(entry_id, message, view.pinned, derived.limits)
         derived.read.append(read)
+        derived.sources.add(entry_id, rendered=read is not message)
         size = 0 if isinstance(read, CustomMessage) else message_chars(read)
         derived.sizes.append(size)
         derived.totals.append(derived.totals[-1] + size)
@@ -286,7 +302,13 @@ def _as_read(
         if message.custom_type in _RENDERED_CUSTOM or entry_id in pinned:
             return UserMessage(content=list(message.content))
         return message  # an application's note: providers skip it
-    return clip_message(entry_id, message, limit_of=limits.limit_of, reader=limits.reader)
+    return clip_message(
+        entry_id,
+        message,
+        limit_of=limits.limit_of,
+        reader=limits.reader,
+        hide_untrusted=limits.hide_untrusted,
+    )
 
 
 def _pins(view: PathView, settings: ContextSettings) -> tuple[str, ...]:
@@ -325,15 +347,23 @@ def _carried(derived: _Derived, start: int) -> list[int]:
     )
 
 
-def _sequence(derived: _Derived) -> tuple[list[AgentMessage], int, int]:
-    """The messages to send, their size, and how many pinned entries they carry."""
+def _sequence(derived: _Derived) -> tuple[list[AgentMessage], int, int, Origins]:
+    """The messages to send, their size, how many pinned entries they carry, and where each
+    comes from on the path."""
     end = len(derived.read)
     pinned_here = sum(1 for e in derived.pinned if e in derived.index)
     if derived.compaction is None:
-        return derived.read[:end], derived.totals[end], pinned_here
+        origins = Origins(derived.sources, [range(end)])
+        return derived.read[:end], derived.totals[end], pinned_here, origins
     compaction = derived.compaction
     start = _kept_start(derived)
     carried = _carried(derived, start)
+    segments = [
+        *(range(position, position + 1) for position in carried),
+        range(compaction, compaction + 1),
+        range(start, compaction),
+        range(compaction + 1, end),
+    ]
     messages = [derived.read[i] for i in carried]
     messages.append(derived.read[compaction])
     messages.extend(derived.read[start:compaction])
@@ -344,7 +374,7 @@ def _sequence(derived: _Derived) -> tuple[list[AgentMessage], int, int]:
         + derived.span(start, compaction)
         + derived.span(compaction + 1, end)
     )
-    return messages, size, pinned_here
+    return messages, size, pinned_here, Origins(derived.sources, segments)
 
 
 def context_overflow(reason: str) -> AssistantMessage:

@@ -59,6 +59,7 @@ def child_ended(call: CallState, outcome: SubagentOutcome) -> ChildEnded:
         if outcome.output is not None:
             shown = json.dumps(outcome.output, ensure_ascii=False)
         result = text_result(call, shown, details=details)
+    result.label = outcome.label
     return ChildEnded(
         result=result,
         ended=SubagentEndedData(

@@ -20,7 +20,8 @@ from typing import Any
 from pydantic import ValidationError
 
 from tackroom.contracts.messages import FunctionResultMessage, TextBlock
-from tackroom.contracts.tools import CALL_CONTEXT_KEY, TRANSIENT_ERROR_CODES, CallContext
+from tackroom.contracts.provenance import Label
+from tackroom.contracts.tools import TRANSIENT_ERROR_CODES
 from tackroom.engine.errors import (
     EngineUnavailable,
     FunctionNotFound,
@@ -33,6 +34,7 @@ from tackroom.engine.jsonvalue import MAX_CONTENT_DEPTH, MAX_VALUE_BYTES, to_jso
 from tackroom.engine.protocol import Engine, StateEntry
 from tackroom.kit.genai import tool_call_span
 from tackroom.workers.orchestrator.callevents import Emit, emit_call_end, emit_call_start
+from tackroom.workers.orchestrator.flow import FlowIndex, result_label, returned_label
 from tackroom.workers.orchestrator.gate import Gate, denial
 from tackroom.workers.orchestrator.planning import error_result
 from tackroom.workers.orchestrator.record import CallState, ToolOffer, TurnRecord
@@ -61,22 +63,27 @@ class Dispatcher:
         gate: Gate,
         call_timeout: float,
         subagents: Subagents,
+        flows: FlowIndex,
         tool_retries: int = 1,
     ) -> None:
         self._engine = engine
         self.gate = gate
+        self._flows = flows
         self._call_timeout = call_timeout
         self._pauses = TOOL_RETRY_PAUSES[:tool_retries]
         self._subagents = subagents
 
     async def run_batch(self, record: TurnRecord, emit: Emit) -> CallsSettled:
-        """Gate and run every open call; parallel-safe ones together, the rest in order."""
+        """Gate and run every open call; parallel-safe ones together, the rest in order. Each
+        call is decided and run knowing what the context the model asked from held."""
         results: dict[str, FunctionResultMessage] = {}
         parked: dict[str, str] = {}
         runnable: list[tuple[CallState, ToolOffer, StateEntry | None]] = []
-        for call in record.calls:
-            if call.status not in ("pending", "approved"):
-                continue
+        open_calls = [call for call in record.calls if call.status in ("pending", "approved")]
+        flow = await self._flows.context(record.session_id) if open_calls else None
+        label = None if flow is None else flow.label
+        external = 0
+        for call in open_calls:
             tool = record.tool(call.tool_name)
             if tool is None:
                 results[call.id] = error_result(call, f"tool {call.tool_name!r} is not offered")
@@ -84,7 +91,9 @@ class Dispatcher:
             ledger = await self._engine.get_state(LEDGER_SCOPE, _ledger_key(record, call))
             # A call in the ledger passed the gate before a crash: it is not decided again.
             if call.status == "pending" and ledger is None:
-                decision = await self.gate.check(record, call, emit)
+                decision = await self.gate.check(
+                    record, call, emit, flow=flow, external_allowed=external
+                )
                 if decision.decision == "deny":
                     results[call.id] = denial(call, decision)
                     continue
@@ -92,12 +101,15 @@ class Dispatcher:
                     parked[call.id] = decision.reason or "needs approval"
                     continue
             runnable.append((call, tool, ledger))
+            external += tool.traits.effect == "external"
         children = [(call, tool) for call, tool, _ in runnable if tool.traits.subagent]
         runnable = [item for item in runnable if not item[1].traits.subagent]
-        waiting = await self._subagents.start_all(record, children, emit, results)
+        waiting = await self._subagents.start_all(
+            record, children, emit, results, context_label=label
+        )
 
         async def run(call: CallState, tool: ToolOffer, ledger: StateEntry | None) -> None:
-            results[call.id] = await self._run_once(record, call, tool, ledger, emit)
+            results[call.id] = await self._run_once(record, call, tool, ledger, emit, label)
 
         parallel = [item for item in runnable if item[1].traits.parallel]
         if parallel:
@@ -116,11 +128,12 @@ class Dispatcher:
         tool: ToolOffer,
         entry: StateEntry | None,
         emit: Emit,
+        label: Label | None,
     ) -> FunctionResultMessage:
         key = _ledger_key(record, call)
         if entry is None:
             if await self._claim(key, lambda: emit_call_start(emit, call)):
-                return await self._invoke_and_record(record, call, tool, key, emit)
+                return await self._invoke_and_record(record, call, tool, key, emit, label)
             entry = await self._engine.get_state(LEDGER_SCOPE, key)
         assert entry is not None
         if entry.value.get("status") == "done":
@@ -131,7 +144,7 @@ class Dispatcher:
             return done
         if tool.traits.idempotent:
             await emit_call_start(emit, call)
-            return await self._invoke_and_record(record, call, tool, key, emit)
+            return await self._invoke_and_record(record, call, tool, key, emit, label)
         unknown = error_result(
             call,
             f"The outcome of this call is unknown: {tool.function_id} started but the harness"
@@ -179,7 +192,13 @@ class Dispatcher:
             return entry is not None and entry.value.get("token") == token
 
     async def _invoke_and_record(
-        self, record: TurnRecord, call: CallState, tool: ToolOffer, key: str, emit: Emit
+        self,
+        record: TurnRecord,
+        call: CallState,
+        tool: ToolOffer,
+        key: str,
+        emit: Emit,
+        label: Label | None,
     ) -> FunctionResultMessage:
         started = time.perf_counter()
         with tool_call_span(
@@ -189,11 +208,14 @@ class Dispatcher:
             arguments=call.arguments,
             session_id=record.session_id,
         ) as span:
-            result = await self._invoke(record, call, tool)
+            result = await self._invoke(record, call, tool, label)
             span.finished(result)
-        # Hooks transform before the ledger stores the result: a redacted value is never kept.
+        # Hooks transform before the ledger stores the result: a redacted value is never kept;
+        # nor can a hook drop the label the result came with.
+        labelled = result.label
         result = await self.gate.after_call(record, call, result)
         result = _keepable(call, tool, result)
+        result.label = result_label(tool.function_id, tool.traits, labelled, result.label)
         duration_ms = round((time.perf_counter() - started) * 1000, 3)
         done = {
             "status": "done",
@@ -225,15 +247,9 @@ class Dispatcher:
         await _retrying_write(unit)
 
     async def _invoke(
-        self, record: TurnRecord, call: CallState, tool: ToolOffer
+        self, record: TurnRecord, call: CallState, tool: ToolOffer, label: Label | None
     ) -> FunctionResultMessage:
-        context = CallContext(
-            session_id=record.session_id,
-            function_call_id=call.id,
-            run_id=record.run_id,
-            principal=record.principal,
-        )
-        payload = {**call.arguments, CALL_CONTEXT_KEY: context.model_dump()}
+        payload = record.call_payload(call, context_label=label)
         pauses = self._pauses if tool.traits.idempotent else ()
         attempt = 1
         limit = call_limit(tool.traits.timeout, self._call_timeout, record.tool_timeout)
@@ -266,7 +282,10 @@ class Dispatcher:
             return error_result(
                 call, message, details=_failure(exc.remote_code, attempt)
             ), transient
-        return _as_result(call, tool, value), False
+        value, returned = returned_label(value)
+        result = _as_result(call, tool, value)
+        result.label = result_label(tool.function_id, tool.traits, returned, result.label)
+        return result, False
 
 
 def call_limit(own: float | None, default: float, run: float | None) -> float:
@@ -335,6 +354,7 @@ def _as_result(call: CallState, tool: ToolOffer, value: Any) -> FunctionResultMe
                 content=value["content"],
                 is_error=bool(value.get("is_error", False)),
                 details=value.get("details"),
+                label=value.get("label"),
                 **when,
             )
         except ValidationError:

@@ -41,6 +41,7 @@ from tackroom.workers.orchestrator.modelcall import HookBlocked, ModelCall
 from tackroom.workers.orchestrator.outbox import frame_of, with_outbox
 from tackroom.workers.orchestrator.provision import Provisioner
 from tackroom.workers.orchestrator.record import TURNS_SCOPE, OutboxAppend, TurnRecord
+from tackroom.workers.orchestrator.sentprompt import PromptRecorder, Sent
 from tackroom.workers.orchestrator.spans import step_span
 from tackroom.workers.orchestrator.spend import BudgetGuard
 from tackroom.workers.orchestrator.subagents import Subagents
@@ -92,6 +93,7 @@ class Driver:
         self._subagents = subagents
         self._budget = budget
         self._events = EventEmitter(engine)
+        self._prompts = PromptRecorder(engine)
         self._extension = visibility_extension
         self._held: dict[str, _Held] = {}
 
@@ -302,8 +304,9 @@ class Driver:
         async def aborted() -> bool:
             return self._aborts.requested(record.session_id, record.run_id)
 
+        sent = Sent()
         message = await self._model.call(
-            record, messages, emit, attempt=attempt, abort_requested=aborted
+            record, messages, emit, attempt=attempt, abort_requested=aborted, sent=sent
         )
         self._context.observe(assembled, message.usage)
         if isinstance(message, HookBlocked):
@@ -316,7 +319,10 @@ class Driver:
             reason = await self._abort_reason(record)
             if reason is not None:  # run::abort closed the stream: end as any abort does
                 return AbortRequested(reason)
-        return AssistantCompleted(message)
+        prompt = await self._prompts.record(
+            record.session_id, sent, assembled=messages, origins=assembled.origins
+        )
+        return AssistantCompleted(message, sent=prompt)
 
     async def _observe(self, topic: str, payload: dict[str, Any]) -> None:
         """Observing hooks: nothing at all when nobody subscribes; failures never stop a turn."""

@@ -1,6 +1,6 @@
 """What the orchestrator forgets of a deleted session: its turn record, finished runs kept for
-replay, call ledger, abort request, its subagents' outcomes and its ``agent::events`` /
-``agent::turn_end`` groups."""
+replay, call ledger, abort request, its subagents' outcomes, the parts of its model calls' prompts
+and its ``agent::events`` / ``agent::turn_end`` groups."""
 
 from __future__ import annotations
 
@@ -8,6 +8,7 @@ from typing import Any
 
 from tackroom.contracts.agents import OUTCOMES_SCOPE
 from tackroom.contracts.events import EVENTS, TURN_END
+from tackroom.contracts.modelprompts import PROMPTS_SCOPE
 from tackroom.kit.forgetting import delete_keys
 from tackroom.runtime.worker import WorkerContext
 from tackroom.workers.orchestrator.aborts import ABORT_SCOPE
@@ -28,4 +29,5 @@ async def forget_session(ctx: WorkerContext[Any], session_id: str) -> dict[str, 
         "events": await engine.delete_group(EVENTS.name, session_id),
         "turn_end": await engine.delete_group(TURN_END.name, session_id),
         "subagent_outcomes": await delete_keys(ctx, OUTCOMES_SCOPE, prefix=own),
+        "model_prompts": await delete_keys(ctx, PROMPTS_SCOPE.name, prefix=own),
     }

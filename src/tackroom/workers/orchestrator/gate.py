@@ -32,12 +32,14 @@ from tackroom.contracts.events import GateDecidedData
 from tackroom.contracts.hooks import AFTER_FUNCTION_CALL, BEFORE_FUNCTION_CALL
 from tackroom.contracts.messages import FunctionResultMessage
 from tackroom.contracts.policy import CHECK_PERMISSIONS, CheckRequest, protected_by
-from tackroom.contracts.tools import OnPolicyError
+from tackroom.contracts.tools import OnPolicyError, ToolTraits
 from tackroom.engine.errors import EngineError
 from tackroom.engine.protocol import Engine
 from tackroom.kit.hooks.publish import HookSubscriptions
 from tackroom.runtime.typed import describe_validation_error
 from tackroom.workers.orchestrator.callevents import Emit, function_of
+from tackroom.workers.orchestrator.flow import ContextFlow
+from tackroom.workers.orchestrator.planned import PLAN_READERS
 from tackroom.workers.orchestrator.planning import error_result
 from tackroom.workers.orchestrator.record import CallState, ToolOffer, TurnRecord
 
@@ -56,6 +58,8 @@ DecidedBy = Literal[
     "tool",
     "mode",
     "permission",
+    "cap",
+    "plan",
 ]
 _LOOKING_MODES = ("plan", "ask")
 """Modes in which the run only looks: a call that is not ``read_only`` is denied."""
@@ -83,21 +87,36 @@ class Gate:
         timeout: float,
         hooks: HookSubscriptions | None,
         on_error: OnPolicyError = "deny",
+        max_external_calls: int | None = None,
     ) -> None:
         self._engine = engine
         self._on_error = on_error
+        self._external_cap = max_external_calls
         self._policy = None if policy_function is None else CHECK_PERMISSIONS.at(policy_function)
         self._approvals = None if approvals_function is None else REQUEST.at(approvals_function)
         self._policy_timeout = timeout
         self._hooks = hooks
 
-    async def check(self, record: TurnRecord, call: CallState, emit: Emit) -> GateDecision:
-        """Hooks, policy, then (for ``needs_approval``) approvals; recorded as an event."""
+    async def check(
+        self,
+        record: TurnRecord,
+        call: CallState,
+        emit: Emit,
+        *,
+        flow: ContextFlow | None = None,
+        external_allowed: int = 0,
+    ) -> GateDecision:
+        """Hooks, policy, then (for ``needs_approval``) approvals; recorded as an event. The
+        policy is told the call's flow facts from ``flow``, the context the model read;
+        ``external_allowed`` counts this batch's external calls already let through (the
+        run's cap counts them with the ones it made before)."""
         blocked = await self._before_hooks(record, call)
         tool = record.tool(call.tool_name)
         asks = tool is not None and tool.traits.requires_approval
         if blocked is None:
-            blocked = _builtin_denial(record, tool)
+            blocked = _builtin_denial(record, tool) or self._over_cap(
+                record, tool, external_allowed
+            )
         if blocked is not None:
             decision = blocked
         elif self._policy is None and self._approvals is None and not asks:
@@ -105,7 +124,7 @@ class Gate:
         elif self._policy is None and asks:
             decision = GateDecision("needs_approval", "tool", "this tool asks before every call")
         else:
-            decision = await self._policy_check(record, call, tool)
+            decision = await self._policy_check(record, call, tool, flow)
             if asks and decision.decision == "allow":
                 decision = GateDecision(
                     "needs_approval", "tool", "this tool asks before every call"
@@ -225,11 +244,28 @@ class Gate:
                 await RESOLVE.send(self._engine, request, timeout=self._policy_timeout)
 
     async def _policy_check(
-        self, record: TurnRecord, call: CallState, tool: ToolOffer | None
+        self,
+        record: TurnRecord,
+        call: CallState,
+        tool: ToolOffer | None,
+        flow: ContextFlow | None,
     ) -> GateDecision:
         if self._policy is None:
             return GateDecision("needs_approval", "default", "no policy: every call asks")
         principal = record.principal
+        facts = None
+        if flow is not None:
+            traits = ToolTraits() if tool is None else tool.traits
+            facts = flow.facts(
+                call.arguments,
+                traits,
+                system=record.system_prompt,
+                hidden=record.mode == "planned",
+            )
+            if facts.context_untrusted:
+                trace.get_current_span().set_attribute(
+                    "tackroom.flow.untrusted_sources", facts.untrusted_sources
+                )
         try:
             request = CheckRequest(
                 function_id=call.function_id,
@@ -239,6 +275,7 @@ class Gate:
                 roles=[] if principal is None else list(principal.roles),
                 required_permission=None if tool is None else tool.traits.required_permission,
                 tenant=None if principal is None else principal.tenant,
+                flow=facts,
             )
         except ValidationError as exc:
             return _unavailable(f"invalid request: {describe_validation_error(exc)}")
@@ -277,6 +314,21 @@ class Gate:
             f"the policy check failed, and {source} is allow, so the call is allowed: {why}",
         )
 
+    def _over_cap(
+        self, record: TurnRecord, tool: ToolOffer | None, batch: int
+    ) -> GateDecision | None:
+        cap = self._external_cap
+        if cap is None or tool is None or tool.traits.effect != "external":
+            return None
+        if record.external_calls + batch < cap:
+            return None
+        return GateDecision(
+            "deny",
+            "cap",
+            f"this run has made {cap} calls with external effects, its limit"
+            f" (max_external_calls): {tool.function_id} does not run; start a new run to go on",
+        )
+
 
 def _builtin_denial(record: TurnRecord, tool: ToolOffer | None) -> GateDecision | None:
     """The checks no configuration turns off: the run's mode, and the tool's permission."""
@@ -288,6 +340,15 @@ def _builtin_denial(record: TurnRecord, tool: ToolOffer | None) -> GateDecision 
             "mode",
             f"{record.mode} mode: {tool.function_id} may change something, and in {record.mode}"
             " mode only read-only tools run (start the run in agent mode to let it act)",
+        )
+    if record.plan is not None and tool.function_id not in {*record.plan, *PLAN_READERS}:
+        return GateDecision(
+            "deny",
+            "plan",
+            f"{tool.function_id} is not in this run's plan, fixed from the request before"
+            " anything untrusted was read (planned mode): only "
+            + (", ".join(record.plan) or "the readers")
+            + " may run; start a new run for anything else",
         )
     needed = tool.traits.required_permission
     if needed is None:

@@ -37,6 +37,7 @@ from tackroom.kit.live import NO_LIVE, LiveSink
 from tackroom.workers.orchestrator.dispatch import Emit
 from tackroom.workers.orchestrator.models import ModelInfoCache
 from tackroom.workers.orchestrator.record import TurnRecord
+from tackroom.workers.orchestrator.sentprompt import Sent
 from tackroom.workers.orchestrator.streaming import (
     ModelCaller,
     Streamed,
@@ -120,12 +121,17 @@ class ModelCall:
         *,
         attempt: int = 1,
         abort_requested: AbortCheck | None = None,
+        sent: Sent | None = None,
     ) -> AssistantMessage | HookBlocked:
+        """The answer; ``sent`` (when given) is told what the answering try was sent."""
         turn = record.turn_count + 1
         ids = CallIds(record.session_id, record.run_id, turn, record.provider, record.model)
-        request = await self._hooks.before(ids, base_request(record, messages))
+        base = base_request(record, messages)
+        request = await self._hooks.before(ids, base)
         if isinstance(request, HookBlocked):
             return request
+        sent = Sent() if sent is None else sent
+        sent.run_tools = record.tools if request is base else None
         hold_back = self._hooks.listening(AFTER_MODEL_CALL)
         live = NO_LIVE if hold_back else self._caller.live(record)
         chain = [(record.provider, record.model)]
@@ -140,6 +146,7 @@ class ModelCall:
                 message_id=message_id,
                 abort_requested=abort_requested,
                 output=record.output,
+                sent=sent,
             )
             message = tried.streamed.message
             following = chain[position + 1] if position + 1 < len(chain) else None
@@ -179,6 +186,7 @@ class ModelCall:
         *,
         message_id: str,
         abort_requested: AbortCheck | None,
+        sent: Sent,
         output: OutputSpec | None = None,
     ) -> _Try:
         if model != request.model:
@@ -186,12 +194,18 @@ class ModelCall:
         if output is not None:
             request = await self._asking_for(provider, model, request, output)
         if await self._profiles.tool_calling(provider) == "native":
+            sent.sending(request, system_prompt=request.system_prompt)
             streamed = await self._caller.stream(
                 provider, request, live, message_id=message_id, abort_requested=abort_requested
             )
             return _Try(streamed, streamed.shown)
         return await self._in_text(
-            provider, request, live, message_id=message_id, abort_requested=abort_requested
+            provider,
+            request,
+            live,
+            message_id=message_id,
+            abort_requested=abort_requested,
+            sent=sent,
         )
 
     async def _asking_for(
@@ -212,6 +226,7 @@ class ModelCall:
         *,
         message_id: str,
         abort_requested: AbortCheck | None,
+        sent: Sent,
     ) -> _Try:
         """Tools in the prompt, calls read from the answer, a correction when one is unreadable."""
         names = [tool.name for tool in request.tools]
@@ -225,6 +240,12 @@ class ModelCall:
         )
         shown, usage = False, Usage()
         for correction in range(self._corrections + 1):
+            sent.sending(
+                request,
+                system_prompt=prompt,
+                tool_calling="text",
+                appended=text_request.messages[len(history) :],
+            )
             streamed = await self._caller.stream(
                 provider,
                 text_request,

@@ -81,7 +81,7 @@ def _by_reference(
         message_of = appended.get(id(data.message))
         if message_of is not None:
             stripped = MessageCompleteData.model_construct(
-                message_id=data.message_id, message=_STAND_IN
+                message_id=data.message_id, message=_STAND_IN, sent=data.sent
             )
             return stripped, message_of, None
     if isinstance(data, TurnEndData) and data.function_results:

@@ -19,6 +19,7 @@ import logging
 import os
 import re
 from collections.abc import Callable, Sequence
+from dataclasses import replace
 from importlib import resources
 from pathlib import Path
 from stat import S_ISREG
@@ -32,6 +33,7 @@ from tackroom.contracts.tools import NEVER_OFFERED, traits_of
 from tackroom.contracts.turn import Mode
 from tackroom.engine.errors import EngineError
 from tackroom.engine.protocol import Engine, FunctionInfo
+from tackroom.workers.orchestrator.planned import Planner
 from tackroom.workers.orchestrator.record import ToolOffer, TurnRecord
 from tackroom.workers.orchestrator.transition import Provisioned
 
@@ -78,8 +80,10 @@ class Provisioner:
         instruction_files: Sequence[str] = ("AGENTS.md",),
         max_instruction_chars: int = 64_000,
         index_timeout: float = 2.0,
+        planner: Planner | None = None,
     ) -> None:
         self._engine = engine
+        self._planner = planner
         self._cwd = cwd
         self._instruction_files = tuple(instruction_files)
         self._max_instruction_chars = max_instruction_chars
@@ -87,6 +91,14 @@ class Provisioner:
         self._instructions: tuple[_FileStamps, list[str]] | None = None
 
     async def provision(self, record: TurnRecord) -> Provisioned:
+        """The run's tools and system prompt; in ``planned`` mode, its plan too."""
+        provisioned = await self._prompt_and_tools(record)
+        if record.mode != "planned" or self._planner is None:
+            return provisioned
+        plan, usage = await self._planner.plan(record, provisioned.tools)
+        return replace(provisioned, plan=plan, plan_usage=usage)
+
+    async def _prompt_and_tools(self, record: TurnRecord) -> Provisioned:
         catalog = await self._engine.list_functions()
         tools = offered_tools(catalog, record.tool_patterns)
         if record.system_prompt_override is not None:

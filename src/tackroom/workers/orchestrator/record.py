@@ -19,7 +19,8 @@ from tackroom.contracts.messages import (
     Usage,
 )
 from tackroom.contracts.principal import Principal
-from tackroom.contracts.tools import ToolTraits
+from tackroom.contracts.provenance import Label
+from tackroom.contracts.tools import CALL_CONTEXT_KEY, CallContext, OfferedTool
 from tackroom.contracts.turn import (
     Mode,
     ModelRef,
@@ -65,14 +66,8 @@ class _Model(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
 
-class ToolOffer(_Model):
+class ToolOffer(OfferedTool):
     """A function offered to the model in this run, under a model-safe tool ``name``."""
-
-    name: str
-    function_id: str
-    description: str = ""
-    parameters: dict[str, Any] = Field(default_factory=dict)
-    traits: ToolTraits = Field(default_factory=ToolTraits)
 
 
 class CallState(_Model):
@@ -178,6 +173,13 @@ class TurnRecord(_Model):
         default=None, description="a child run's latest answer, told to its parent when it ends"
     )
     calls: list[CallState] = Field(default_factory=list)
+    plan: list[str] | None = Field(
+        default=None,
+        description="planned mode: the function ids the run may call, fixed at provisioning",
+    )
+    external_calls: int = Field(
+        default=0, description="calls of tools with external effects this run made (the cap)"
+    )
     call_counts: dict[str, int] = Field(
         default_factory=dict, description="times each (function, arguments) was called"
     )
@@ -246,6 +248,21 @@ class TurnRecord(_Model):
 
     def tool(self, name: str) -> ToolOffer | None:
         return next((tool for tool in self.tools if tool.name == name), None)
+
+    def call_payload(
+        self, call: CallState, *, context_label: Label | None = None
+    ) -> dict[str, Any]:
+        """What ``call``'s function is triggered with: the model's arguments and, under
+        ``_call``, the context of the call in this run (with the label of what the model had
+        read, when it was not all trusted)."""
+        context = CallContext(
+            session_id=self.session_id,
+            function_call_id=call.id,
+            run_id=self.run_id,
+            principal=self.principal,
+            context_label=context_label,
+        )
+        return {**call.arguments, CALL_CONTEXT_KEY: context.model_dump()}
 
     def view(self) -> TurnStateView:
         return TurnStateView(

@@ -8,6 +8,7 @@ active path is searched, so a model never reads another session's entries.
 from __future__ import annotations
 
 from tackroom.contracts.messages import FunctionResultMessage
+from tackroom.contracts.provenance import joined
 from tackroom.contracts.results import (
     ENTRY_NOT_FOUND,
     NOT_A_RESULT,
@@ -49,6 +50,7 @@ class ResultsReader:
             text=page,
             total_chars=len(text),
             next_offset=next_offset,
+            label=joined([message.label]),
         )
 
     async def _result(self, session_id: str, entry_id: str) -> FunctionResultMessage:

@@ -29,7 +29,7 @@ from tackroom.contracts.agents import (
 )
 from tackroom.contracts.events import SubagentStartedData
 from tackroom.contracts.messages import FunctionResultMessage, text_of
-from tackroom.contracts.tools import CALL_CONTEXT_KEY, CallContext
+from tackroom.contracts.provenance import Label
 from tackroom.contracts.turn import RUN_ABORT, RunAbortRequest
 from tackroom.engine.errors import (
     FunctionNotFound,
@@ -40,6 +40,7 @@ from tackroom.engine.errors import (
 from tackroom.engine.protocol import Engine
 from tackroom.workers.orchestrator.callevents import Emit, emit_call_end, emit_call_start
 from tackroom.workers.orchestrator.delegation import ChildEnded, child_ended
+from tackroom.workers.orchestrator.flow import FlowIndex
 from tackroom.workers.orchestrator.planning import error_result, validation_error
 from tackroom.workers.orchestrator.record import CallState, ToolOffer, TurnRecord
 from tackroom.workers.orchestrator.transcript import SessionsClient
@@ -59,10 +60,17 @@ _NOT_NORMAL = {
 
 class Subagents:
     def __init__(
-        self, engine: Engine, *, sessions: SessionsClient, max_fanout: int, timeout: float
+        self,
+        engine: Engine,
+        *,
+        sessions: SessionsClient,
+        flows: FlowIndex,
+        max_fanout: int,
+        timeout: float,
     ) -> None:
         self._engine = engine
         self._sessions = sessions
+        self._flows = flows
         self._max_fanout = max_fanout
         self._timeout = timeout
 
@@ -72,8 +80,12 @@ class Subagents:
         calls: list[tuple[CallState, ToolOffer]],
         emit: Emit,
         results: dict[str, FunctionResultMessage],
+        *,
+        context_label: Label | None = None,
     ) -> dict[str, SubagentStartedData]:
-        """Start every call's child together; a refusal or a failure to start is its result."""
+        """Start every call's child together; a refusal or a failure to start is its result.
+        A child started from a context that held untrusted content starts from a task labelled
+        so (``context_label``)."""
         waiting: dict[str, SubagentStartedData] = {}
         if not calls:
             return waiting
@@ -90,7 +102,7 @@ class Subagents:
 
         async def start(call: CallState, tool: ToolOffer) -> None:
             await emit_call_start(emit, call)
-            outcome = await self._start(record, call, tool)
+            outcome = await self._start(record, call, tool, context_label)
             if isinstance(outcome, FunctionResultMessage):
                 results[call.id] = outcome
                 await emit_call_end(emit, call, outcome)
@@ -103,15 +115,9 @@ class Subagents:
         return waiting
 
     async def _start(
-        self, record: TurnRecord, call: CallState, tool: ToolOffer
+        self, record: TurnRecord, call: CallState, tool: ToolOffer, label: Label | None
     ) -> SubagentStartedData | FunctionResultMessage:
-        context = CallContext(
-            session_id=record.session_id,
-            function_call_id=call.id,
-            run_id=record.run_id,
-            principal=record.principal,
-        )
-        payload = {**call.arguments, CALL_CONTEXT_KEY: context.model_dump()}
+        payload = record.call_payload(call, context_label=label)
         try:
             raw = await self._engine.trigger(tool.function_id, payload, timeout=self._timeout)
             reply = SubagentReply.model_validate(raw)
@@ -212,6 +218,7 @@ class Subagents:
             output=output,
             error=error,
             usage=record.usage,
+            label=(await self._flows.context(record.session_id)).label,
         )
 
     async def _why(self, record: TurnRecord) -> str:

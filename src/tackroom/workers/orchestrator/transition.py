@@ -30,7 +30,9 @@ from tackroom.contracts.messages import (
     TextBlock,
     Usage,
 )
+from tackroom.contracts.modelprompts import SentPrompt
 from tackroom.contracts.turn import TurnError
+from tackroom.kit.hooks.modelcalls import HookBlocked
 from tackroom.workers.orchestrator.callevents import approval_requested, call_ended
 from tackroom.workers.orchestrator.delegation import WAITS, ChildEnded, handoff_in, take_handoff
 from tackroom.workers.orchestrator.guards import (
@@ -45,7 +47,7 @@ from tackroom.workers.orchestrator.planning import (
     plan_calls,
     unique_call_ids,
 )
-from tackroom.workers.orchestrator.record import ToolOffer, TurnRecord
+from tackroom.workers.orchestrator.record import CallState, ToolOffer, TurnRecord
 from tackroom.workers.orchestrator.structured import (
     OUTPUT_INVALID,
     Correct,
@@ -86,11 +88,17 @@ _STOPPING = frozenset({"error", "aborted", "budget_exceeded"})
 class Provisioned:
     system_prompt: str
     tools: list[ToolOffer]
+    plan: list[str] | None = None
+    """``planned`` mode: the function ids the run may call (:mod:`.planned`)."""
+    plan_usage: Usage | None = None
+    """What the planning call cost."""
 
 
 @dataclass(frozen=True, slots=True)
 class AssistantCompleted:
     message: AssistantMessage
+    sent: SentPrompt | None = None
+    """What the model call was sent (by reference), told with the answer."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -101,13 +109,8 @@ class BudgetRefused:
 
 
 @dataclass(frozen=True, slots=True)
-class ModelCallBlocked:
+class ModelCallBlocked(HookBlocked):
     """A ``before_model_call`` or ``after_model_call`` hook stopped the model call."""
-
-    topic: str
-    reason: str
-    blocked_by: str | None = None
-    usage: Usage = field(default_factory=Usage)
 
 
 @dataclass(frozen=True, slots=True)
@@ -235,7 +238,10 @@ def transition(record: TurnRecord, event: StepEvent) -> Transition:
 
 def _apply(r: TurnRecord, event: StepEvent, effects: list[Effect]) -> bool:
     match event:
-        case Provisioned(system_prompt=prompt, tools=tools):
+        case Provisioned(system_prompt=prompt, tools=tools, plan=plan, plan_usage=cost):
+            r.plan = plan
+            if cost is not None:
+                r.usage = r.usage + cost
             # The run's own messages join the session here, in the step the record commits,
             # so a crash inside run::start cannot lose them (entry ids make a re-run harmless).
             if r.initial_messages:
@@ -248,8 +254,8 @@ def _apply(r: TurnRecord, event: StepEvent, effects: list[Effect]) -> bool:
             r.system_prompt = prompt
             r.tools = list(tools)
             r.state = "assistant_streaming"
-        case AssistantCompleted(message=message):
-            _assistant_completed(r, message, effects)
+        case AssistantCompleted(message=message, sent=sent):
+            _assistant_completed(r, message, effects, sent=sent)
         case BudgetRefused(reason=reason):
             _stop_with_note(r, "budget_exceeded", f"Stopped by the budget: {reason}", effects)
         case ModelCallBlocked():
@@ -271,7 +277,13 @@ def _apply(r: TurnRecord, event: StepEvent, effects: list[Effect]) -> bool:
     return True
 
 
-def _assistant_completed(r: TurnRecord, message: AssistantMessage, effects: list[Effect]) -> None:
+def _assistant_completed(
+    r: TurnRecord,
+    message: AssistantMessage,
+    effects: list[Effect],
+    *,
+    sent: SentPrompt | None = None,
+) -> None:
     message = unique_call_ids(message, r.call_ids)
     r.call_ids = [*r.call_ids, *(block.id for block in message.function_calls())]
     r.turn_count += 1
@@ -280,7 +292,8 @@ def _assistant_completed(r: TurnRecord, message: AssistantMessage, effects: list
         r.last_assistant = message
     message_id = r.entry_id(f"t{r.turn_count}-a")
     effects.append(AppendEntries([(message_id, message)]))
-    effects.append(EmitEvent(MessageCompleteData(message_id=message_id, message=message)))
+    complete = MessageCompleteData(message_id=message_id, message=message, sent=sent)
+    effects.append(EmitEvent(complete))
     if message.stop_reason in _STOPPING:
         r.stop_reason = message.stop_reason
         if message.stop_reason == "error":
@@ -308,6 +321,17 @@ def _assistant_completed(r: TurnRecord, message: AssistantMessage, effects: list
     r.state = "function_execute"
 
 
+def _external_run(r: TurnRecord, call: CallState) -> int:
+    """1 when ``call`` was to a tool with external effects and was not refused (it ran, or may
+    have): what the run's cap on external calls counts."""
+    tool = r.tool(call.tool_name)
+    if tool is None or tool.traits.effect != "external" or call.result is None:
+        return 0
+    details = call.result.details
+    refused = isinstance(details, dict) and details.get("status") == "denied"
+    return 0 if refused else 1
+
+
 def _calls_settled(
     r: TurnRecord,
     results: dict[str, FunctionResultMessage],
@@ -318,6 +342,7 @@ def _calls_settled(
     for call in r.calls:
         if call.id in results and call.status != "done":
             call.status, call.result, call.park_reason = "done", results[call.id], None
+            r.external_calls += _external_run(r, call)
         elif call.id in parked and call.status == "pending":
             call.status, call.park_reason = "parked", parked[call.id]
             effects.append(EmitEvent(approval_requested(call, reason=parked[call.id])))

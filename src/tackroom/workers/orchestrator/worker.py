@@ -45,10 +45,13 @@ from tackroom.workers.orchestrator.clipping import DEFAULT_MAX_RESULT_CHARS, MIN
 from tackroom.workers.orchestrator.context import ContextAssembler
 from tackroom.workers.orchestrator.dispatch import Dispatcher
 from tackroom.workers.orchestrator.driver import Driver
+from tackroom.workers.orchestrator.flow import FlowIndex
 from tackroom.workers.orchestrator.forgetting import forget_session
 from tackroom.workers.orchestrator.gate import Gate
+from tackroom.workers.orchestrator.holds import refuse_if_held, serve_holds
 from tackroom.workers.orchestrator.modelcall import ModelCall, ProfileCache
 from tackroom.workers.orchestrator.models import ModelInfoCache
+from tackroom.workers.orchestrator.planned import Planner
 from tackroom.workers.orchestrator.provision import Provisioner
 from tackroom.workers.orchestrator.record import RUNS_SCOPE, TURNS_SCOPE, TurnRecord, runs_key
 from tackroom.workers.orchestrator.results import ResultsReader
@@ -120,6 +123,10 @@ class OrchestratorConfig(WorkerConfig):
     """Corrective model calls a run with an ``output_schema`` gets when its answer does not
     validate (a run's ``output_retries`` overrides it); see ``structured.py`` for the reason."""
     max_subagent_fanout: int = Field(default=8, ge=1, le=256)
+    max_external_calls: int | None = Field(default=50, ge=0)
+    """Calls of tools with external effects (``side_effect: external``: a message sent, a
+    request made) one run may make; past it the gate denies them (``decided_by: cap``). A bound
+    on the damage of a run that containment did not stop. ``None``: no bound."""
     """Subagent calls (``agent::<name>``) one model message may make; the rest are refused."""
     max_deliveries: int = 50
     """Only an engine that is away fails a ``turn-step`` delivery (anything else fails the turn
@@ -149,9 +156,11 @@ class Orchestrator:
         self._sessions = SessionsClient(ctx.engine)
         models = ModelInfoCache(ctx.engine)
         self.results = ResultsReader(self._sessions, page_chars=config.max_result_chars)
+        flows = FlowIndex(self._sessions)
         subagents = Subagents(
             ctx.engine,
             sessions=self._sessions,
+            flows=flows,
             max_fanout=config.max_subagent_fanout,
             timeout=config.call_timeout,
         )
@@ -162,13 +171,20 @@ class Orchestrator:
             timeout=config.policy_timeout,
             hooks=hooks,
             on_error=config.policy_on_error,
+            max_external_calls=config.max_external_calls,
         )
         self.aborts = AbortWatch(ctx.engine)
         self._driver = Driver(
             ctx.engine,
             aborts=self.aborts,
             sessions=self._sessions,
-            provisioner=Provisioner(ctx.engine, cwd=config.cwd or os.getcwd()),
+            provisioner=Provisioner(
+                ctx.engine,
+                cwd=config.cwd or os.getcwd(),
+                planner=Planner(
+                    ctx.engine, sessions=self._sessions, timeout=config.provider_timeout
+                ),
+            ),
             model=ModelCall(
                 ModelCaller(
                     ctx.engine,
@@ -186,6 +202,7 @@ class Orchestrator:
                 gate=gate,
                 call_timeout=config.call_timeout,
                 subagents=subagents,
+                flows=flows,
                 tool_retries=config.tool_retries,
             ),
             subagents=subagents,
@@ -211,6 +228,7 @@ class Orchestrator:
 
     async def run_start(self, request: RunStartRequest, *, retries: int = 3) -> RunStartResponse:
         sid = request.session_id
+        await refuse_if_held(self._engine, request.principal, sid)  # the kill switch
         existing = await self._engine.get_state(TURNS_SCOPE, sid)
         if existing is not None:
             current = TurnRecord.model_validate(existing.value)
@@ -379,6 +397,7 @@ async def start(ctx: WorkerContext[OrchestratorConfig]) -> None:
     ctx.spawn(orchestrator.aborts.follow(), name="abort-notices")
     await ctx.serve(RUN_START, orchestrator.run_start)
     await ctx.serve(RUN_ABORT, orchestrator.run_abort)
+    await serve_holds(ctx, orchestrator.run_abort)
     await ctx.serve(TURN_GET_STATE, orchestrator.get_state)
     await serve_tool(ctx, RESULTS_READ, orchestrator.results.read)
     await ctx.register_function(

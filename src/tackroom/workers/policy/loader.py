@@ -2,7 +2,8 @@
 
 The ``access:`` section (who may do what to sessions, approvals, budgets…) is read by
 :mod:`tackroom.workers.policy.accessfile`; a file without one gets the built-in section of
-``defaults.yaml``.
+``defaults.yaml``. A rule's ``flow:`` block is read by :mod:`tackroom.workers.policy.flowfile`,
+and the YAML itself by :mod:`tackroom.workers.policy.yaml12`.
 
 The file is validated whole: the first problem rejects it with :class:`PolicyFileError`
 (``path:line: field: reason``), and nothing of it is used. Scalars are read the YAML 1.2 way:
@@ -14,7 +15,6 @@ surprises would be silent policy bugs. Duplicate keys and merge keys (``<<``) ar
 from __future__ import annotations
 
 import math
-import re
 from functools import cache
 from importlib import resources
 from typing import Any, NoReturn
@@ -25,9 +25,10 @@ from pydantic import ValidationError
 from tackroom.contracts.approvers import MAX_QUORUM, ApproverRules
 from tackroom.kit.rulesfile import PolicyFileError, suggest
 from tackroom.runtime.typed import describe_validation_error
-from tackroom.runtime.yamlfile import StrictLoader, problem_of, shown_key
+from tackroom.runtime.yamlfile import problem_of, shown_key
 from tackroom.workers.policy.access import AccessRules
 from tackroom.workers.policy.accessfile import parse_access
+from tackroom.workers.policy.flowfile import parse_flow
 from tackroom.workers.policy.rules import (
     DECISIONS,
     OPERATORS,
@@ -41,6 +42,7 @@ from tackroom.workers.policy.rules import (
     one_of,
     under,
 )
+from tackroom.workers.policy.yaml12 import RulesLoader
 
 __all__ = ["BUILTIN_NAME", "SCHEMA_VERSION", "builtin_access", "builtin_text", "parse_rules"]
 
@@ -51,7 +53,7 @@ _STR = "tag:yaml.org,2002:str"
 _MERGE = "tag:yaml.org,2002:merge"
 _TOP_KEYS = ("schema_version", "rules", "access")
 _REQUIRED_TOP_KEYS = ("schema_version", "rules")
-_RULE_KEYS = ("id", "function", "decision", "reason", "args", "approvers")
+_RULE_KEYS = ("id", "function", "decision", "reason", "args", "flow", "approvers")
 _APPROVER_KEYS = ("roles", "four_eyes", "quorum")
 _REQUIRED_RULE_KEYS = ("id", "function", "decision")
 
@@ -68,63 +70,14 @@ def builtin_access() -> AccessRules:
     return AccessRules(shipped.rules, builtin=True)
 
 
-# -- a YAML 1.2 core-schema loader ---------------------------------------------------------------
-
-
-class _Loader(StrictLoader):
-    """Also refuses nesting past ``MAX_DEPTH`` as it composes (duplicate keys: the walker)."""
-
-
-_REPLACED = {f"tag:yaml.org,2002:{name}" for name in ("bool", "int", "float", "timestamp")}
-_Loader.yaml_implicit_resolvers = {
-    first: [(tag, regexp) for tag, regexp in resolvers if tag not in _REPLACED]
-    for first, resolvers in yaml.SafeLoader.yaml_implicit_resolvers.items()
-}
-_Loader.add_implicit_resolver(
-    "tag:yaml.org,2002:bool", re.compile(r"^(?:true|True|TRUE|false|False|FALSE)$"), list("tTfF")
-)
-_Loader.add_implicit_resolver(
-    "tag:yaml.org,2002:int",
-    re.compile(r"^(?:[-+]?[0-9]+|0o[0-7]+|0x[0-9a-fA-F]+)$"),
-    list("-+0123456789"),
-)
-_Loader.add_implicit_resolver(
-    "tag:yaml.org,2002:float",
-    re.compile(
-        r"^(?:[-+]?(?:\.[0-9]+|[0-9]+(?:\.[0-9]*)?)(?:[eE][-+]?[0-9]+)?"
-        r"|[-+]?\.(?:inf|Inf|INF)|\.(?:nan|NaN|NAN))$"
-    ),
-    list("-+0123456789."),
-)
-
-
-def _construct_int(loader: yaml.SafeLoader, node: yaml.ScalarNode) -> int:
-    text = str(loader.construct_scalar(node))
-    digits = text.lstrip("+-")
-    sign = -1 if text.startswith("-") else 1
-    try:
-        if digits.startswith(("0x", "0X")):
-            return sign * int(digits[2:], 16)
-        if digits.startswith(("0o", "0O")):
-            return sign * int(digits[2:], 8)
-        return sign * int(digits, 10)
-    except ValueError:
-        raise yaml.constructor.ConstructorError(
-            None, None, f"not an integer: {text!r}", node.start_mark
-        ) from None
-
-
-_Loader.add_constructor("tag:yaml.org,2002:int", _construct_int)
-
-
 # -- walking the node tree, with lines -----------------------------------------------------------
 
 
 def parse_rules(text: str, path: str) -> Ruleset:
     """Parse and validate a whole rules file; raise PolicyFileError at the first problem."""
-    loader: _Loader | None = None
+    loader: RulesLoader | None = None
     try:
-        loader = _Loader(text)  # the reader refuses control characters here already
+        loader = RulesLoader(text)  # the reader refuses control characters here already
         root = loader.get_single_node()
         return _Walker(loader, path).ruleset(root)
     except yaml.YAMLError as exc:
@@ -157,7 +110,7 @@ def _json_problem(value: Any) -> str | None:
 
 
 class _Walker:
-    def __init__(self, loader: _Loader, path: str) -> None:
+    def __init__(self, loader: RulesLoader, path: str) -> None:
         self._loader = loader
         self._path = path
 
@@ -283,6 +236,7 @@ class _Walker:
             )
         reason = self.string(found["reason"], f"{field}.reason") if "reason" in found else None
         constraints = self.args(found["args"], f"{field}.args") if "args" in found else ()
+        flow = parse_flow(self, found["flow"], f"{field}.flow") if "flow" in found else None
         approvers = None
         if "approvers" in found:
             if decision != "needs_approval":
@@ -300,6 +254,7 @@ class _Walker:
             constraints=constraints,
             line=_line(node),
             approvers=approvers,
+            flow=flow,
         )
 
     def approvers(self, node: yaml.Node, field: str) -> ApproverRules:

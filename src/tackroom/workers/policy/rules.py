@@ -5,8 +5,13 @@ Nothing here reads a file or the clock. :mod:`tackroom.workers.policy.loader` bu
 
 1. a protected function (:data:`~tackroom.contracts.policy.PROTECTED_FUNCTIONS`) is
    denied, whatever the rules say;
-2. the first rule whose function glob matches and whose every constraint holds decides;
+2. the first rule whose function glob matches and whose every constraint holds decides — its
+   ``flow:`` conditions too, when it has some (:mod:`tackroom.workers.policy.flow`; a request
+   without flow facts matches no such rule);
 3. otherwise the default decision.
+
+(The worker's built-in flow rules, :mod:`tackroom.contracts.flow`, come between 1 and 2; the
+serving kit applies them.)
 
 A ``needs_approval`` rule may name its approvers (roles, four eyes, a quorum): they go back with
 the answer (``CheckResponse.approvers``) for the approvals worker to enforce.
@@ -35,7 +40,9 @@ from tackroom.contracts.policy import (
     function_glob,
     protected_verdict,
 )
+from tackroom.contracts.provenance import FlowFacts
 from tackroom.workers.policy.access import AccessRules
+from tackroom.workers.policy.flow import FlowBlock, FlowMatch
 
 __all__ = [
     "DECISIONS",
@@ -87,6 +94,8 @@ class Rule:
     line: int | None = None
     approvers: ApproverRules | None = None
     """``needs_approval`` rules only: who may approve."""
+    flow: FlowBlock | None = None
+    """Conditions on the call's flow facts; a call without facts never matches them."""
 
     def covers(self, function_id: str) -> bool:
         return any(function_glob(pattern).fullmatch(function_id) for pattern in self.functions)
@@ -103,7 +112,12 @@ class Ruleset:
 
 
 def evaluate(
-    ruleset: Ruleset, function_id: str, args: Mapping[str, Any], *, default: Decision
+    ruleset: Ruleset,
+    function_id: str,
+    args: Mapping[str, Any],
+    *,
+    default: Decision,
+    flow: FlowFacts | None = None,
 ) -> CheckResponse:
     """Decide ``function_id(args)``: protected first, then the first matching rule, else default."""
     protected = protected_verdict(function_id)
@@ -112,19 +126,35 @@ def evaluate(
     for rule in ruleset.rules:
         if not rule.applies(function_id, args):
             continue
-        deciding = rule.constraints[0] if rule.constraints else None
-        reason = rule.reason or _default_reason(rule, deciding)
-        return CheckResponse(
-            decision=rule.decision,
-            rule_id=rule.id,
-            matched_constraint=deciding.describe() if deciding is not None else None,
-            reason=reason,
-            approvers=rule.approvers,
-        )
+        if rule.flow is None:
+            return _verdict(rule, None)
+        matched = rule.flow.match(flow)
+        if matched is not None:
+            return _verdict(rule, matched)
     return CheckResponse(
         decision=default,
         rule_id=DEFAULT_RULE_ID,
         reason=f"no rule matched {function_id}; the default decision is {default}",
+    )
+
+
+def _verdict(rule: Rule, flow: FlowMatch | None) -> CheckResponse:
+    """The rule's answer; a rule with a ``flow:`` block names its flow condition, and its
+    reason ends with the flow in words."""
+    deciding = rule.constraints[0] if rule.constraints else None
+    constraint: MatchedConstraint | None
+    if flow is not None:
+        constraint = flow.describe()
+        reason = f"{rule.reason or f'rule {rule.id!r}: {rule.decision}'} (flow: {flow.why})"
+    else:
+        constraint = deciding.describe() if deciding is not None else None
+        reason = rule.reason or _default_reason(rule, deciding)
+    return CheckResponse(
+        decision=rule.decision,
+        rule_id=rule.id,
+        matched_constraint=constraint,
+        reason=reason,
+        approvers=rule.approvers,
     )
 
 

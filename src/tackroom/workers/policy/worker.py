@@ -7,7 +7,12 @@ worker_config:
     default_decision: needs_approval  # when no rule matches
     reload_interval: 1.0              # seconds between checks of the file; 0: no hot reload
     on_error: deny                    # a call the rules fail to decide: deny (closed) | allow
+    flow_rules: [secret-out, untrusted-destination, typed-destination, untrusted-arguments]
 ```
+
+``flow_rules`` are the built-in flow rules (:mod:`tackroom.contracts.flow`) applied before the
+file's, after the protected functions; a rule's own ``flow:`` block tests the same facts
+(:mod:`tackroom.workers.policy.flow`).
 
 Without ``rules_path`` the worker reads ``./permissions.yaml`` when it exists and uses the
 built-in defaults (``defaults.yaml``) when it does not (and again if it is removed later). A
@@ -38,7 +43,7 @@ from tackroom.contracts.policy import (
     PolicyStatus,
 )
 from tackroom.kit.policy_serving import PolicyWorkerConfig, rules_source, serve_policy
-from tackroom.kit.rulesfile import RulesSource
+from tackroom.kit.rulesfile import RulesLanguage, RulesSource
 from tackroom.runtime.worker import WorkerContext, WorkerSpec
 from tackroom.workers.policy.loader import BUILTIN_NAME, builtin_text, parse_rules
 from tackroom.workers.policy.rules import Ruleset, evaluate
@@ -62,18 +67,24 @@ async def _start(ctx: WorkerContext[PolicyConfig]) -> None:
         ctx,
         path=config.rules_path,
         default_path=DEFAULT_RULES_PATH,
-        language="rules",
-        parse=parse_rules,
-        count=lambda ruleset: len(ruleset.rules),
-        builtin_text=builtin_text(),
-        builtin_name=BUILTIN_NAME,
+        language=RulesLanguage(
+            name="rules",
+            parse=parse_rules,
+            count=lambda ruleset: len(ruleset.rules),
+            builtin_text=builtin_text(),
+            builtin_name=BUILTIN_NAME,
+        ),
         default_decision=config.default_decision,
         reload_interval=config.reload_interval,
     )
 
     def check(request: CheckRequest) -> CheckResponse:
         return evaluate(
-            source.rules, request.function_id, request.args, default=config.default_decision
+            source.rules,
+            request.function_id,
+            request.args,
+            default=config.default_decision,
+            flow=request.flow,
         )
 
     def status() -> PolicyStatus:
@@ -100,6 +111,7 @@ async def _start(ctx: WorkerContext[PolicyConfig]) -> None:
         status=status,
         on_error=config.on_error,
         reload_interval=config.reload_interval,
+        flow_rules=config.flow_rules,
         language="rules",
     )
 

@@ -10,8 +10,9 @@
   itself in each shorter prefix: ``directory::skills::list`` is in the namespace
   ``directory::skills``, which is in the namespace ``directory``.
 - **context**: ``function_id``; ``args`` (a record); ``dropped_args`` (the dotted paths of the
-  arguments Cedar cannot hold); ``session_id`` and ``principal`` only when given (test with
-  ``has``).
+  arguments Cedar cannot hold); ``flow`` (the call's flow facts, :func:`flow_context`: always
+  there, ``known == false`` when the request had none); ``session_id`` and ``principal`` only
+  when given (test with ``has``).
 
 Arguments are copied value by value, never passed through: strings, booleans, records and sets
 as they are; integers in Cedar's 64-bit range as `Long`; an integral float as `Long`; another
@@ -30,6 +31,7 @@ from typing import Any
 
 from tackroom.contracts.policy import CheckRequest
 from tackroom.contracts.principal import DEFAULT_TENANT
+from tackroom.contracts.provenance import FlowFacts
 
 __all__ = [
     "ACTIONS",
@@ -38,6 +40,7 @@ __all__ = [
     "ENTITY_TYPES",
     "cedar_requests",
     "entities_for",
+    "flow_context",
     "to_cedar_args",
 ]
 
@@ -145,6 +148,32 @@ def entities_for(
     return entities
 
 
+def _namespaces(sources: Sequence[str]) -> list[str]:
+    """Every ``::`` prefix of each source: ``mcp::mail::inbox`` → ``mcp::mail``, ``mcp``."""
+    parts = (source.split("::") for source in sources)
+    return list(dict.fromkeys("::".join(p[:end]) for p in parts for end in range(1, len(p))))
+
+
+def flow_context(flow: FlowFacts | None) -> dict[str, Any]:
+    """``context.flow``: every attribute always there (a policy reads them without ``has``);
+    without facts ``known`` is false, the sets empty and ``side_effect`` ``""``."""
+    if flow is None:
+        flow, known, side_effect = FlowFacts(), False, ""
+    else:
+        known, side_effect = True, flow.side_effect
+    return {
+        "known": known,
+        "context_untrusted": flow.context_untrusted,
+        "untrusted_sources": list(dict.fromkeys(flow.untrusted_sources)),
+        "untrusted_namespaces": _namespaces(flow.untrusted_sources),
+        "side_effect": side_effect,
+        "sinks": list(dict.fromkeys(flow.sinks)),
+        "copied_untrusted": list(flow.args_from_untrusted),
+        "copied_typed": list(flow.args_from_typed),
+        "copied_secret": list(flow.args_from_secret),
+    }
+
+
 def cedar_requests(request: CheckRequest) -> list[dict[str, Any]]:
     """The two Cedar requests of one check: ``call`` then ``call_with_approval``."""
     args, dropped = to_cedar_args(request.args)
@@ -152,6 +181,7 @@ def cedar_requests(request: CheckRequest) -> list[dict[str, Any]]:
         "function_id": request.function_id,
         "args": args,
         "dropped_args": dropped,
+        "flow": flow_context(request.flow),
     }
     if request.session_id is not None:
         context["session_id"] = request.session_id

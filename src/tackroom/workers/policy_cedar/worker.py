@@ -14,7 +14,11 @@ worker_config:
     validate_schema: false            # true: the files must validate against schema.cedarschema
     access_policies_path: access.cedar  # default; who may do what to sessions, budgets…
     on_error: deny                    # a call Cedar cannot decide: deny (closed) | allow (open)
+    flow_rules: [secret-out, untrusted-destination, typed-destination, untrusted-arguments]
 ```
+
+``flow_rules`` are the built-in flow rules applied before the policies; the policies see the
+same facts as ``context.flow`` (:func:`~tackroom.workers.policy_cedar.mapping.flow_context`).
 
 Without ``policies_path`` the worker reads ``./policies.cedar`` when it exists and uses the
 built-in ``defaults.cedar`` when it does not; a ``policies_path`` that is set must exist. A file
@@ -47,7 +51,7 @@ from tackroom.contracts.policy import (
     Decision,
 )
 from tackroom.kit.policy_serving import PolicyWorkerConfig, rules_source, serve_policy
-from tackroom.kit.rulesfile import RulesSource
+from tackroom.kit.rulesfile import RulesLanguage, RulesSource
 from tackroom.runtime.worker import WorkerContext, WorkerSpec
 from tackroom.workers.policy_cedar.access import AccessAnswers, parse_access
 from tackroom.workers.policy_cedar.policies import CedarPolicies, decide, parse_policies
@@ -123,11 +127,13 @@ async def _start(ctx: WorkerContext[CedarPolicyConfig]) -> None:
             ctx,
             path=path,
             default_path=default_path,
-            language="cedar",
-            parse=functools.partial(parse, schema=schema),
-            count=lambda policies: len(policies.policies),
-            builtin_text=builtin[0],
-            builtin_name=builtin[1],
+            language=RulesLanguage(
+                name="cedar",
+                parse=functools.partial(parse, schema=schema),
+                count=lambda policies: len(policies.policies),
+                builtin_text=builtin[0],
+                builtin_name=builtin[1],
+            ),
             default_decision=default_decision,
             reload_interval=config.reload_interval,
         )
@@ -161,6 +167,7 @@ async def _start(ctx: WorkerContext[CedarPolicyConfig]) -> None:
         status=lambda: source.status().model_copy(update={"access": access.status()}),
         on_error=config.on_error,
         reload_interval=config.reload_interval,
+        flow_rules=config.flow_rules,
         language="policies",
         descriptions=_DESCRIPTIONS,
     )

@@ -12,6 +12,11 @@ error, so a model sees what it printed before it was killed); a sandbox that can
 error (``sandbox_unavailable``), as is a working directory outside the workspace
 (``path_outside_workspace``). Isolation, limits and defaults are the sandbox's
 (docs/workers/sandbox.md).
+
+A command run while the model's context held untrusted content, or while the workspace holds a
+labelled file (:mod:`tackroom.kit.filelabels`), may print or copy that content anywhere: its
+result is labelled untrusted, and so is every file of the workspace from then on (which files
+it changed is not known).
 """
 
 from __future__ import annotations
@@ -21,6 +26,7 @@ from typing import Any
 from pydantic import Field, ValidationError
 
 from tackroom.contracts.bus import Tool
+from tackroom.contracts.provenance import Label, joined
 from tackroom.contracts.sandbox import (
     CODE_PYTHON,
     MAX_TIMEOUT,
@@ -35,6 +41,7 @@ from tackroom.contracts.sandbox import (
 )
 from tackroom.contracts.tools import CallContext
 from tackroom.engine.errors import FunctionError, FunctionNotFound, InvocationError
+from tackroom.kit.filelabels import file_labels, label_files, stored_label, with_origin
 from tackroom.kit.workspace import check_session_name
 from tackroom.runtime.tools import serve_tool
 from tackroom.runtime.worker import WorkerConfig, WorkerContext, WorkerSpec
@@ -82,28 +89,48 @@ async def _start(ctx: WorkerContext[ShellConfig]) -> None:
             ) from None
         return CommandResult.model_validate(result.model_dump(exclude={"schema_version", "level"}))
 
+    async def in_reach(
+        session: str, call: CallContext | None, tool: Tool[Any, Any]
+    ) -> Label | None:
+        """The label of what a command can read, now put on every file it may write."""
+        labels = await file_labels(ctx.engine, session)
+        files = [with_origin(f"file:{path}", label) for path, label in labels.files.items()]
+        context = stored_label(None if call is None else call.context_label)
+        label = joined([context, labels.everything, *files])
+        if label is None:
+            return None
+        label = with_origin(tool.id, label)
+        await label_files(ctx.engine, session, everything=label)
+        return label
+
     async def shell_run(request: ShellRequest, call: CallContext | None) -> CommandResult:
-        return await run(
+        session = _session(call, SHELL_RUN)
+        label = await in_reach(session, call, SHELL_RUN)
+        result = await run(
             RunRequest(
-                session_id=_session(call, SHELL_RUN),
+                session_id=session,
                 argv=["/bin/sh", "-c", request.command],
                 cwd=request.cwd,
                 stdin=request.stdin,
                 timeout_seconds=request.timeout_seconds,
             )
         )
+        return result.model_copy(update={"label": label})
 
     async def code_python(request: PythonRequest, call: CallContext | None) -> CommandResult:
+        session = _session(call, CODE_PYTHON)
+        label = await in_reach(session, call, CODE_PYTHON)
         # -B: no __pycache__ left in the workspace; -E -s: no PYTHON* variables, no user site.
         # The workspace (the current folder) stays on sys.path: a snippet imports its modules.
-        return await run(
+        result = await run(
             RunRequest(
-                session_id=_session(call, CODE_PYTHON),
+                session_id=session,
                 argv=[ctx.config.python, "-B", "-E", "-s", "-c", request.code],
                 stdin=request.stdin,
                 timeout_seconds=request.timeout_seconds,
             )
         )
+        return result.model_copy(update={"label": label})
 
     await serve_tool(ctx, SHELL_RUN, shell_run)
     await serve_tool(ctx, CODE_PYTHON, code_python)
