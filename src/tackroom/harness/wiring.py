@@ -269,13 +269,16 @@ def _gate_on(
     orchestrator = dict(sections.get("orchestrator") or {})
     if context is not None:
         orchestrator.setdefault("context", context.model_dump(mode="json", exclude_unset=True))
-    if "compactor" in workers:
-        # Summaries are model calls: the same budgets and model-call hooks as the orchestrator's.
-        compactor = dict(sections.get("compactor") or {})
+    for reader in ("compactor", "quarantine"):
+        if reader not in workers:
+            continue
+        # Summaries and quarantined reads are model calls: the same budgets and model-call
+        # hooks as the orchestrator's.
+        section = dict(sections.get(reader) or {})
         for key in ("budget_check_function", "budget_record_function", "hooks_function"):
             if orchestrator.get(key) is not None:
-                compactor.setdefault(key, orchestrator[key])
-        sections["compactor"] = compactor
+                section.setdefault(key, orchestrator[key])
+        sections[reader] = section
     if "quota" in workers:
         orchestrator.setdefault("hooks_function", PUBLISH_COLLECT.id)
     if "policy" in workers or "policy-cedar" in workers:

@@ -55,6 +55,7 @@ BUILTIN_WORKERS: dict[str, str] = {
     "traces": "tackroom.workers.traces.worker:WORKER",
     "memory": "tackroom.workers.memory.worker:WORKER",
     "compactor": "tackroom.workers.compactor.worker:WORKER",
+    "quarantine": "tackroom.workers.quarantine.worker:WORKER",
     "memory-postgres": "tackroom.workers.memory_postgres.worker:WORKER",
     "tasks": "tackroom.workers.tasks.worker:WORKER",
     "audit": "tackroom.workers.audit.worker:WORKER",

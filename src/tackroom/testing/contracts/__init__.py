@@ -23,8 +23,8 @@ import pytest  # noqa: E402
 
 _SUITES = (
     "access base approvers approvals budget catalog compactor credentials directory hooks http"
-    " memory policy provider sandbox sessions tools traces files shell mcp agents audit tasks"
-    " orchestra orchestrator gateway"
+    " memory policy policy_flow provider quarantine sandbox sessions tools traces files shell mcp"
+    " agents audit tasks orchestra orchestrator gateway"
 )
 # Before the suites are imported: their plain asserts get pytest's explanations.
 pytest.register_assert_rewrite(*(f"{__name__}.{suite}" for suite in _SUITES.split()))
@@ -51,7 +51,9 @@ from tackroom.testing.contracts.mcp import TIME_PROBE, McpContract, McpProbe  # 
 from tackroom.testing.contracts.memory import MemoryContract  # noqa: E402
 from tackroom.testing.contracts.orchestrator import OrchestratorContract  # noqa: E402
 from tackroom.testing.contracts.policy import PolicyContract  # noqa: E402
+from tackroom.testing.contracts.policy_flow import PolicyFlowContract  # noqa: E402
 from tackroom.testing.contracts.provider import ProviderContract, ProviderSubject  # noqa: E402
+from tackroom.testing.contracts.quarantine import QuarantineContract  # noqa: E402
 from tackroom.testing.contracts.sandbox import SandboxContract  # noqa: E402
 from tackroom.testing.contracts.sessions import SessionsContract  # noqa: E402
 from tackroom.testing.contracts.shell import ShellContract  # noqa: E402
@@ -82,8 +84,10 @@ __all__ = [
     "OnEveryBackend",
     "OrchestratorContract",
     "PolicyContract",
+    "PolicyFlowContract",
     "ProviderContract",
     "ProviderSubject",
+    "QuarantineContract",
     "SandboxContract",
     "SessionsContract",
     "ShellContract",

@@ -1,0 +1,1 @@
+"""The ``quarantine`` worker: ``quarantine::extract``, the dual-LLM pattern's quarantined reader."""
