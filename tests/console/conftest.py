@@ -22,8 +22,9 @@ import threading
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Iterator
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import Callable, Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
+from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -31,10 +32,12 @@ from typing import Any
 import pytest
 import yaml
 from playwright.sync_api import Browser, Page, sync_playwright
+from sse_starlette.sse import _shutdown_watcher
 
 from tackroom.contracts import budget
 from tackroom.runtime import LocalClient
 
+DOCS = Path(__file__).resolve().parents[2] / "docs"
 CHROMIUM = Path("/usr/bin/chromium")
 CHROMIUM_ARGS = [
     "--no-sandbox",
@@ -45,6 +48,7 @@ CHROMIUM_ARGS = [
     "--no-first-run",
 ]
 STARTUP = 30.0
+_WATCHER = _shutdown_watcher.__code__
 TOKEN = "console-test-token-0123456789"
 BUDGET_CAP = 0.05
 
@@ -293,6 +297,55 @@ def serving(config: dict[str, Any]) -> Iterator[Console]:
                 reader.join(STARTUP)
 
 
+class GatewayThread:
+    """A gateway served in process from a thread that owns its event loop: ``serve()`` yields the
+    gateway's base URL while it serves; :meth:`start` returns that URL, :meth:`stop` leaves the
+    block, ends the loop and joins the thread."""
+
+    def __init__(self, serve: Callable[[], AbstractAsyncContextManager[str]]) -> None:
+        self.serve = serve
+        self.url: Future[str] = Future()
+        self.ended: Future[None] = Future()
+        self.loop: asyncio.AbstractEventLoop | None = None
+        self.leave: asyncio.Event | None = None
+        self.thread = threading.Thread(target=self._run, name="console-gateway")
+
+    def start(self) -> str:
+        self.thread.start()
+        return self.url.result(timeout=STARTUP)
+
+    def stop(self) -> None:
+        if self.loop is not None and self.leave is not None:
+            self.loop.call_soon_threadsafe(self.leave.set)
+        self.thread.join(STARTUP)
+        assert not self.thread.is_alive(), "the gateway's thread did not end"
+        self.ended.result(timeout=0)  # what went wrong in it, if anything did
+
+    def _run(self) -> None:
+        try:
+            asyncio.run(self._serve())
+        except BaseException as exc:
+            for future in (self.url, self.ended):
+                if not future.done():
+                    future.set_exception(exc)
+        else:
+            self.ended.set_result(None)
+
+    async def _serve(self) -> None:
+        self.loop, self.leave = asyncio.get_running_loop(), asyncio.Event()
+        async with self.serve() as url:
+            self.url.set_result(url)
+            await self.leave.wait()
+        left = asyncio.all_tasks() - {asyncio.current_task()}
+        # sse-starlette's one shutdown watcher per thread, started by the first event stream and
+        # owned by no one (it polls for uvicorn's exit until the loop ends): ended here
+        watchers = {t for t in left if getattr(t.get_coro(), "cr_code", None) is _WATCHER}
+        assert left == watchers, f"tasks left behind by the gateway: {left - watchers}"
+        for task in watchers:
+            task.cancel()
+        await asyncio.gather(*watchers, return_exceptions=True)
+
+
 @pytest.fixture(scope="module")
 def console() -> Iterator[Console]:
     with serving(CONFIG) as served:
@@ -335,3 +388,11 @@ def artifacts() -> Path:
     path = Path(os.environ.get("TACKROOM_ARTIFACTS") or repository / "test-artifacts") / "console"
     path.mkdir(parents=True, exist_ok=True)
     return path
+
+
+def shot(page: Page, artifacts: Path, name: str, **options: Any) -> None:
+    """A screenshot for the test's artifacts, and for docs/ when asked
+    (``TACKROOM_DOCS_SCREENSHOTS=1``)."""
+    page.screenshot(path=artifacts / f"{name}.png", **options)
+    if os.environ.get("TACKROOM_DOCS_SCREENSHOTS") == "1":
+        page.screenshot(path=DOCS / f"{name}.png", **options)

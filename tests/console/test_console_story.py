@@ -7,7 +7,6 @@ With ``TACKROOM_DOCS_SCREENSHOTS=1`` the screenshots of docs/console.md are writ
 from __future__ import annotations
 
 import copy
-import os
 import re
 import time
 import urllib.error
@@ -32,9 +31,9 @@ from .conftest import (
     TOKEN,
     Console,
     serving,
+    shot,
 )
 
-DOCS = Path(__file__).resolve().parents[2] / "docs"
 PROMPT = "Tidy my notes into note.txt"
 
 
@@ -65,13 +64,6 @@ def _pending(console: Console, session_id: str) -> str:
                 return call_id
         time.sleep(0.05)
     raise AssertionError(f"no approval pending in {session_id}")
-
-
-def shot(page: Page, artifacts: Path, name: str, **options: Any) -> None:
-    """A screenshot for the test's artifacts, and for docs/ when asked."""
-    page.screenshot(path=artifacts / f"{name}.png", **options)
-    if os.environ.get("TACKROOM_DOCS_SCREENSHOTS") == "1":
-        page.screenshot(path=DOCS / f"{name}.png", **options)
 
 
 def open_page(page: Page, console: Console, route: str) -> None:
@@ -117,6 +109,8 @@ def test_every_stored_event_is_a_line_a_person_reads(
 def test_each_model_call_shows_its_prompt_completion_and_tokens(
     page: Page, console: Console, artifacts: Path
 ) -> None:
+    """What each call was sent, exactly (recorded by the orchestrator when it made the call):
+    the system prompt (collapsed), the tools offered and the messages; then the answer."""
     open_page(page, console, f"sessions/{STORY}")
     calls = page.get_by_test_id("model-call")
     expect(calls).to_have_count(4)
@@ -125,16 +119,23 @@ def test_each_model_call_shows_its_prompt_completion_and_tokens(
         "#1 scripted:demo — 310 in · 24 out tokens · $0.0031 · function_call"
     )
     expect(figures.nth(3)).to_contain_text("480 in · 9 out tokens · $0.0010 · end")
+    expect(calls.get_by_test_id("call-exact")).to_have_text(["exact"] * 4)
 
     first, second = calls.nth(0), calls.nth(1)
-    first.locator("summary").click()
+    first.locator(":scope > summary").click()
     expect(first.get_by_test_id("call-prompt-message")).to_have_count(1)
     expect(first.get_by_test_id("call-prompt")).to_contain_text(PROMPT)
     expect(first.get_by_test_id("call-completion")).to_contain_text("Let me read the notes first.")
     expect(first.get_by_test_id("call-completion")).to_contain_text(
         'fs__read({"path":"notes.txt"})'
     )
-    second.locator("summary").click()
+    system = first.get_by_test_id("call-system-prompt")
+    expect(system).to_be_hidden()  # collapsed: the messages come first
+    first.get_by_test_id("call-system").locator("summary").click()
+    expect(system).to_contain_text("Mode: agent")
+    expect(first.get_by_test_id("call-tool").filter(has_text="fs__read")).to_have_count(1)
+    second.locator(":scope > summary").click()
+    second.get_by_test_id("call-system").locator("summary").click()
     sent = second.get_by_test_id("call-prompt-message")
     expect(sent).to_have_count(3)  # the prompt, the read call, its result
     expect(sent.nth(2)).to_contain_text("result of fs::read")
@@ -153,6 +154,10 @@ def test_each_model_call_shows_its_prompt_completion_and_tokens(
     ]
     assert [len(c["prompt"]) for c in listed] == [1, 3, 5, 7]
     assert len({c["run_id"] for c in listed}) == 2
+    assert all(c["exact"] for c in listed)
+    assert len({c["system_prompt"] for c in listed}) == 1  # one agent, one system prompt
+    assert {"fs__read", "fs__write"} <= {t["name"] for t in listed[0]["tools"]}
+    assert all(m["entry_id"] for c in listed for m in c["prompt"])  # all sent as stored
 
 
 def test_model_calls_of_a_missing_session_are_not_found(console: Console) -> None:

@@ -6,82 +6,30 @@ the answer; the run finished; the prompt first in the transcript."""
 
 from __future__ import annotations
 
-import asyncio
 import re
-import threading
 from collections.abc import Iterator
-from concurrent.futures import Future
 from pathlib import Path
 
 import pytest
 from playwright.sync_api import Page, expect
-from sse_starlette.sse import _shutdown_watcher
 
 from tackroom.testing.backends import engine_url_for
 from tackroom.testing.contracts.orchestra import ECHO
 
 from ..contract.test_minimal_orchestrator_contract import ANSWER, gateway_over_minimal
 from ..workers.gateway.served import TOKEN
-from .conftest import STARTUP, require_chromium
+from .conftest import GatewayThread, require_chromium
 
 PROMPT = "Echo ping, then tell me what it said."
 SESSION = "replaced"
-_WATCHER = _shutdown_watcher.__code__
-
-
-class GatewayThread:
-    """:func:`gateway_over_minimal` served from a thread that owns its event loop: :meth:`start`
-    returns its URL once it serves, :meth:`stop` leaves it, ends the loop and joins the thread."""
-
-    def __init__(self, engine_url: str, home: Path) -> None:
-        self.engine_url, self.home = engine_url, home
-        self.url: Future[str] = Future()
-        self.ended: Future[None] = Future()
-        self.loop: asyncio.AbstractEventLoop | None = None
-        self.leave: asyncio.Event | None = None
-        self.thread = threading.Thread(target=self._run, name="minimal-gateway")
-
-    def start(self) -> str:
-        self.thread.start()
-        return self.url.result(timeout=STARTUP)
-
-    def stop(self) -> None:
-        if self.loop is not None and self.leave is not None:
-            self.loop.call_soon_threadsafe(self.leave.set)
-        self.thread.join(STARTUP)
-        assert not self.thread.is_alive(), "the gateway's thread did not end"
-        self.ended.result(timeout=0)  # what went wrong in it, if anything did
-
-    def _run(self) -> None:
-        try:
-            asyncio.run(self._serve())
-        except BaseException as exc:
-            for future in (self.url, self.ended):
-                if not future.done():
-                    future.set_exception(exc)
-        else:
-            self.ended.set_result(None)
-
-    async def _serve(self) -> None:
-        self.loop, self.leave = asyncio.get_running_loop(), asyncio.Event()
-        async with gateway_over_minimal(self.engine_url, self.home) as url:
-            self.url.set_result(url)
-            await self.leave.wait()
-        left = asyncio.all_tasks() - {asyncio.current_task()}
-        # sse-starlette's one shutdown watcher per thread, started by the first event stream and
-        # owned by no one (it polls for uvicorn's exit until the loop ends): ended here
-        watchers = {t for t in left if getattr(t.get_coro(), "cr_code", None) is _WATCHER}
-        assert left == watchers, f"tasks left behind by the gateway: {left - watchers}"
-        for task in watchers:
-            task.cancel()
-        await asyncio.gather(*watchers, return_exceptions=True)
 
 
 @pytest.fixture
 def minimal_console(tmp_path: Path) -> Iterator[str]:
     """The base URL of a gateway over the minimal orchestrator."""
     require_chromium()
-    served = GatewayThread(engine_url_for("embedded", tmp_path), tmp_path)
+    engine_url = engine_url_for("embedded", tmp_path)
+    served = GatewayThread(lambda: gateway_over_minimal(engine_url, tmp_path))
     try:
         yield served.start()
     finally:

@@ -26,9 +26,12 @@ the call and its retries: ``"execute_tool {name}"`` (``execute_tool calc__add``)
 ``INTERNAL``, ``gen_ai.operation.name`` = ``execute_tool``, ``gen_ai.tool.name`` (the name the
 model called), ``gen_ai.tool.call.id``, ``gen_ai.tool.type`` = ``function``,
 ``tackroom.function_id``, ``tackroom.lifecycle`` (``ACTING``); a result that is an error sets
-status ``ERROR`` and ``error.type`` (the result's ``details.error``, else ``tool_error``). The
-tool's own invocation makes no span (the caller's stands for it, see
-:func:`tackroom.engine.tracing.caller_span_for`), unless tracing keeps ``spans: all``.
+status ``ERROR`` and ``error.type`` (the result's ``details.error``, else ``tool_error``); a
+result from a source nobody vouches for (its label's source ``untrusted``, docs/injection.md) sets
+``tackroom.result.source`` = ``untrusted`` and ``tackroom.result.origins`` (function ids and
+files it came from, never its content). The tool's own invocation makes no span (the caller's
+stands for it, see :func:`tackroom.engine.tracing.caller_span_for`), unless tracing keeps
+``spans: all``.
 
 Both carry what happened (:mod:`tackroom.kit.summaries`): ``tackroom.input.summary`` (the
 request's last turn; the call's arguments) and ``tackroom.output.summary`` (the answer, its
@@ -176,6 +179,10 @@ class ToolCallSpan:
             return
         if self._summaries is not None and self._summaries.enabled:
             span.set_attribute(OUTPUT, self._summaries.tool_output(result))
+        label = result.label
+        if label is not None and label.untrusted:
+            span.set_attribute("tackroom.result.source", label.source)
+            span.set_attribute("tackroom.result.origins", list(label.origins))
         if not result.is_error:
             return
         details = result.details

@@ -44,6 +44,25 @@ function answer(d) {
   return `answer${model} — ${tokens(m.usage || {})}${said ? `: ${said}` : ""}`;
 }
 
+const untrusted = (label) => (label && label.source === "untrusted" ? ` · untrusted, from ${(label.origins || []).join(", ") || "an unknown source"}` : "");
+
+const FLOW_RULE = "builtin:flow:";
+const BUILTIN_GATES = {
+  plan: "not in the run's plan, fixed from the request before anything untrusted was read (planned mode)",
+  cap: "the run has made as many calls with external effects as it may (max_external_calls)",
+};
+
+/** How the gate decided: a data-flow rule and the flow it saw, the run's plan or cap, a rule. */
+function gateLine(d) {
+  const head = `gate: \`${d.function_id}\` ${DECISIONS[d.decision] || d.decision}`;
+  if (d.rule_id && d.rule_id.startsWith(FLOW_RULE)) {
+    const flow = d.reason ? `: ${cut(d.reason, 160)}` : "";
+    return `${head} by the data-flow rule ${d.rule_id.slice(FLOW_RULE.length)}${flow}`;
+  }
+  if (BUILTIN_GATES[d.decided_by]) return `${head}: ${BUILTIN_GATES[d.decided_by]}`;
+  return `${head} by ${d.decided_by}${d.rule_id ? ` (rule ${d.rule_id})` : ""}`;
+}
+
 const LINES = {
   turn_state_changed: (d) => `turn ${d.turn_count}: ${STATES[d.to] || d.to}`,
   message_update: () => "streaming…",
@@ -52,11 +71,11 @@ const LINES = {
   function_execution_start: (d) => `tool call ${call(d)} started`,
   function_execution_end: (d) => {
     const result = d.is_error ? `error: ${cut(blocksText(d.result && d.result.content), 80)}` : "ok";
-    return `tool call \`${d.function_id}\` → ${result}${ms(d.duration_ms)}`;
+    return `tool call \`${d.function_id}\` → ${result}${ms(d.duration_ms)}${untrusted(d.result && d.result.label)}`;
   },
   approval_requested: (d) => `approval asked for ${call(d)}${d.reason ? ` (${d.reason})` : ""}`,
   approval_resolved: (d) => `\`${d.function_id}\` ${DECISIONS[d.decision] || d.decision}${d.approver ? ` by ${d.approver}` : ""}${d.reason ? ` — ${d.reason}` : ""}`,
-  gate_decision: (d) => `gate: \`${d.function_id}\` ${DECISIONS[d.decision] || d.decision} by ${d.decided_by}${d.rule_id ? ` (rule ${d.rule_id})` : ""}`,
+  gate_decision: gateLine,
   budget_decision: (d) => (d.allowed ? `budget: allowed (estimate ${usd(d.estimate_usd)})` : `budget: denied — ${d.detail || d.reason}`),
   context_assembled: (d) => `context: ${d.entries_sent} messages, ~${d.estimated_tokens} of ${d.budget_tokens} tokens${d.compacted ? " (compacted first)" : ""}`,
   model_switch: (d) => `model switch: ${d.from_provider}:${d.from_model} → ${d.to_provider}:${d.to_model} (${d.error_kind})`,

@@ -4,6 +4,7 @@ import { followEvents } from "./api.js";
 import { decisionButtons } from "./approvals.js";
 import { blocksText, clear, h, pretty } from "./dom.js";
 import { STATES, describe, tokens } from "./events.js";
+import { labelBadges, labelClasses } from "./provenance.js";
 
 const DECIDED = { allow: "approved", deny: "denied" };
 
@@ -18,8 +19,8 @@ function toolCard(data) {
     approval: h("div", { testid: "approval-box" }),
     result: h("pre", { testid: "tool-result", hidden: true }),
   };
-  const title = h("p", {}, h("code", {}, data.function_id), " ", card.state);
-  card.el = h("div", { class: "tool", testid: "tool-call", "data-call-id": data.function_call_id }, title, card.args, card.gate, card.approval, card.result);
+  card.title = h("p", {}, h("code", {}, data.function_id), " ", card.state);
+  card.el = h("div", { class: "tool", testid: "tool-call", "data-call-id": data.function_call_id }, card.title, card.args, card.gate, card.approval, card.result);
   return card;
 }
 
@@ -109,9 +110,10 @@ export function livePanel(sessionId, { signal, onRunEnd = () => {} }) {
     },
     gate_decision: (d) => {
       const rule = d.rule_id ? ` (rule ${d.rule_id})` : "";
-      const { gate } = card(d);
+      const { gate, state } = card(d);
       gate.textContent = `gate: ${d.decision} by ${d.decided_by}${rule}${d.reason ? ` — ${d.reason}` : ""}`;
       gate.classList.toggle("denied", d.decision === "deny");
+      if (d.decision === "deny") state.textContent = "refused";
     },
     approval_requested: (d) => {
       const c = card(d);
@@ -131,6 +133,10 @@ export function livePanel(sessionId, { signal, onRunEnd = () => {} }) {
       c.el.classList.toggle("failed", d.is_error);
       c.result.hidden = false;
       c.result.textContent = blocksText(d.result.content) + (d.duration_ms == null ? "" : ` (${Math.round(d.duration_ms)} ms)`);
+      if (d.result.label) {
+        c.el.className += labelClasses(d.result.label);
+        c.title.append(" ", labelBadges(d.result.label));
+      }
     },
     budget_decision: (d) => {
       if (!d.allowed) answer.append(h("p", { class: "error", testid: "budget-denied" }, `budget: ${d.detail || d.reason}`));

@@ -1,9 +1,10 @@
 // One session: its live run, a prompt form, the transcript of its active path, its runs' traces.
 
 import { api } from "./api.js";
+import { showModelCalls } from "./calls.js";
 import { blocksText, h, link, when } from "./dom.js";
-import { tokens } from "./events.js";
 import { livePanel } from "./live.js";
+import { labelBadges, labelClasses } from "./provenance.js";
 import { runForm } from "./sessions.js";
 
 const REFRESH_MS = 300; // after a run ends (a replay of many runs refreshes once)
@@ -32,8 +33,8 @@ function entryView({ entry_id, type, message: m }, { pinned, togglePin }) {
   const action = pinnable(type, m) ? h("button", { type: "button", class: "small", testid: isPinned ? "unpin-entry" : "pin-entry", onclick: () => togglePin(entry_id, isPinned) }, isPinned ? "Unpin" : "Pin") : null;
   return h(
     "article",
-    { class: `msg ${m.role}${type === "compaction" ? " compaction" : ""}`, testid: "entry", "data-entry-id": entry_id, "data-type": type },
-    h("header", { class: "muted", testid: "entry-kind" }, kindOf(type, m), " ", marker, " ", action),
+    { class: `msg ${m.role}${type === "compaction" ? " compaction" : ""}${labelClasses(m.label)}`, testid: "entry", "data-entry-id": entry_id, "data-type": type },
+    h("header", { class: "muted", testid: "entry-kind" }, kindOf(type, m), " ", labelBadges(m.label), " ", marker, " ", action),
     h("p", { testid: "entry-text" }, blocksText(m.content) || m.error_message || ""),
   );
 }
@@ -42,45 +43,6 @@ function traceItem(t) {
   const text = `${t.root_name} — ${t.span_count} spans, ${Math.round(t.duration_ms)} ms`;
   const props = { class: t.status === "error" ? "error" : null };
   return h("li", props, link(text, ["traces", t.trace_id], { testid: "trace-link" }), h("span", { class: "muted" }, ` run ${t.run_id}`));
-}
-
-function sentMessage({ entry_id, message: m }) {
-  const role = m.role === "function_result" ? `result of ${m.function_id}` : m.role === "custom" ? m.custom_type : m.role;
-  return h("div", { class: "sent", testid: "call-prompt-message", "data-entry-id": entry_id }, h("span", { class: "role" }, role), h("p", {}, blocksText(m.content)));
-}
-
-/** One model call: what it was sent, what it answered, its tokens and cost. */
-function callView(call, number) {
-  const m = call.completion;
-  const c = call.context;
-  const head = `#${number} ${call.provider}:${call.model} — ${tokens(call.usage)} · ${m.stop_reason}`;
-  const context = c ? h("p", { class: "muted" }, `context: ${c.entries_sent} messages sent, ~${c.estimated_tokens} of ${c.budget_tokens} tokens`) : null;
-  return h(
-    "details",
-    { class: "call", testid: "model-call", "data-entry-id": call.entry_id },
-    h("summary", { class: "figures", testid: "call-figures" }, head),
-    h("h4", {}, `Prompt — ${call.prompt.length} ${call.prompt.length === 1 ? "message" : "messages"}`),
-    context,
-    h("div", { testid: "call-prompt" }, call.prompt.map(sentMessage)),
-    h("h4", {}, "Completion"),
-    h("pre", { testid: "call-completion" }, blocksText(m.content) || m.error_message || ""),
-  );
-}
-
-/** Fill `el` with the session's model calls; the same calls as shown stay as they are (open). */
-async function showModelCalls(el, path, signal) {
-  let calls;
-  try {
-    ({ calls } = await api(`${path}/model-calls`, { signal }));
-  } catch (error) {
-    el.replaceChildren(h("p", { class: "muted" }, `Model calls unavailable: ${error.message}`));
-    delete el.dataset.shown;
-    return;
-  }
-  const shown = calls.map((call) => call.entry_id).join(" ");
-  if (el.dataset.shown === shown) return;
-  el.dataset.shown = shown;
-  el.replaceChildren(...(calls.length ? calls.map((call, i) => callView(call, i + 1)) : [h("p", { class: "muted" }, "No model calls yet.")]));
 }
 
 async function tracesOf(sessionId, signal) {
