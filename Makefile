@@ -42,22 +42,32 @@ $(TS_SDK_STAMP): $(TS_SDK)/package-lock.json $(TS_SDK)/tsconfig.json $(wildcard 
 	cd $(TS_SDK) && npm ci --no-audit --no-fund --loglevel=error && npm run build --silent
 	touch $(TS_SDK_STAMP)
 
+# AgentDojo (bench/injection.py) without its declared dependencies: [dev] brings what it imports
+# (the [injection] extra); its declared langchain is never imported (see pyproject.toml).
+AGENTDOJO := agentdojo==0.1.35
+
 $(STAMP): pyproject.toml
 	test -x $(PY) || python3 -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
 	$(PY) -m pip install --quiet -e '.[dev]'
+	$(PY) -m pip install --quiet --no-deps '$(AGENTDOJO)'
 	touch $(STAMP)
 
 # pytest exits 5 when it collects no test: say so loudly rather than fail an empty selection.
-# The whole suite (no PYTEST_ARGS) runs under coverage.py and writes .coverage for `make check`:
-# line coverage of src/tackroom in the test process (not in the processes tests spawn), which
-# costs about a third more CPU in the tests that run tackroom in process. A run of some tests
-# (PYTEST_ARGS=...) is not measured and leaves .coverage as it was.
+# `make coverage` (or `make test COVERAGE=1`, as CI runs it) runs the whole suite under coverage.py
+# and writes .coverage for `make check`: line coverage of src/tackroom in the test process (not in
+# the processes tests spawn). It about doubles the CPU of the tests that run tackroom in process,
+# so a plain `make test` does not measure.
+COVERAGE ?=
 test: setup
-	@if [ -z "$(PYTEST_ARGS)" ]; then rm -f .coverage; run="-m coverage run -m pytest"; \
-	else run="-m pytest"; fi; \
+	@if [ -n "$(COVERAGE)" ] && [ -z "$(PYTEST_ARGS)" ]; then rm -f .coverage; \
+	run="-m coverage run -m pytest"; else run="-m pytest"; fi; \
 	$(PY) $$run $(PYTEST_ARGS); rc=$$?; \
 	if [ $$rc -eq 5 ]; then echo "make test: pytest collected no tests"; exit 0; fi; exit $$rc
+
+.PHONY: coverage
+coverage:
+	@$(MAKE) --no-print-directory test COVERAGE=1 PYTEST_ARGS=
 
 # The coverage floor is `fail_under` in pyproject.toml ([tool.coverage.report]): set a little below
 # what the whole suite measures, so a change that drops tested code fails here.
@@ -66,7 +76,7 @@ check: setup
 	$(PY) -m ruff format --check src tests bench
 	$(PY) -m mypy
 	$(VENV)/bin/lint-imports --no-logo --no-cache
-	@test -f .coverage || { echo "make check: no coverage data (.coverage): run the whole suite with \`make test\` first"; exit 1; }
+	@test -f .coverage || { echo "make check: no coverage data (.coverage): run the whole suite under coverage with \`make coverage\` first"; exit 1; }
 	@out=$$($(PY) -m coverage report --format=total); rc=$$?; \
 	if [ $$rc -eq 2 ]; then echo "make check: $$(echo "$$out" | head -1) % of src/tackroom's lines ran in the tests, under the floor (fail_under in pyproject.toml): test the code you added"; exit 1; fi; \
 	if [ $$rc -ne 0 ]; then echo "make check: coverage report failed: $$out"; exit 1; fi; \
