@@ -3,10 +3,12 @@ process, passing and failing as it should, with one readable line for bad usage.
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 from tackroom.cli.contracts import KINDS, suite_module
 
@@ -51,6 +53,34 @@ def test_the_shipped_orchestrator_in_another_process_passes_its_suite(tmp_path: 
     assert "8 passed" in done.stdout
 
 
+def test_the_shipped_quarantine_worker_in_another_process_passes_its_suite(
+    tmp_path: Path,
+) -> None:
+    done = _check("quarantine", "--worker", f"{WORKER_RUN} quarantine", cwd=tmp_path)
+    assert done.returncode == 0, done.stdout[-2000:]
+    assert "4 passed" in done.stdout
+
+
+def test_the_shipped_policy_in_another_process_passes_the_flow_suite(tmp_path: Path) -> None:
+    rules = tmp_path / "allow.yaml"
+    rules.write_text(
+        'schema_version: 1\nrules:\n  - {id: allow-all, function: "*", decision: allow}\n'
+    )
+    config = tmp_path / "policy.json"
+    config.write_text(json.dumps({"rules_path": str(rules), "reload_interval": 0}))
+    done = _check(
+        "policy-flow",
+        "--worker",
+        f"{WORKER_RUN} policy",
+        "--worker-config",
+        str(config),
+        "--pytest=-q -k 'secret or configured'",
+        cwd=tmp_path,
+    )
+    assert done.returncode == 0, done.stdout[-2000:]
+    assert "3 passed" in done.stdout
+
+
 def test_a_worker_that_is_not_the_kind_fails_the_suite(tmp_path: Path) -> None:
     # the utilities worker serves no policy::check_permissions: every test must fail
     config = tmp_path / "policy.json"
@@ -89,6 +119,7 @@ def test_a_command_that_dies_is_named_with_its_output(tmp_path: Path) -> None:
 def test_usage_errors_are_one_line(tmp_path: Path) -> None:
     cases = [
         (["policy", "--worker", "x"], "the policy suite needs --worker-config"),
+        (["policy-flow", "--worker", "x"], "the policy-flow suite needs --worker-config"),
         (["tools", "--worker", "x"], "the tools suite needs --tool, --arguments, --invalid"),
         (["sessions", "--worker", "x", "--tool", "a"], "--tool belong to the tools suite"),
         (
@@ -112,3 +143,10 @@ def test_every_kind_names_a_suite_that_exists() -> None:
         assert hasattr(suites, spec.suite), kind
         module = suite_module(kind, command=["w"], config={"a": 1})
         compile(module, f"<{kind}>", "exec")
+
+
+def test_a_config_attribute_takes_the_worker_config() -> None:
+    module = suite_module("quarantine", command=["w"], config={"provider": "p"})
+    namespace: dict[str, Any] = {}
+    exec(compile(module, "<quarantine>", "exec"), namespace)
+    assert namespace["TestExternalQuarantineContract"].config == {"provider": "p"}

@@ -2,8 +2,9 @@
 
 Each test starts ``node sdk/typescript/dist/examples/<worker>.js`` on an engine of its own (the
 suites' ``worker_command``, see :mod:`tackroom.testing.contracts.external`): ``policy.js`` runs
-:class:`PolicyContract` with the scenario written in its JSON rule language (documented in
-``sdk/typescript/examples/policy.ts``), ``weather.js`` runs :class:`ToolContract`. Builds
+:class:`PolicyContract` and :class:`PolicyFlowContract` with their scenarios written in its JSON
+rule language (documented in ``sdk/typescript/examples/policy.ts``), ``weather.js`` runs
+:class:`ToolContract`. Builds
 nothing: ``make setup`` builds ``sdk/typescript/dist``.
 """
 
@@ -18,10 +19,12 @@ from typing import Any
 
 import pytest
 
+from tackroom.contracts.flow import FLOW_RULES, flow_verdict
 from tackroom.contracts.policy import PROTECTED_FUNCTIONS, PROTECTED_RULE_ID, UNPROTECTED_READS
+from tackroom.contracts.provenance import FlowFacts
 from tackroom.engine import Engine
 from tackroom.engine.protocol import WorkerInfo
-from tackroom.testing.contracts import PolicyContract, ToolContract
+from tackroom.testing.contracts import PolicyContract, PolicyFlowContract, ToolContract
 from tackroom.testing.waiting import wait_until
 
 SDK = Path(__file__).resolve().parents[2] / "sdk" / "typescript"
@@ -76,6 +79,40 @@ RULES: dict[str, Any] = {
         {"id": "no-writes", "functions": ["fs::write"], "decision": "deny"},
     ],
 }
+
+
+# The FLOW_SCENARIO of tackroom.testing.contracts.policy_flow, in policy.ts's JSON rule language.
+ALLOW_ALL: dict[str, Any] = {
+    "default_decision": "needs_approval",
+    "rules": [{"id": "allow-all", "functions": ["*"], "decision": "allow"}],
+}
+
+# Flows on which the TypeScript rules must answer word for word as contracts/flow.py does.
+ORIGINS = ["web::fetch", "mcp::docs::get", "file:notes/a.md", "web::fetch", "q::extract"]
+FLOWS: list[dict[str, Any]] = [
+    {"side_effect": "external", "args_from_secret": {"body": ORIGINS, "to": ["auth::token"]}},
+    {"side_effect": "external", "args_from_secret": {"body": []}},
+    {"side_effect": "none", "sinks": ["to", "url"], "args_from_untrusted": {"url": ORIGINS}},
+    {"side_effect": "external", "sinks": ["url"], "args_from_untrusted": {"url": []}},
+    {"sinks": ["constructor", "to"], "args_from_typed": {"to": ORIGINS[:4]}},
+    {"side_effect": "external", "args_from_untrusted": {"title": ["a"], "body": ORIGINS}},
+    {"context_untrusted": True, "untrusted_sources": ORIGINS},
+    {"context_untrusted": True, "side_effect": "internal", "untrusted_sources": ["web::fetch"]},
+]
+
+
+def answered(reply: dict[str, Any]) -> tuple[Any, ...]:
+    """What a check reply says: its decision, rule, matched constraint and reason."""
+    return (reply["decision"], reply["rule_id"], reply.get("matched_constraint"), reply["reason"])
+
+
+def python_flow_verdict(flow: dict[str, Any]) -> tuple[Any, ...]:
+    """What contracts/flow.py answers with every rule on, as :func:`answered` says it; the
+    scenario's "allow-all" when no rule applies."""
+    verdict = flow_verdict("tool::send", FlowFacts.model_validate(flow), rules=FLOW_RULES)
+    if verdict is None:
+        return ("allow", "allow-all", None, "rule 'allow-all': allow")
+    return answered(verdict.model_dump(mode="json", exclude_none=True))
 
 
 async def announced(bus: Engine, name: str) -> WorkerInfo:
@@ -134,6 +171,47 @@ class TestTypeScriptPolicy(PolicyContract):
         assert done.returncode == 2, done
         assert "ready" not in done.stdout
         assert f"{path}: rules[0] (x): decision must be one of" in done.stderr
+
+
+class TestTypeScriptPolicyFlow(PolicyFlowContract):
+    worker_command = ("node", str(EXAMPLES / "policy.js"))
+
+    def configure(self, directory: Path) -> dict[str, Any]:
+        path = directory / "rules.json"
+        path.write_text(json.dumps(ALLOW_ALL, indent=2), encoding="utf-8")
+        return {"rules_path": str(path)}
+
+    async def test_it_answers_as_the_python_flow_rules_do(
+        self, engine_url: str, tmp_path: Path
+    ) -> None:
+        config = self.with_flow_rules(self.configure(tmp_path), FLOW_RULES)
+        async with self.hosted(engine_url, config) as bus:
+            for flow in FLOWS:
+                reply = await self.check(bus, "tool::send", flow)
+                assert answered(reply) == python_flow_verdict(flow), flow
+
+    async def test_without_a_rules_file_the_flow_rules_come_first(self, engine_url: str) -> None:
+        async with self.hosted(engine_url, {}) as bus:
+            flow = {"sinks": ["city"], "args_from_untrusted": {"city": ["web::fetch"]}}
+            assert await self.decision(bus, "tool::ts_weather", flow) == (
+                "deny",
+                "builtin:flow:untrusted-destination",
+            )
+            assert await self.decision(bus, "tool::ts_weather", None) == ("allow", "ts:allow-list")
+
+    @pytest.mark.parametrize("rules", [["secret-out", "everything"], "secret-out", {}])
+    def test_a_bad_flow_rules_setting_stops_it_before_it_connects(self, rules: Any) -> None:
+        done = subprocess.run(
+            [*self.worker_command, "nats://127.0.0.1:1"],  # never reached
+            env={**os.environ, "TACKROOM_WORKER_CONFIG": json.dumps({"flow_rules": rules})},
+            capture_output=True,
+            text=True,
+            timeout=30,
+            check=False,
+        )
+        assert done.returncode == 2, done
+        assert "ready" not in done.stdout
+        assert "flow_rules must be a list of secret-out" in done.stderr
 
 
 class TestTypeScriptWeather(ToolContract):

@@ -9,13 +9,18 @@
  *
  * Every check is validated as `CheckRequest` (an object with a `function_id` free of whitespace
  * and control characters, `args` an object, no unknown keys, `schema_version` 1 if given…): any
- * other payload fails with the typed error `invalid_request`. Then the protected functions are
- * denied (`builtin:protected`, before any rule, as every policy worker must). Then:
+ * other payload fails with the typed error `invalid_request`; so does a `flow` (the call's data
+ * flow, contracts/provenance.py's FlowFacts) that is not an object of its fields. Then the
+ * protected functions are denied (`builtin:protected`, before any rule, as every policy worker
+ * must), then the built-in flow rules of flow.ts decide (prompt-injection containment, the rules
+ * of contracts/flow.py: `builtin:flow:secret-out`…) — those named in the config's `flow_rules`,
+ * all but `untrusted-context` when it is unset, none for `[]`. Then:
  *
  * - without a rules file (TACKROOM_WORKER_CONFIG unset, or without `rules_path`):
  *   `tool::ts_weather` is allowed and everything else denied, with the rule `ts:allow-list`;
- * - with TACKROOM_WORKER_CONFIG = `{"rules_path": FILE}`: the rules in FILE, a small JSON
- *   language, decide — first match wins, and no match gives the default decision:
+ * - with TACKROOM_WORKER_CONFIG = `{"rules_path": FILE}` (beside `"flow_rules": [...]`, if
+ *   set): the rules in FILE, a small JSON language, decide — first match wins, and no match
+ *   gives the default decision:
  *
  *     {
  *       "default_decision": "needs_approval",        // allow | deny | needs_approval (default:
@@ -45,6 +50,7 @@
 
 import { readFileSync } from "node:fs";
 import { connect, FunctionError } from "../src/index.js";
+import { type FlowFacts, type FlowRule, flowSchema, flowVerdict, parseFlow, parseFlowRules } from "./flow.js";
 import { engineUrl, fail, serveUntilStopped, VERSION, workerConfig } from "./run.js";
 
 type Decision = "allow" | "deny" | "needs_approval";
@@ -58,6 +64,7 @@ interface CheckRequest {
   roles?: string[];
   required_permission?: string | null;
   tenant?: string | null;
+  flow?: FlowFacts;
 }
 
 interface MatchedConstraint {
@@ -105,7 +112,7 @@ function typeName(value: unknown): string {
 // -- the request ------------------------------------------------------------------------------
 
 const REQUEST_KEYS = new Set([
-  "schema_version", "function_id", "args", "session_id", "principal", "roles", "required_permission", "tenant",
+  "schema_version", "function_id", "args", "session_id", "principal", "roles", "required_permission", "tenant", "flow",
 ]);
 const FUNCTION_ID = /^[^\s\x00-\x1f\x7f]+$/u;
 
@@ -135,7 +142,8 @@ function parseRequest(payload: unknown): CheckRequest {
   if (roles !== undefined && !(Array.isArray(roles) && roles.every((role) => typeof role === "string"))) {
     throw invalid("roles must be a list of strings");
   }
-  return payload as unknown as CheckRequest;
+  const flow = payload.flow === undefined || payload.flow === null ? undefined : parseFlow(payload.flow, invalid);
+  return { ...payload, flow } as unknown as CheckRequest;
 }
 
 // -- values and paths --------------------------------------------------------------------------
@@ -309,17 +317,25 @@ function evaluate(ruleset: Ruleset, id: string, args: Record<string, unknown>): 
   };
 }
 
-function checker(ruleset: Ruleset | undefined): (payload: unknown) => CheckResponse {
+function checker(ruleset: Ruleset | undefined, flowRules: readonly FlowRule[]): (payload: unknown) => CheckResponse {
   return (payload) => {
     const request = parseRequest(payload);
     const id = request.function_id;
-    return protectedVerdict(id) ?? (ruleset ? evaluate(ruleset, id, request.args ?? {}) : allowList(id));
+    return protectedVerdict(id) ??
+      flowVerdict(id, request.flow, flowRules) ??
+      (ruleset ? evaluate(ruleset, id, request.args ?? {}) : allowList(id));
   };
 }
 
 // -- serving -----------------------------------------------------------------------------------
 
 const config = workerConfig();
+let flowRules: FlowRule[];
+try {
+  flowRules = parseFlowRules(config.flow_rules);
+} catch (error) {
+  fail(error instanceof Error ? error.message : String(error));
+}
 let ruleset: Ruleset | undefined;
 if (config.rules_path !== undefined && config.rules_path !== null) {
   if (typeof config.rules_path !== "string" || config.rules_path === "") fail("rules_path must be a file path");
@@ -341,6 +357,7 @@ const requestSchema = {
     roles: { type: "array", items: { type: "string" } },
     required_permission: { type: ["string", "null"] },
     tenant: { type: ["string", "null"], maxLength: 63 },
+    flow: { ...flowSchema, type: ["object", "null"] },
   },
   required: ["function_id"],
   additionalProperties: false,
@@ -363,7 +380,7 @@ const responseSchema = {
 };
 
 const worker = await connect({ url: engineUrl(), worker: "ts-policy", version: VERSION });
-await worker.registerFunction<unknown, CheckResponse>("policy::check_permissions", checker(ruleset), {
+await worker.registerFunction<unknown, CheckResponse>("policy::check_permissions", checker(ruleset, flowRules), {
   description: ruleset
     ? `May a model's call run? The ${ruleset.rules.length} JSON rules of ${String(config.rules_path)} (TypeScript).`
     : "May a model's call run? allow tool::ts_weather, deny the rest (TypeScript).",

@@ -29,6 +29,9 @@ class Kind:
     config_hooks: tuple[str, ...] = ()
     """The suite's hooks that return the worker's config section: ``--worker-config`` answers
     them (a hook with no default needs it)."""
+    config_attributes: tuple[str, ...] = ()
+    """The suite's class attributes that hold the worker's config section: ``--worker-config``
+    replaces them."""
     needs_config: bool = False
 
 
@@ -47,6 +50,8 @@ KINDS: dict[str, Kind] = {
     "memory": Kind("MemoryContract"),
     "orchestrator": Kind("OrchestratorContract"),
     "policy": Kind("PolicyContract", ("configure",), needs_config=True),
+    "policy-flow": Kind("PolicyFlowContract", ("configure",), needs_config=True),
+    "quarantine": Kind("QuarantineContract", config_attributes=("config",)),
     "sandbox": Kind("SandboxContract"),
     "sessions": Kind("SessionsContract"),
     "shell": Kind("ShellContract", ("configure",)),
@@ -77,7 +82,7 @@ def add_parsers(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -
         "--worker-config",
         type=Path,
         metavar="FILE",
-        help="a JSON file: the worker's config section (the policy suite needs its scenario)",
+        help="a JSON file: the worker's config section (the policy suites need their scenario)",
     )
     check.add_argument("--tool", metavar="ID", help="tools: the tool's function id")
     check.add_argument("--arguments", metavar="JSON", help="tools: arguments it must answer")
@@ -103,7 +108,9 @@ def _run_check(args: argparse.Namespace) -> int:
         return 2
     with tempfile.TemporaryDirectory(prefix="tackroom-contracts-") as scratch:
         root = Path(scratch)
-        (root / f"test_{args.kind}_contract.py").write_text(module, encoding="utf-8")
+        (root / f"test_{args.kind.replace('-', '_')}_contract.py").write_text(
+            module, encoding="utf-8"
+        )
         (root / "pytest.ini").write_text(_PYTEST_INI, encoding="utf-8")
         command = [sys.executable, "-m", "pytest", "-c", str(root / "pytest.ini")]
         command += ["--rootdir", str(root), "-p", "no:cacheprovider", str(root)]
@@ -186,6 +193,7 @@ def suite_module(
         '    backends = ("nats",)',
     ]
     if config is not None:
+        lines += [f"    {attribute} = CONFIG" for attribute in spec.config_attributes]
         lines += [
             "",
             *(

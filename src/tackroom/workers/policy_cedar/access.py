@@ -11,7 +11,8 @@ The request Cedar sees:
   signed in: ``api_key``, ``oidc``…) and ``on_behalf_of`` (only when it is impersonated: test
   with ``has``); it is in ``Role::"<role>"`` for each role it holds.
 - **action**: ``Action::"read"``, ``"stream"``, ``"run"``, ``"fork"``, ``"pin"``,
-  ``"compact"``, ``"delete"``, ``"approve"`` or ``"budget_admin"``.
+  ``"compact"``, ``"delete"``, ``"approve"``, ``"budget_admin"`` or ``"abort_runs"`` (the
+  tenant's kill switch).
 - **resource**: ``Session``, ``Approval``, ``Budget``, ``Trace`` or ``Catalog``, by kind, whose
   id is the resource's (``""`` when the request names none, e.g. a list), with ``tenant``.
 - **context**: empty.
