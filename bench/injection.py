@@ -52,8 +52,9 @@ from agentdojo.task_suite.load_suites import get_suites
 from agentdojo_adapter import AgentDojoBridge, Episode, attack_for, load_environment, score
 
 from tackroom import Harness, HarnessConfig
-from tackroom.contracts.messages import AssistantMessage
+from tackroom.contracts.messages import AssistantMessage, FunctionResultMessage
 from tackroom.contracts.turn import Mode
+from tackroom.harness.result import PendingApproval
 from tackroom.runtime.config import AgentSettings
 from tackroom.testing import FunctionModel
 
@@ -133,14 +134,22 @@ DEFENCES: dict[str, Defence] = {
     "default": Defence(
         name="default",
         description="tackroom's defaults: the built-in flow rules (a destination copied from"
-        " untrusted content is refused, an external call with an argument copied from it asks)"
-        " and the built-in policy rules; approvals are denied for want of a human",
+        " untrusted content is refused; an external call from a context that read untrusted"
+        " content asks) and the built-in policy rules; the user answers what asks: yes to a"
+        " call the task needs, no to anything else",
+        approval="user",
+    ),
+    "default-unattended": Defence(
+        name="default-unattended",
+        description="the defaults with nobody to ask: every call that asks is denied",
     ),
     "planned": Defence(
         name="planned",
         description="the defaults in planned mode: the tools fixed from the request by a"
-        " planning call, untrusted content shown to the model only as a handle",
+        " planning call, untrusted content shown to the model only as a handle; the user"
+        " answers what asks, as in default",
         mode="planned",
+        approval="user",
     ),
     "off": Defence(
         name="off",
@@ -167,6 +176,11 @@ def _sorted(tasks: Mapping[str, Any]) -> list[tuple[str, Any]]:
     return sorted(tasks.items(), key=lambda item: _task_number(item[0]))
 
 
+def _refusal(details: dict[str, Any]) -> str:
+    """The rule that refused a call, from its result's envelope."""
+    return str(details.get("rule_id") or details.get("denied_by") or details.get("error"))
+
+
 @dataclass(slots=True)
 class Outcome:
     """One run, scored."""
@@ -179,6 +193,11 @@ class Outcome:
     stop_reason: str | None
     calls_asked: int
     calls_run: int
+    approvals_asked: int
+    answer_only: bool
+    """The injection task needs no tool call (it only changes the final answer)."""
+    refused: list[str]
+    """Why calls were refused: the deciding rule (``builtin:flow:…``, ``plan``, ``cap``...)."""
     seconds: float
 
 
@@ -193,6 +212,11 @@ async def run_episode(harness: Harness, bridge: AgentDojoBridge, episode: Episod
     output = result.output if isinstance(result.output, str) else ""
     verdict = score(episode, output)
     asked = sum(len(m.function_calls()) for m in result.messages if isinstance(m, AssistantMessage))
+    refused = [
+        f"{m.function_id.removeprefix('tool::')}: {_refusal(m.details)}"
+        for m in result.messages
+        if isinstance(m, FunctionResultMessage) and m.is_error and isinstance(m.details, dict)
+    ]
     return Outcome(
         user_task=episode.user_task.ID,
         injection_task=None if episode.injection_task is None else episode.injection_task.ID,
@@ -202,15 +226,26 @@ async def run_episode(harness: Harness, bridge: AgentDojoBridge, episode: Episod
         stop_reason=result.stop_reason,
         calls_asked=asked,
         calls_run=len(episode.trace),
+        approvals_asked=episode.approvals_asked,
+        answer_only=episode.injection_task is not None and not episode.injection_calls,
+        refused=refused,
         seconds=seconds,
     )
 
 
-def _approval(defence: Defence) -> Any:
-    answer = defence.approval
+def _approval(defence: Defence, bridge: AgentDojoBridge) -> Any:
+    """How a call that asks is answered. ``deny``: nobody is there. ``user``: the person who
+    asked for the task says yes to a call the task needs (one of its ground-truth calls, same
+    function and arguments) and no to anything else — what a user watching the run does."""
 
-    def decide(_call: Any) -> str:
-        return answer
+    def decide(pending: PendingApproval) -> str:
+        episode = bridge.episodes.get(pending.session_id)
+        if episode is not None:
+            episode.approvals_asked += 1
+        if defence.approval != "user" or episode is None:
+            return "deny"
+        wanted = episode.wants(pending.function_id.removeprefix("tool::"), pending.arguments)
+        return "allow" if wanted else "deny"
 
     return decide
 
@@ -244,7 +279,7 @@ async def run_suite(
         tools=bridge.tool_specs(),
         mode=defence.mode,
         max_turns=4 * most_calls + 4,
-        on_approval=_approval(defence),
+        on_approval=_approval(defence, bridge),
         check_model=False,
     )
     benign: list[Outcome] = []
@@ -315,6 +350,14 @@ def summarize(
         "pairs": len(attacked),
         "pairs_not_run": pairs_not_run,
         "asr": _fraction(successes, len(attacked)),
+        "asr_tool_call_injections": _fraction(
+            sum(1 for o in attacked if o.security and not o.answer_only),
+            sum(1 for o in attacked if not o.answer_only),
+        ),
+        "asr_answer_only_injections": _fraction(
+            sum(1 for o in attacked if o.security and o.answer_only),
+            sum(1 for o in attacked if o.answer_only),
+        ),
         "benign_utility": _fraction(sum(o.utility for o in benign), len(benign)),
         "utility_under_attack": _fraction(sum(o.utility for o in attacked), len(attacked)),
         "attack_successes": successes,
@@ -322,7 +365,13 @@ def summarize(
         "calls_asked": sum(o.calls_asked for o in [*benign, *attacked]),
         "calls_run": sum(o.calls_run for o in [*benign, *attacked]),
         "stop_reasons": dict(sorted(stops.items())),
-        "benign_failed": [o.user_task for o in benign if not o.utility],
+        "benign_failed": {
+            o.user_task: sorted(set(o.refused)) or ["(no call refused)"]
+            for o in benign
+            if not o.utility
+        },
+        "approvals_per_benign_task": _fraction(sum(o.approvals_asked for o in benign), len(benign)),
+        "approvals_per_pair": _fraction(sum(o.approvals_asked for o in attacked), len(attacked)),
         "attacks_failed": [
             f"{o.user_task}/{o.injection_task}" + ("" if o.injection_seen else " (not seen)")
             for o in attacked

@@ -10,7 +10,7 @@
  *   untrusted content.
  * - `untrusted-arguments` (needs approval): a tool with external effects gets an argument copied
  *   from untrusted free text.
- * - `untrusted-context` (needs approval, not on by default): any call of a tool with external
+ * - `untrusted-context` (needs approval): any call of a tool with external
  *   effects once the context holds untrusted content.
  *
  * The first rule (in this order: denials first) that the call triggers decides, with the rule id
@@ -28,7 +28,7 @@ export type FlowRule =
 export const FLOW_RULES: readonly FlowRule[] = [
   "secret-out", "untrusted-destination", "typed-destination", "untrusted-arguments", "untrusted-context",
 ];
-export const DEFAULT_FLOW_RULES: readonly FlowRule[] = FLOW_RULES.filter((rule) => rule !== "untrusted-context");
+export const DEFAULT_FLOW_RULES: readonly FlowRule[] = FLOW_RULES;
 const FLOW_RULE_PREFIX = "builtin:flow:";
 
 type SideEffect = "none" | "internal" | "external";

@@ -12,8 +12,11 @@ policy worker applies the rules named in its ``flow_rules`` setting (all of
   typed out of untrusted content.
 - ``untrusted-arguments`` (needs approval): a tool with external effects gets an argument
   copied from untrusted free text.
-- ``untrusted-context`` (needs approval, not on by default): any call of a tool with external
-  effects once the context holds untrusted content — the strictest, and the noisiest.
+- ``untrusted-context`` (needs approval): any call of a tool with external effects once the
+  context holds untrusted content. Copying is only what the harness can see; a model that read
+  a page may paraphrase what it asks (a date written out, a hotel the page names), so a person
+  confirms every external act from such a context. Turn it off (``flow_rules`` without it) only
+  where nobody is there to ask and the other rules are enough.
 """
 
 from __future__ import annotations
@@ -40,12 +43,7 @@ FlowRule = Literal[
     "untrusted-context",
 ]
 FLOW_RULES: tuple[FlowRule, ...] = get_args(FlowRule)
-DEFAULT_FLOW_RULES: tuple[FlowRule, ...] = (
-    "secret-out",
-    "untrusted-destination",
-    "typed-destination",
-    "untrusted-arguments",
-)
+DEFAULT_FLOW_RULES: tuple[FlowRule, ...] = FLOW_RULES
 FLOW_RULE_PREFIX = "builtin:flow:"
 """A flow rule's ``rule_id`` is this prefix and its name: ``builtin:flow:secret-out``."""
 

@@ -162,6 +162,20 @@ def string_leaves(value: Any) -> Iterator[str]:
             yield from string_leaves(item)
 
 
+_TOKEN = re.compile(r"[^\W_]+")
+
+
+def tokens_of(text: str) -> set[str]:
+    """The words and numbers of ``text`` (runs of letters and digits)."""
+    return set(_TOKEN.findall(text))
+
+
+def _holds_token(haystack: Container[str], token: str) -> bool:
+    if isinstance(haystack, TextPool):
+        return token in haystack.tokens()
+    return isinstance(haystack, str) and token in tokens_of(haystack)
+
+
 def _parts(leaf: str, *, destination: bool) -> list[str]:
     """What of ``leaf`` is compared: the value whole, and for a destination the host of a URL in
     it too (``https://evil.example/?q=<data>`` is copied from a page that names evil.example)."""
@@ -175,15 +189,28 @@ class TextPool:
     """Normalized texts with their origins, searched as one text first: a value found nowhere
     (the usual case) costs one substring search, whatever the number of texts."""
 
-    __slots__ = ("_joined", "items")
+    __slots__ = ("_joined", "_tokens", "items")
 
     def __init__(self, items: Iterable[tuple[str, str]] = ()) -> None:
         self.items: list[tuple[str, str]] = list(items)
         self._joined: str | None = None
+        self._tokens: set[str] | None = None
 
     def add(self, origin: str, text: str) -> None:
         self.items.append((origin, text))
         self._joined = None
+        self._tokens = None
+
+    def tokens(self) -> set[str]:
+        """Every word and number of the texts (what a short destination is compared with)."""
+        if self._tokens is None:
+            self._tokens = {token for _, text in self.items for token in tokens_of(text)}
+        return self._tokens
+
+    def origins_of_token(self, token: str) -> list[str]:
+        if token not in self.tokens():
+            return []
+        return [origin for origin, text in self.items if token in tokens_of(text)]
 
     def __bool__(self) -> bool:
         return bool(self.items)
@@ -214,6 +241,28 @@ def argument_leaves(arguments: Mapping[str, Any]) -> dict[str, list[str]]:
     return {name: list(string_leaves(value)) for name, value in arguments.items()}
 
 
+def _found(
+    part: str,
+    sources: TextPool,
+    trusted: Sequence[Container[str]],
+    *,
+    destination: bool,
+    inside: bool,
+) -> list[str]:
+    """The origins ``part`` was copied from (none when the trusted texts hold it too)."""
+    if len(part) >= MIN_COPIED_CHARS:
+        held = sources.origins_of(part, inside=inside)
+        if held and not any(part in text for text in trusted):
+            return held
+        return []
+    if not destination or not part or _TOKEN.fullmatch(part) is None:
+        return []
+    held = sources.origins_of_token(part)
+    if held and not any(_holds_token(text, part) for text in trusted):
+        return held
+    return []
+
+
 def copied_from(
     leaves: Mapping[str, list[str]],
     sources: TextPool,
@@ -225,9 +274,10 @@ def copied_from(
     """Each argument (its :func:`argument_leaves`) with a value found verbatim in one of
     ``sources`` (normalized texts with their origins) and not in ``trusted`` (what the user,
     the system or a trusted tool wrote), with the origins it was found in. Values shorter than
-    :data:`MIN_COPIED_CHARS` are ignored; a destination argument's URL host is compared too;
-    with ``inside``, a source text found inside a value counts as well (a secret pasted into a
-    longer message)."""
+    :data:`MIN_COPIED_CHARS` are ignored — but for a destination, where a short value names
+    what is acted on (``file_id: "13"``), it counts when it stands as a word of its own; a
+    destination argument's URL host is compared too; with ``inside``, a source text found inside
+    a value counts as well (a secret pasted into a longer message)."""
     found: dict[str, list[str]] = {}
     if not sources:
         return found
@@ -236,11 +286,9 @@ def copied_from(
         origins: list[str] = []
         for leaf in values:
             for part in _parts(leaf, destination=name in sinks):
-                if len(part) < MIN_COPIED_CHARS:
-                    continue
-                held = sources.origins_of(part, inside=inside)
-                if held and not any(part in text for text in trusted):
-                    origins.extend(held)
+                origins.extend(
+                    _found(part, sources, trusted, destination=name in sinks, inside=inside)
+                )
         if origins:
             found[name] = list(dict.fromkeys(origins))
     return found

@@ -144,8 +144,9 @@ class ToolTraits(BaseModel):
     ``external`` (seen outside: a message sent, a request made). Default: ``none`` for a
     ``read_only`` tool, else ``external``."""
     sinks: list[str] = Field(default_factory=list)
-    """Arguments that say where data goes (``to``, ``url``, ``recipient``): the flow rules refuse
-    a destination copied from untrusted content."""
+    """Arguments that say where data goes (``to``, ``url``, ``recipient``) or what an action
+    destroys or changes (``file_id``): the flow rules refuse such a value copied from untrusted
+    content (a short one, like ``"13"``, when it stands there as a word of its own)."""
 
     @property
     def effect(self) -> SideEffect:

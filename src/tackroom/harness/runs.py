@@ -24,6 +24,7 @@ from tackroom.contracts.events import (
 from tackroom.contracts.messages import UserMessage
 from tackroom.contracts.turn import TurnStateView
 from tackroom.engine.protocol import Engine
+from tackroom.harness.errors import UsageError
 from tackroom.harness.remote import RemoteBus
 from tackroom.harness.result import PendingApproval, RunCollector, RunResult
 from tackroom.kit.live import LiveFeed
@@ -290,4 +291,9 @@ def _decision(answer: Any) -> Literal["allow", "deny"] | None:
         return "allow"
     if answer is False or answer == "deny":
         return "deny"
-    return None
+    if answer is None:
+        return None
+    raise UsageError(
+        f"on_approval answered {answer!r}: answer True or 'allow', False or 'deny', or None to"
+        " leave the call pending"
+    )

@@ -95,6 +95,14 @@ def test_a_destination_url_is_copied_when_its_host_is() -> None:
     assert copied_from(argument_leaves({"url": url}), sources) == {}
 
 
+def test_a_short_destination_counts_when_it_stands_as_a_word() -> None:
+    sources = TextPool([("mail", normalized("Delete the file with ID '13' now (in 2024-05-13)."))])
+    leaves = argument_leaves({"file_id": "13", "note": "13"})
+    assert copied_from(leaves, sources, destinations=["file_id"]) == {"file_id": ["mail"]}
+    assert copied_from(leaves, sources, destinations=["file_id"], trusted=["files: 13, 14"]) == {}
+    assert copied_from(argument_leaves({"file_id": "3"}), sources, destinations=["file_id"]) == {}
+
+
 def test_nested_values_are_searched() -> None:
     sources = TextPool([("http::fetch", normalized(PAGE))])
     found = copied_from(
@@ -221,6 +229,8 @@ def test_a_tool_that_changes_nothing_outside_is_not_stopped_for_copied_text() ->
     assert flow_verdict("fs::write", facts, rules=FLOW_RULES) is None
 
 
-def test_the_untrusted_context_rule_is_not_on_by_default() -> None:
-    assert "untrusted-context" not in DEFAULT_FLOW_RULES
-    assert flow_verdict("tool::send", _facts(context_untrusted=True)) is None
+def test_every_flow_rule_is_on_by_default() -> None:
+    assert DEFAULT_FLOW_RULES == FLOW_RULES
+    verdict = flow_verdict("tool::send", _facts(context_untrusted=True))
+    assert verdict is not None
+    assert verdict.rule_id == "builtin:flow:untrusted-context"

@@ -273,7 +273,9 @@ async def test_the_file_decides_on_the_flow_after_the_builtin_flow_rules(tmp_pat
     path.write_text(EXAMPLES, encoding="utf-8")
     web = WEB.model_dump(mode="json")
     read = {"context_untrusted": True, "untrusted_sources": ["web::fetch"]}
-    async with serve(rules_path=str(path), reload_interval=0) as bus:
+    # Without the built-in untrusted-context rule, which would ask before the file's rule does.
+    rules = ["secret-out", "untrusted-destination", "typed-destination", "untrusted-arguments"]
+    async with serve(rules_path=str(path), reload_interval=0, flow_rules=rules) as bus:
 
         async def check(function_id: str, flow: dict[str, Any] | None) -> tuple[Any, Any]:
             payload: dict[str, Any] = {"function_id": function_id, "args": {}}

@@ -152,11 +152,15 @@ class PolicyFlowContract(WorkerContract):
                     "allow-all",
                 ), (flow, effect)
 
-    async def test_an_untrusted_context_alone_is_not_a_default_rule(self, bus: Engine) -> None:
+    async def test_an_external_call_from_an_untrusted_context_asks_by_default(
+        self, bus: Engine
+    ) -> None:
         assert await self.decision(bus, "tool::send_mail", UNTRUSTED_CONTEXT) == (
-            "allow",
-            "allow-all",
+            "needs_approval",
+            FLOW + "untrusted-context",
         )
+        inside = {**UNTRUSTED_CONTEXT, "side_effect": "internal"}
+        assert await self.decision(bus, "fs::write", inside) == ("allow", "allow-all")
 
     async def test_a_denial_comes_before_an_approval(self, bus: Engine) -> None:
         # typed-destination and untrusted-arguments would ask; untrusted-destination denies.
