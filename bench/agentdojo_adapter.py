@@ -232,8 +232,8 @@ UNTRUSTED_OUTPUT = frozenset(
         "get_rating_reviews_for_car_rental",
         # transaction subjects senders choose, files on disk
         "get_most_recent_transactions", "read_file",
-        # messages, inboxes and the web
-        "read_channel_messages", "read_inbox", "get_webpage",
+        # messages, inboxes, channel names anyone may choose, and the web
+        "read_channel_messages", "read_inbox", "get_channels", "get_webpage",
     }
 )  # fmt: skip
 """The tools whose results hold text a third party wrote: what an application declares

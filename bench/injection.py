@@ -372,6 +372,11 @@ def summarize(
         },
         "approvals_per_benign_task": _fraction(sum(o.approvals_asked for o in benign), len(benign)),
         "approvals_per_pair": _fraction(sum(o.approvals_asked for o in attacked), len(attacked)),
+        "attacks_succeeded": {
+            f"{o.user_task}/{o.injection_task}": sorted(set(o.refused))
+            for o in attacked
+            if o.security
+        },
         "attacks_failed": [
             f"{o.user_task}/{o.injection_task}" + ("" if o.injection_seen else " (not seen)")
             for o in attacked
