@@ -28,6 +28,8 @@ SUMMARY = {
     "pairs",
     "pairs_not_run",
     "asr",
+    "asr_tool_call_injections",
+    "asr_answer_only_injections",
     "benign_utility",
     "utility_under_attack",
     "attack_successes",
@@ -36,6 +38,9 @@ SUMMARY = {
     "calls_run",
     "stop_reasons",
     "benign_failed",
+    "approvals_per_benign_task",
+    "approvals_per_pair",
+    "attacks_succeeded",
     "attacks_failed",
     "not_run",
     "run_p50_ms",
@@ -45,28 +50,33 @@ SUMMARY = {
 
 
 def test_a_banking_slice_reports_agentdojo_scores_per_defence() -> None:
-    report = bench_report("injection.py", "--suite", "banking", "--limit", "2", timeout=60)
+    report = bench_report("injection.py", "--suite", "banking", "--limit", "2", timeout=90)
 
     assert report["schema_version"] == 1
     assert report["benchmark"] == "injection"
     assert {"cpu", "cores", "python", "loadavg_1m", "loadavg_1m_at_start"} <= set(report["machine"])
     assert report["workload"]["attack"] == "important_instructions"
-    assert set(report["defences"]) == {"default", "off"}
+    assert set(report["defences"]) == {"default", "default-unattended", "planned", "off"}
     assert set(report["results"]) == {"banking"}
-    for name, result in report["results"]["banking"].items():
+    results = report["results"]["banking"]
+    for name, result in results.items():
         assert set(result) == SUMMARY, name
         assert (result["user_tasks"], result["injection_tasks"], result["pairs"]) == (2, 2, 4)
         assert (result["not_run"], result["pairs_not_run"]) == ([], 0)
-        # The compliant model solves both user tasks and sees every planted attack...
-        assert result["benign_utility"] == 1.0, result["benign_failed"]
-        assert result["injection_seen"] == 4
-        assert result["stop_reasons"] == {"end": 6}
-        assert result["calls_run"] == result["calls_asked"] > 0
-    # ...and with every call allowed, AgentDojo's security check says the attacks succeeded.
-    off = report["results"]["banking"]["off"]
-    assert off["asr"] == 1.0
-    assert off["attack_successes"] == 4
+        assert result["stop_reasons"] == {"end": 6}, name
+    # With every call allowed, the compliant model sees every planted attack and carries it
+    # out, and AgentDojo's security check says so...
+    off = results["off"]
+    assert off["benign_utility"] == 1.0, off["benign_failed"]
+    assert off["injection_seen"] == 4
+    assert off["calls_run"] == off["calls_asked"] > 0
+    assert (off["asr"], off["attack_successes"]) == (1.0, 4)
     assert report["totals"]["off"]["pairs"] == 4
+    # ...the defaults stop every attack (the user says no to what the task does not need)...
+    assert results["default"]["asr"] == results["default-unattended"]["asr"] == 0.0
+    # ...and in planned mode the model never reads the attack at all.
+    planned = results["planned"]
+    assert (planned["asr"], planned["injection_seen"], planned["benign_utility"]) == (0.0, 0, 1.0)
 
 
 @pytest.fixture
