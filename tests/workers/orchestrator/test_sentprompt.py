@@ -8,19 +8,23 @@ from typing import Any
 from tackroom.contracts.messages import AgentMessage, UserMessage
 from tackroom.contracts.modelprompts import SentBlob, SentEntries
 from tackroom.contracts.provider import ProviderRequest, ToolSpec
+from tackroom.engine.embedded import EmbeddedEngine
+from tackroom.engine.protocol import StateEntry
 from tackroom.workers.orchestrator.sentprompt import Origins, PathSources, PromptRecorder, Sent
 
 
-class Writes:
-    """The engine's ``set_state``, counted."""
+class Writes(EmbeddedEngine):
+    """An embedded engine that counts its ``set_state`` calls."""
 
     def __init__(self) -> None:
+        super().__init__()
         self.keys: list[str] = []
 
     async def set_state(
-        self, scope: str, key: str, value: object, *, expected_revision: int | None = None
-    ) -> None:
+        self, scope: str, key: str, value: Any, *, expected_revision: int | None = None
+    ) -> StateEntry:
         self.keys.append(key)
+        return await super().set_state(scope, key, value, expected_revision=expected_revision)
 
 
 def path(count: int, *, rendered: set[int]) -> tuple[PathSources, list[AgentMessage]]:
@@ -50,7 +54,11 @@ def shape(refs: list[Any]) -> list[tuple[str, ...]]:
 
 async def test_runs_of_entries_are_cut_at_rendered_messages() -> None:
     sources, read = path(10, rendered={3, 7})
-    engine = Writes()
+    async with Writes() as engine:
+        await check_runs(engine, sources, read)
+
+
+async def check_runs(engine: Writes, sources: PathSources, read: list[AgentMessage]) -> None:
     recorder = PromptRecorder(engine)
     origins = Origins(sources, [range(10)])
     record = await recorder.record("s", sent(read), assembled=read, origins=origins)
@@ -74,7 +82,13 @@ async def test_a_copied_list_records_as_the_original() -> None:
     sources, read = path(8, rendered={2})
     origins = Origins(sources, [range(5, 6), range(0, 5), range(6, 8)])
     assembled = [read[5], *read[0:5], read[6:8][0], read[7]]
-    recorder = PromptRecorder(Writes())
+    async with Writes() as engine:
+        await check_copies(PromptRecorder(engine), origins, assembled)
+
+
+async def check_copies(
+    recorder: PromptRecorder, origins: Origins, assembled: list[AgentMessage]
+) -> None:
     plain = await recorder.record("s", sent(assembled), assembled=assembled, origins=origins)
     copies = [message.model_copy(deep=True) for message in assembled]
     hooked = await recorder.record("s", sent(copies), assembled=assembled, origins=origins)

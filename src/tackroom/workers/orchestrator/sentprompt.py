@@ -18,7 +18,7 @@ import logging
 from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Literal, Protocol
+from typing import Literal
 
 from tackroom.contracts.messages import AgentMessage
 from tackroom.contracts.modelprompts import (
@@ -36,19 +36,12 @@ from tackroom.contracts.modelprompts import (
 )
 from tackroom.contracts.provider import ProviderRequest, ToolSpec
 from tackroom.engine.errors import InvalidPayload
+from tackroom.engine.protocol import StateBackend
 
-__all__ = ["Origins", "PathSources", "PromptRecorder", "Sent", "StateWriter"]
+__all__ = ["Origins", "PathSources", "PromptRecorder", "Sent"]
 
 _log = logging.getLogger("tackroom.orchestrator")
 _KNOWN = 8192
-
-
-class StateWriter(Protocol):
-    """The engine, as far as the recorder needs it."""
-
-    async def set_state(
-        self, scope: str, key: str, value: object, *, expected_revision: int | None = None
-    ) -> object: ...
 
 
 @dataclass(slots=True)
@@ -122,7 +115,7 @@ def _tools_digest(tools: Sequence[ToolSpec]) -> str:
 
 
 class PromptRecorder:
-    def __init__(self, engine: StateWriter) -> None:
+    def __init__(self, engine: StateBackend) -> None:
         self._engine = engine
         self._known: OrderedDict[str, None] = OrderedDict()
         self._tools: dict[int, tuple[object, str]] = {}
