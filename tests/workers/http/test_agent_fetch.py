@@ -28,7 +28,10 @@ async def test_an_agent_fetches_an_allowed_host_and_is_refused_another(tmp_path:
         config = HarnessConfig.defaults().model_copy(
             update={
                 "worker_config": {
-                    "http": {"allow_hosts": [allowed.authority], "allow_private": ["127.0.0.1"]}
+                    "http": {"allow_hosts": [allowed.authority], "allow_private": ["127.0.0.1"]},
+                    # The page's own URL names the host: the flow rules would refuse the second
+                    # fetch before the http worker's egress check this test is about.
+                    "policy": {"flow_rules": []},
                 }
             }
         )
