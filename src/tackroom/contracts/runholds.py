@@ -10,7 +10,7 @@ starts runs, on any host, sees it: ``run::start`` refuses a held principal with
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Annotated, Literal
 
 from pydantic import Field
 
@@ -25,6 +25,7 @@ __all__ = [
     "RELEASE",
     "RUNS_HELD_ERROR",
     "AbortedRun",
+    "HeldPrincipal",
     "Hold",
     "HoldRequest",
     "HoldResponse",
@@ -38,7 +39,10 @@ __all__ = [
 RUNS_HELD_ERROR = "runs_held"
 """The error code of a ``run::start`` refused because a kill switch holds its principal."""
 
-_PRINCIPAL_ID = r"^[^\s\x00-\x1f\x7f]+$"
+HeldPrincipal = Annotated[
+    str, Field(min_length=1, max_length=200, pattern=r"^[^\s\x00-\x1f\x7f]+$")
+]
+"""A principal whose runs a switch holds: its id, as the gateway and the CLI take it."""
 
 
 class Hold(_Model):
@@ -85,11 +89,8 @@ def held_message(tenant: str, principal_id: str | None, hold: Hold) -> str:
 class HoldRequest(_Model):
     schema_version: Literal[1] = 1
     tenant: str = Field(pattern=TENANT_PATTERN)
-    principal: str | None = Field(
+    principal: HeldPrincipal | None = Field(
         default=None,
-        min_length=1,
-        max_length=200,
-        pattern=_PRINCIPAL_ID,
         description="only this principal's runs (default: every run of the tenant)",
     )
     reason: str = Field(min_length=1, max_length=500)
@@ -114,7 +115,7 @@ class HoldResponse(_Model):
 class ReleaseRequest(_Model):
     schema_version: Literal[1] = 1
     tenant: str = Field(pattern=TENANT_PATTERN)
-    principal: str | None = Field(default=None, min_length=1, max_length=200, pattern=_PRINCIPAL_ID)
+    principal: HeldPrincipal | None = None
     actor: Principal
 
 

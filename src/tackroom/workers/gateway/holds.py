@@ -17,6 +17,7 @@ from tackroom.contracts.runholds import (
     HOLD,
     HOLDS,
     RELEASE,
+    HeldPrincipal,
     HoldRequest,
     HoldResponse,
     HoldsRequest,
@@ -33,28 +34,20 @@ from tackroom.workers.gateway.service import gateway_of, reply
 
 __all__ = ["OPERATIONS", "AbortRunsBody", "ResumeRunsBody"]
 
-_PRINCIPAL_ID = r"^[^\s\x00-\x1f\x7f]+$"
-
 
 class AbortRunsBody(Strict):
     schema_version: Literal[1] = 1
     reason: str = Field(min_length=1, max_length=500, description="why (kept in the audit log)")
-    principal: str | None = Field(
+    principal: HeldPrincipal | None = Field(
         default=None,
-        min_length=1,
-        max_length=200,
-        pattern=_PRINCIPAL_ID,
         description="only this principal's runs (default: every run of the tenant)",
     )
 
 
 class ResumeRunsBody(Strict):
     schema_version: Literal[1] = 1
-    principal: str | None = Field(
+    principal: HeldPrincipal | None = Field(
         default=None,
-        min_length=1,
-        max_length=200,
-        pattern=_PRINCIPAL_ID,
         description="lift this principal's switch (default: the tenant's)",
     )
 
